@@ -1,0 +1,176 @@
+"""Per-GPU operation inventory of one scenario: weight bytes, FLOPs per token, KV/state bytes per context token,
+kernels and collectives per step. Pure arithmetic on ModelSpec + QuantConfig + layout; cached per scenario.
+
+What it does: turns a Scenario into `Ops` (constants, SI units) that step.py combines with a batch and context
+length. Formulas (per GPU; h hidden, nh/nkv heads, d head_dim, kvb KV bytes/element):
+  weights read    attention·(1/tp) + replicated MLA parts + dense_mlp/tp + shared/tp + lm_head/tp, each × bytes/param
+  expert bytes    per_expert/moe_tp × bytes/param, per distinct expert touched (see step.py)
+  GEMM FLOPs      2 · params_on_gpu per token, timed at the peak of each part's GEMM dtype
+  KV read / seq   GQA 2·max(nkv/tp,1)·d·kvb per token per layer (sliding layers: min(L, window));
+                  MLA (kv_lora+rope)·kvb per token per layer, replicated on every TP rank; DSA reads min(L, topk)
+                  latent tokens plus (index_dim+4) B of indexer keys per token; linear/Mamba layers read and write
+                  their fp32 state (2·state·4 B / tp) per sequence
+  attention FLOPs GQA 4·(nh/tp)·d per context token; MLA absorbed decode 2·(nh/tp)·(2·kv_lora+rope),
+                  MLA prefill 2·(nh/tp)·(nope+rope+v); DSA indexer 2·ih·id per context token
+What it does not: choose efficiencies, batch sizes or combine terms into time (step.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from servescope.specs.quant import QuantScheme
+
+# Kernels per layer part (norm, GEMMs, rope/KV write, attention, activation, router/top-k, combine), counted from
+# typical vLLM/SGLang decode graphs; collectives are counted separately.
+KERNELS_ATTN, KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED, KERNELS_STEP = 6, 4, 8, 3, 10
+ACT_BYTES = 2.0  # activations travel in bf16
+
+
+@dataclass(frozen=True)
+class CtxTerm:
+    """A context-length-dependent cost: effective tokens = f(L) per the `kind`, times byte and FLOP coefficients."""
+
+    kind: str  # "all" | "window" | "cap" | "ratio" | "ratio_cap"
+    param: float
+    bytes_per_token: float  # per sequence, per effective context token (all layers of this kind, per GPU)
+    flops_decode: float  # per query token per effective context token
+    flops_prefill: float
+
+    def tokens(self, ctx: np.ndarray) -> np.ndarray:
+        if self.kind == "all":
+            return ctx
+        if self.kind in ("window", "cap"):
+            return np.minimum(ctx, self.param)
+        if self.kind == "ratio":
+            return ctx / self.param
+        return np.minimum(ctx / 4.0, self.param)  # ratio_cap: V4 layers compressed 4x then top-k
+
+
+@dataclass(frozen=True)
+class Ops:
+    """Per-GPU constants of one scenario (whole model depth: a token traverses every PP stage)."""
+
+    gemm_weight_bytes: float
+    gemm_s_per_token_peak: float  # seconds per token at 100% of each part's peak
+    expert_bytes: float  # one routed expert of one layer on this GPU
+    n_moe_layers: int
+    n_experts: int
+    top_k: int
+    experts_per_gpu: float
+    expert_s_per_token_peak: float  # per *global* token
+    ctx_terms: tuple[CtxTerm, ...]
+    state_bytes_per_seq: float  # linear/Mamba state read+written per sequence per step
+    kv_write_bytes_per_token: float
+    attn_peak_flops: float
+    bw_bytes_per_s: float
+    kernels_per_step: int
+    ar_per_step: int  # TP all-reduces (tp>1), incl. the vocab-parallel embedding one
+    moe_a2a_layers: int  # MoE layers using dispatch/combine (attention-DP)
+    hidden: int
+    vocab: int
+
+
+def peak_flops(gpu: Any, dtype: str) -> float:
+    """Dense tensor-core peak for a GEMM dtype, falling back fp4 -> fp8 -> bf16 where the GPU lacks it."""
+    fl = getattr(gpu, "flops_per_s", {}) or {}
+    for key in {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16")}.get(
+        dtype, ("bf16",)
+    ):
+        v = float(fl.get(key) or 0.0)
+        if v > 0:
+            return v
+    raise ValueError(f"GPU {getattr(gpu, 'name', '?')} has no bf16 FLOP/s peak")
+
+
+def _time_peak(params: float, s: QuantScheme, gpu: Any) -> float:
+    return 2.0 * params / peak_flops(gpu, s.gemm_dtype)
+
+
+def build_ops(sc: Any) -> Ops:
+    m, qc, g = sc.model, sc.quant, sc.gpu
+    p, tp = m.params, sc.tp
+    attn_sh = (p.attention - p.attention_replicated) / tp
+    attn_rep = p.attention_replicated
+    parts = ((attn_sh + attn_rep, qc.attention), (p.dense_mlp / tp, qc.dense_mlp),
+             (p.shared_experts / tp, qc.shared_experts), (p.lm_head / tp, qc.lm_head))
+    wbytes = sum(n * s.bytes_per_param for n, s in parts)
+    gemm_s = sum(_time_peak(n, s, g) for n, s in parts)
+    n_moe = m.n_moe_layers
+    exp_s = _time_peak(m.top_k * p.per_expert * n_moe / (sc.tp * sc.dp), qc.experts, g) if n_moe else 0.0
+    kernels = KERNELS_STEP + sum(KERNELS_ATTN for a in m.layer_attention if a != "none")
+    kernels += sum({"dense": KERNELS_DENSE_MLP, "moe": KERNELS_MOE}.get(x, 0) for x in m.layer_mlp)
+    kernels += KERNELS_SHARED * (n_moe if m.shared_intermediate_size else 0)
+    a2a = n_moe if (sc.dp > 1 and n_moe) else 0
+    sublayers = sum(1 for a in m.layer_attention if a != "none") + sum(1 for x in m.layer_mlp if x != "none")
+    ar = (sublayers - a2a + 1) if tp > 1 else 0
+    return Ops(
+        gemm_weight_bytes=wbytes, gemm_s_per_token_peak=gemm_s,
+        expert_bytes=p.per_expert / sc.moe_tp * qc.experts.bytes_per_param, n_moe_layers=n_moe,
+        n_experts=m.n_routed_experts, top_k=m.top_k,
+        experts_per_gpu=m.n_routed_experts / sc.ep if n_moe else 0.0, expert_s_per_token_peak=exp_s,
+        ctx_terms=_ctx_terms(sc), state_bytes_per_seq=_state_bytes(sc),
+        kv_write_bytes_per_token=kv_bytes_per_token(sc), attn_peak_flops=peak_flops(g, "bf16"),
+        bw_bytes_per_s=float(g.hbm_bw_bytes_per_s), kernels_per_step=kernels, ar_per_step=ar,
+        moe_a2a_layers=a2a, hidden=m.hidden_size, vocab=m.vocab_size,
+    )
+
+
+def _state_bytes(sc: Any) -> float:
+    m = sc.model
+    n_lin = sum(1 for a in m.layer_attention if a in ("linear", "mamba"))
+    return 2.0 * n_lin * m.linear_state_elems * 4.0 / sc.tp
+
+
+def kv_bytes_per_token(sc: Any) -> float:
+    """KV-cache bytes one token occupies on one GPU, over all layers holding full KV (sliding layers included)."""
+    m, kvb = sc.model, sc.quant.kv.bytes_per_param
+    if m.attention_kind == "gqa":
+        n_att = sum(1 for a in m.layer_attention if a in ("full", "sliding"))
+        return n_att * 2.0 * max(m.n_kv_heads // sc.tp, 1) * m.head_dim * kvb
+    idx = (m.index_head_dim + 4.0) if m.index_n_heads else 0.0
+    return m.n_layers * (m.kv_elems_per_token_layer() * kvb + idx)
+
+
+def _ctx_terms(sc: Any) -> tuple[CtxTerm, ...]:
+    m, tp, kvb = sc.model, sc.tp, sc.quant.kv.bytes_per_param
+    nh = m.n_heads / tp
+    if m.attention_kind == "gqa":
+        per_layer = 2.0 * max(m.n_kv_heads // tp, 1) * m.head_dim * kvb
+        fl = 4.0 * nh * m.head_dim
+        n_full, n_swa = m.n_attn("full"), m.n_attn("sliding")
+        out = [CtxTerm("all", 0, n_full * per_layer, n_full * fl, n_full * fl)]
+        if n_swa:
+            out.append(CtxTerm("window", m.sliding_window, n_swa * per_layer, n_swa * fl, n_swa * fl))
+        return tuple(out)
+    if m.attention_kind == "mla":
+        lat = m.kv_lora_rank + m.qk_rope_head_dim
+        fd = 2.0 * nh * (2 * m.kv_lora_rank + m.qk_rope_head_dim)
+        fp = 2.0 * nh * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+        n = m.n_layers
+        if not m.index_topk:
+            return (CtxTerm("all", 0, n * lat * kvb, n * fd, n * fp),)
+        ix_fl = 2.0 * m.index_n_heads * m.index_head_dim
+        return (CtxTerm("cap", m.index_topk, n * lat * kvb, n * fd, n * fp),
+                CtxTerm("all", 0, n * (m.index_head_dim + 4.0), n * ix_fl, n * ix_fl))
+    return _v4_terms(sc, nh, kvb)
+
+
+def _v4_terms(sc: Any, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
+    """DeepSeek-V4 (approximate): every layer attends a 128-token window; ratio-4 layers add top-k of the 4x
+    compressed cache (plus an indexer over it), ratio-128 layers add the whole 128x compressed cache."""
+    m = sc.model
+    d, n = m.head_dim, m.n_layers
+    fl = 4.0 * nh * d
+    r4 = sum(1 for r in m.v4_compress if r == 4)
+    r128 = sum(1 for r in m.v4_compress if r == 128)
+    ix_fl = 2.0 * m.index_n_heads * m.index_head_dim
+    return (
+        CtxTerm("window", m.sliding_window or 128, n * d * kvb, n * fl, n * fl),
+        CtxTerm("ratio_cap", m.index_topk, r4 * d * kvb, r4 * fl, r4 * fl),
+        CtxTerm("ratio", 4.0, r4 * (m.index_head_dim + 4.0), r4 * ix_fl, r4 * ix_fl),
+        CtxTerm("ratio", 128.0, r128 * d * kvb, r128 * fl, r128 * fl),
+    )

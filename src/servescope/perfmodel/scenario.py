@@ -1,0 +1,122 @@
+"""A serving scenario: model + GPU + parallel layout + quantization + workload lengths + efficiencies.
+
+What it does: `Scenario` (frozen) and `Scenario.build(...)` from names, with the checks that make a layout
+impossible (TP not dividing attention heads, EP not dividing experts, a model that does not fit) raised as one-line
+ScenarioError. Layout conventions (documented in docs/model.md):
+  n_gpus = tp · dp · pp.  Attention runs TP=tp inside each of dp attention-data-parallel ranks; routed experts are
+  spread over ep GPUs and the rest of the group shards each expert: moe_tp = tp·dp / ep. For dense models dp is
+  plain replication. `batch` in step functions is the number of sequences over all dp ranks of one instance.
+What it does not: compute any time (see step.py) or know about measured data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from servescope.errors import ScenarioError
+from servescope.perfmodel.efficiency import Efficiency, default_efficiency
+from servescope.perfmodel.hw import load_gpu
+from servescope.specs.models import ModelSpec, load_model
+from servescope.specs.quant import QuantConfig, scheme
+
+BACKENDS = ("vllm", "sglang", "trtllm")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a prediction depends on. Use `Scenario.build` to construct from names."""
+
+    model: ModelSpec
+    gpu: Any  # specs.hardware.GpuSpec
+    quant: QuantConfig
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp: int = 1
+    cuda_graphs: bool = True
+    isl: int = 1024
+    osl: int = 512
+    backend: str = "vllm"
+    interconnect: str | None = None
+    efficiency: Efficiency = field(default_factory=Efficiency)
+
+    @property
+    def n_gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def moe_tp(self) -> int:
+        """GPUs sharing each routed expert: tp·dp / ep."""
+        return max(1, (self.tp * self.dp) // self.ep)
+
+    def with_(self, **changes: Any) -> Scenario:
+        """A checked copy with some fields replaced (planner what-ifs)."""
+        sc = replace(self, **changes)
+        check_layout(sc)
+        return sc
+
+    @staticmethod
+    def build(
+        model: str | ModelSpec,
+        gpu: str | Any,
+        tp: int = 1,
+        ep: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        quant: str = "bf16",
+        moe_quant: str | None = None,
+        kv_quant: str | None = None,
+        cuda_graphs: bool = True,
+        isl: int = 1024,
+        osl: int = 512,
+        backend: str = "vllm",
+        interconnect: str | None = None,
+        efficiency: Efficiency | None = None,
+        check_memory: bool = True,
+    ) -> Scenario:
+        """Scenario from names. quant="native" keeps the checkpoint's own scheme per part (moe_quant/kv_quant
+        still override). Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""
+        m = model if isinstance(model, ModelSpec) else load_model(model)
+        g = load_gpu(gpu) if isinstance(gpu, str) else gpu
+        if quant == "native":
+            qc = m.native_quant
+            if moe_quant:
+                qc = replace(qc, experts=scheme(moe_quant))
+            if kv_quant:
+                qc = qc.with_kv(kv_quant)
+        else:
+            qc = QuantConfig.uniform(quant, moe_quant, kv_quant)
+        if backend not in BACKENDS:
+            raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+        eff = efficiency or default_efficiency(str(getattr(g, "generation", "default")), backend)
+        sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
+        check_layout(sc)
+        if check_memory:
+            from servescope.perfmodel.memory import check_fits
+
+            check_fits(sc)
+        return sc
+
+
+def check_layout(sc: Scenario) -> None:
+    """Raise ScenarioError for layouts no engine can run."""
+    m = sc.model
+    for k in ("tp", "ep", "pp", "dp"):
+        if getattr(sc, k) < 1:
+            raise ScenarioError(f"{k}={getattr(sc, k)} must be >= 1")
+    if sc.isl < 1 or sc.osl < 1:
+        raise ScenarioError(f"isl={sc.isl} and osl={sc.osl} must be >= 1")
+    if m.n_heads % sc.tp:
+        raise ScenarioError(f"{m.name}: tp={sc.tp} does not divide {m.n_heads} attention heads")
+    kv = m.n_kv_heads
+    if m.attention_kind == "gqa" and kv % sc.tp and sc.tp % kv:
+        raise ScenarioError(f"{m.name}: tp={sc.tp} neither divides nor is a multiple of {kv} KV heads")
+    if sc.ep > 1 and not m.is_moe:
+        raise ScenarioError(f"{m.name}: ep={sc.ep} on a dense model (no experts)")
+    if m.is_moe and m.n_routed_experts % sc.ep:
+        raise ScenarioError(f"{m.name}: ep={sc.ep} does not divide {m.n_routed_experts} experts")
+    if (sc.tp * sc.dp) % sc.ep:
+        raise ScenarioError(f"ep={sc.ep} does not divide tp*dp={sc.tp * sc.dp} GPUs")
+    if sc.pp > m.n_layers:
+        raise ScenarioError(f"pp={sc.pp} exceeds {m.n_layers} layers")

@@ -1,0 +1,115 @@
+"""Aggregated (continuous-batching) serving at a fixed concurrency: TPOT, TTFT, output tokens/s, memory.
+
+Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c_max), isl/osl per request:
+  decode step at batch c_eff = min(c, c_max) and mean context isl + osl/2 (step.py)
+  t_pf   = prefill of one request's isl tokens (one prefill step) + prefill_overhead_s
+  TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf
+           (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
+  TTFT   = t_pf + decode step (a new request waits for the running step) + ttft_queue_frac · (c_eff − 1) · t_pf
+           (+ waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
+  output tokens/s = c_eff · osl / (TTFT + (osl − 1) · TPOT)   (one instance: all tp·dp·pp GPUs)
+The point's terms are the decode step's terms plus the interference share of the prefill terms, so they add up to
+TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, speculative decoding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from servescope.perfmodel import memory
+from servescope.perfmodel.step import TERMS, CollectiveCost, public_name, step_arrays
+from servescope.units import GIGA, MS_PER_S
+
+SCHEMA = "servescope.model/1"
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    concurrency: int
+    tpot_s: float
+    ttft_s: float
+    output_tok_s: float
+    memory_bytes_per_gpu: float
+    max_concurrency: int
+    dominant: str
+    terms_s: dict[str, float]  # add up to tpot_s
+    collectives: dict[str, CollectiveCost]  # per decode step
+    step_time_s: float  # the decode step alone (no prefill interference)
+    floor_s: float  # physical floor of the decode step
+    batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
+
+
+def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
+    """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays)."""
+    eff = sc.efficiency
+    c = np.maximum(np.asarray(concurrency, dtype=float), 1.0)
+    cap = max(memory.max_concurrency(sc), 1)
+    ce = np.minimum(c, cap)
+    dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
+    pf = step_arrays(sc, 1, 0, sc.isl, prefill=True)
+    t_pf = float(pf["step"]) + eff.prefill_overhead_s
+    share = eff.prefill_interference * (ce - 1.0) / sc.osl
+    terms = {k: dec[k] + share * float(pf[k]) for k in TERMS}
+    terms["overhead"] = terms["overhead"] + share * eff.prefill_overhead_s
+    tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
+    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) * t_pf
+    life = ttft + (sc.osl - 1) * tpot
+    ttft = ttft + np.maximum(c - cap, 0.0) / cap * life
+    kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
+    mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv + eff.reserve_bytes
+    return {
+        "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
+        "output_tok_s": ce * sc.osl / (ttft - np.maximum(c - cap, 0.0) / cap * life + (sc.osl - 1) * tpot),
+        "memory_bytes_per_gpu": mem, "max_concurrency": cap, "terms": terms, "step": dec["step"],
+        "floor": dec["floor"], "collectives": dec["collectives"],
+    }
+
+
+def predict(sc: Any, concurrency: Sequence[int]) -> list[ServingPoint]:
+    """One ServingPoint per concurrency value (aggregated serving, sc.isl/sc.osl per request)."""
+    a = predict_arrays(sc, list(concurrency))
+    out = []
+    for i, c in enumerate(concurrency):
+        terms = {k: float(a["terms"][k][i]) for k in TERMS}
+        colls = {
+            public_name(k): CollectiveCost(int(v[0]), float(np.broadcast_to(v[1], a["step"].shape)[i]),
+                                           float(np.broadcast_to(v[2], a["step"].shape)[i]))
+            for k, v in a["collectives"].items()
+        }
+        out.append(ServingPoint(
+            concurrency=int(c), tpot_s=float(a["tpot_s"][i]), ttft_s=float(a["ttft_s"][i]),
+            output_tok_s=float(a["output_tok_s"][i]), memory_bytes_per_gpu=float(a["memory_bytes_per_gpu"][i]),
+            max_concurrency=int(a["max_concurrency"]), dominant=max(terms, key=lambda k: terms[k]),
+            terms_s=terms, collectives=colls, step_time_s=float(a["step"][i]), floor_s=float(a["floor"][i]),
+            batch=int(a["batch"][i]),
+        ))
+    return out
+
+
+def model_document(points: Sequence[ServingPoint]) -> dict[str, Any]:
+    """The `servescope.model/1` JSON document (pure; the CLI renders it)."""
+    return {
+        "schema": SCHEMA,
+        "points": [
+            {
+                "concurrency": p.concurrency,
+                "tpot_ms": p.tpot_s * MS_PER_S,
+                "ttft_ms": p.ttft_s * MS_PER_S,
+                "output_tok_s": p.output_tok_s,
+                "memory_gb_per_gpu": p.memory_bytes_per_gpu / GIGA,
+                "max_concurrency": p.max_concurrency,
+                "dominant": p.dominant,
+                "terms_ms": {k: p.terms_s[k] * MS_PER_S for k in TERMS},
+                "collectives": {
+                    k: {"calls_per_step": v.calls_per_step, "bytes_per_call": v.bytes_per_call,
+                        "time_ms": v.time_s * MS_PER_S}
+                    for k, v in p.collectives.items()
+                },
+            }
+            for p in points
+        ],
+    }

@@ -1,0 +1,180 @@
+"""Speculative decoding math: acceptance curves, accepted length, gain, and where speculation stops paying.
+
+Does: load the bundled measured acceptance curves (planner/data/acceptance.toml, each with its source), turn
+acceptance inputs into per-position vectors, and compute
+
+    accepted length   AL = 1 + Σ_{i=1..k} P_i         (scalar a: P_i = a^i, so AL = (1 − a^(k+1)) / (1 − a))
+    speculative TPOT  = (t_verify(B, k+1 tokens/seq) + k · t_draft(B)) / AL
+    gain              = t_decode(B) / speculative TPOT
+
+where P_i is the probability that draft i is accepted (every earlier draft accepted too), t_verify is one
+target forward over B sequences with k+1 query tokens each, t_draft one drafter forward at batch B. The gain
+falls with concurrency because verification turns compute-bound (B·(k+1) GEMM rows) while AL stays fixed.
+Does not: price the steps (callers pass step-time functions; see planner.drafts for drafter scenarios).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+from servescope.errors import PlanError
+from servescope.planner.target import check_acceptance
+
+METHODS = ("eagle", "eagle3", "mtp", "draft")
+DEFAULT_MAX_K = 8
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """What the user asks for. `acceptance` (P_1..P_k) overrides the bundled curve; k None = best k."""
+
+    method: str = "eagle3"
+    k: int | None = None
+    acceptance: tuple[float, ...] | None = None
+    draft_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise PlanError(f"unknown speculative method {self.method!r}; valid: eagle3, eagle, mtp, draft:MODEL")
+        if self.method == "draft" and not self.draft_model:
+            raise PlanError("speculative method 'draft' needs a draft model (draft:MODEL)")
+        if self.method != "draft" and self.draft_model:
+            raise PlanError(f"a draft model is only used with method 'draft', not {self.method!r}")
+        if self.k is not None and not 1 <= self.k <= 16:
+            raise PlanError(f"--spec-k {self.k} is outside 1..16")
+        if self.acceptance is not None:
+            check_acceptance(self.acceptance)
+            if self.k is not None and self.k != len(self.acceptance):
+                raise PlanError(f"--spec-k {self.k} disagrees with the {len(self.acceptance)} acceptance values")
+
+
+def parse_spec_method(text: str) -> tuple[str, str | None]:
+    """`eagle3`, `eagle`, `mtp` or `draft:MODEL` → (method, draft model or None)."""
+    method, _, model = text.strip().partition(":")
+    method = method.lower().replace("-", "")
+    if method not in METHODS:
+        raise PlanError(f"unknown speculative method {text!r}; valid: eagle3, eagle, mtp, draft:MODEL")
+    return method, (model.strip() or None)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Per-position acceptance with a low and high bound, and where it comes from."""
+
+    positions: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    source: str
+    name: str
+
+    def al(self, k: int, which: str = "nominal") -> float:
+        vec = {"nominal": self.positions, "low": self.low, "high": self.high}[which]
+        return accepted_length(vec[:k])
+
+    @property
+    def max_k(self) -> int:
+        return len(self.positions)
+
+
+def accepted_length(positions: tuple[float, ...] | list[float]) -> float:
+    """AL = 1 + Σ P_i (bonus token included)."""
+    return 1.0 + float(sum(positions))
+
+
+def accepted_length_scalar(rate: float, k: int) -> float:
+    """AL for i.i.d. acceptance a and k drafts: 1 + Σ_{i=1..k} a^i (Leviathan et al. 2023, Eq. 1)."""
+    return 1.0 + sum(rate**i for i in range(1, k + 1))
+
+
+def positions_from_al(al_curve: list[float] | tuple[float, ...]) -> tuple[float, ...]:
+    """P_i = AL(i) − AL(i−1), AL(0) = 1. Clipped at 0: measured curves are not always monotone."""
+    prev, out = 1.0, []
+    for value in al_curve:
+        out.append(max(0.0, value - prev))
+        prev = max(prev, value)
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _curves() -> tuple[dict[str, object], ...]:
+    text = resources.files("servescope.planner").joinpath("data", "acceptance.toml").read_text(encoding="utf-8")
+    return tuple(tomllib.loads(text)["curve"])
+
+
+def _vector(entry: dict[str, object], suffix: str) -> tuple[float, ...] | None:
+    if f"positions{suffix}" in entry:
+        return tuple(float(x) for x in entry[f"positions{suffix}"])  # type: ignore[attr-defined]
+    if f"al{suffix}" in entry:
+        return positions_from_al([float(x) for x in entry[f"al{suffix}"]])  # type: ignore[attr-defined]
+    return None
+
+
+def bundled_acceptance(model_name: str, method: str) -> Acceptance | None:
+    """The first bundled curve whose method matches and whose model keys occur in `model_name`."""
+    name = model_name.lower()
+    wanted = "eagle3" if method == "eagle" else method
+    for entry in _curves():
+        if entry["method"] != wanted or not any(m in name for m in entry["models"]):  # type: ignore[attr-defined]
+            continue
+        nominal = _vector(entry, "")
+        assert nominal is not None
+        low = _vector(entry, "_low") or nominal
+        high = _vector(entry, "_high") or nominal
+        return Acceptance(nominal, _pad(low, len(nominal)), _pad(high, len(nominal)), str(entry["source"]),
+                          str(entry["name"]))
+    return None
+
+
+def _pad(vec: tuple[float, ...], n: int) -> tuple[float, ...]:
+    return (vec + (0.0,) * n)[:n] if len(vec) < n else vec
+
+
+def user_acceptance(positions: tuple[float, ...]) -> Acceptance:
+    """A user-given vector: the bounds equal the value (its uncertainty is the user's)."""
+    vec = check_acceptance(positions)
+    return Acceptance(vec, vec, vec, "user input (--acceptance / --acceptance-rate)", "user")
+
+
+def spec_tpot_s(verify_step_s: float, draft_step_s: float, k: int, al: float) -> float:
+    """Seconds per output token with speculation: (t_verify + k·t_draft) / AL."""
+    if al <= 0:
+        raise PlanError("accepted length must be positive")
+    return (verify_step_s + k * draft_step_s) / al
+
+
+def spec_gain(base_step_s: float, verify_step_s: float, draft_step_s: float, k: int, al: float) -> float:
+    """Baseline TPOT / speculative TPOT."""
+    return base_step_s / spec_tpot_s(verify_step_s, draft_step_s, k, al)
+
+
+def concurrency_grid(max_concurrency: int) -> list[int]:
+    """1, 2, 4, ... up to max_concurrency (included)."""
+    grid, c = [], 1
+    while c < max_concurrency:
+        grid.append(c)
+        c *= 2
+    grid.append(max(1, max_concurrency))
+    return sorted(set(grid))
+
+
+def breakeven_concurrency(gain_at: Callable[[int], float], max_concurrency: int) -> float | None:
+    """Concurrency where the gain crosses 1.0 (log-linear interpolation between grid points).
+
+    None when speculation still pays at `max_concurrency`; 1.0 when it does not pay even at batch 1.
+    """
+    prev_c, prev_g = None, None
+    for c in concurrency_grid(max_concurrency):
+        g = gain_at(c)
+        if g < 1.0:
+            if prev_c is None or prev_g is None:
+                return 1.0
+            # interpolate in log c: the gain falls roughly linearly in log c between grid points
+            t = (prev_g - 1.0) / (prev_g - g)
+            return math.exp(math.log(prev_c) + t * (math.log(c) - math.log(prev_c)))
+        prev_c, prev_g = c, g
+    return None

@@ -1,0 +1,144 @@
+"""Parse what the user asks the planner for: a target, forbidden tracks, speculative-decoding inputs.
+
+Does: turn CLI-style strings (`8ms`, `1000tok/s`, `quantization,cuda_graphs`, `0.8,0.6,0.4`) into typed values,
+strictly: a wrong unit for the objective, an unknown track name or an acceptance vector that is not a
+probability curve raises `PlanError` with a one-line message. The CLI stays a thin caller of these helpers.
+Does not: evaluate anything (see `planner.plan`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from servescope.errors import PlanError
+from servescope.units import MS_PER_S
+
+OBJECTIVES = ("tpot", "throughput")
+
+TRACK_KINDS = (
+    "speculative_decoding",
+    "expert_parallel",
+    "custom_allreduce",
+    "nccl_tuning",
+    "collective_fusion",
+    "cuda_graphs",
+    "split_k_attention",
+    "quantization",
+    "pd_disaggregation",
+    "parallelism_change",
+)
+
+# Unit spelling → (objective, factor to the canonical unit: ms for TPOT, tok/s for throughput).
+_TPOT_UNITS = {"ms": 1.0, "s": MS_PER_S, "us": 1e-3, "µs": 1e-3}
+_RATE_UNITS = {"tok/s": 1.0, "tokens/s": 1.0, "tps": 1.0, "ktok/s": 1e3}
+_TARGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zµ/]+)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal for the plan: `value` in ms (objective tpot) or output tokens/s (objective throughput)."""
+
+    objective: str
+    value: float
+    text: str
+
+    @property
+    def tpot_s(self) -> float:
+        return self.value / MS_PER_S
+
+    def met_by(self, tpot_s: float, output_tok_s: float) -> bool:
+        if self.objective == "tpot":
+            return tpot_s <= self.tpot_s * (1 + 1e-9)
+        return output_tok_s >= self.value * (1 - 1e-9)
+
+    def shortfall(self, tpot_s: float, output_tok_s: float) -> float:
+        """Factor by which the objective still has to improve (1.0 when met)."""
+        if self.objective == "tpot":
+            return max(1.0, tpot_s / self.tpot_s)
+        return max(1.0, self.value / output_tok_s) if output_tok_s > 0 else float("inf")
+
+
+def check_objective(objective: str) -> str:
+    if objective not in OBJECTIVES:
+        raise PlanError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
+    return objective
+
+
+def parse_target(text: str, objective: str) -> Target:
+    """`8ms`, `8 ms`, `0.008s`, `8000us` (objective tpot) or `1000tok/s`, `1.5ktok/s` (objective throughput)."""
+    check_objective(objective)
+    match = _TARGET_RE.match(text)
+    if not match:
+        raise PlanError(f"target {text!r} is not a number with a unit (e.g. 8ms or 1000tok/s)")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    if number <= 0:
+        raise PlanError(f"target {text!r} must be positive")
+    if unit in _TPOT_UNITS:
+        if objective != "tpot":
+            raise PlanError(f"target {text!r} is a latency but the objective is {objective}; use tok/s")
+        return Target("tpot", number * _TPOT_UNITS[unit], text.strip())
+    if unit in _RATE_UNITS:
+        if objective != "throughput":
+            raise PlanError(f"target {text!r} is a rate but the objective is {objective}; use ms")
+        return Target("throughput", number * _RATE_UNITS[unit], text.strip())
+    valid = ", ".join([*_TPOT_UNITS, *_RATE_UNITS])
+    raise PlanError(f"target {text!r} has an unknown unit {unit!r}; valid: {valid}")
+
+
+def parse_forbid(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """Comma-separated or listed track kinds; unknown names raise PlanError listing the valid ones."""
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    names = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+    unknown = [n for n in names if n not in TRACK_KINDS]
+    if unknown:
+        raise PlanError(f"unknown track {', '.join(unknown)}; valid: {', '.join(TRACK_KINDS)}")
+    return names
+
+
+def parse_acceptance(
+    positions: str | None = None, rate: float | str | None = None, k: int | None = None
+) -> tuple[float, ...] | None:
+    """Per-position acceptance P_1..P_k (P_i = probability that draft i is accepted, so non-increasing).
+
+    `positions` is `P1,P2,...`; `rate` is a scalar a, expanded to P_i = a^i for i = 1..k (k required).
+    Returns None when neither is given (the bundled curve is used). Both given, k disagreeing with the
+    vector length, or values outside [0, 1] / increasing raise PlanError.
+    """
+    if positions is not None and rate is not None:
+        raise PlanError("give either --acceptance P1,P2,... or --acceptance-rate A, not both")
+    if positions is not None:
+        try:
+            values = tuple(float(v) for v in positions.split(",") if v.strip())
+        except ValueError as exc:
+            raise PlanError(f"acceptance {positions!r} is not a comma-separated list of numbers") from exc
+        if k is not None and k != len(values):
+            raise PlanError(f"--spec-k {k} disagrees with the {len(values)} acceptance values given")
+        return check_acceptance(values)
+    if rate is not None:
+        try:
+            a = float(rate)
+        except ValueError as exc:
+            raise PlanError(f"acceptance rate {rate!r} is not a number") from exc
+        if not 0.0 <= a <= 1.0:
+            raise PlanError(f"acceptance rate {a} is outside [0, 1]")
+        if k is None or k < 1:
+            raise PlanError("--acceptance-rate needs --spec-k K (number of drafted tokens)")
+        return tuple(a**i for i in range(1, k + 1))
+    return None
+
+
+def check_acceptance(values: tuple[float, ...]) -> tuple[float, ...]:
+    if not values:
+        raise PlanError("acceptance vector is empty")
+    if any(not 0.0 <= v <= 1.0 for v in values):
+        raise PlanError(f"acceptance values {list(values)} must lie in [0, 1]")
+    if any(b > a + 1e-9 for a, b in zip(values, values[1:], strict=False)):
+        raise PlanError(
+            f"acceptance values {list(values)} increase; P_i is the probability that draft i is accepted "
+            "(all earlier drafts accepted too), so it cannot grow with i"
+        )
+    return values
+

@@ -1,0 +1,66 @@
+"""The shapes every mitigation track shares: its inputs (`Context`) and its answer (`Proposal`).
+
+Does: hold the scenario, the evaluator and the user's constraints a track looks at, and the record a track
+returns: applicable or why not, effort tier, preconditions, the validation gate, and the what-if to evaluate.
+Does not: evaluate gains or rank (planner.plan does both, the same way for every track).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from servescope.planner.speculative import SpecConfig
+from servescope.planner.whatif import Evaluator, Outcome, WhatIf
+
+EFFORTS = ("config change", "engine upgrade", "new kernel")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a track may look at. `calibration` is a servescope.calibrate.Calibration or None."""
+
+    scenario: Any
+    evaluator: Evaluator
+    baseline: Outcome
+    objective: str
+    concurrency: int
+    forbid: tuple[str, ...] = ()
+    calibration: Any = None
+    spec: SpecConfig | None = None
+
+    @property
+    def n_gpus(self) -> int:
+        sc = self.scenario
+        return int(sc.tp) * int(getattr(sc, "pp", 1) or 1) * int(getattr(sc, "dp", 1) or 1)
+
+    @property
+    def link(self) -> str:
+        """'nvlink' when the GPUs talk over NVLink, else 'pcie'."""
+        inter = str(self.scenario.interconnect or self.scenario.gpu.interconnect or "").lower()
+        return "pcie" if "pcie" in inter or not inter else "nvlink"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A track's answer before evaluation. `whatif` is None when the track does not apply.
+
+    `bounds` optionally holds (pessimistic, optimistic) what-ifs (e.g. low and high acceptance);
+    `explain` turns the evaluated gain into a sentence when the track applies but does not pay.
+    """
+
+    kind: str
+    applicable: bool
+    why_not: str | None
+    effort: str
+    preconditions: tuple[str, ...]
+    validate: str
+    whatif: WhatIf | None = None
+    bounds: tuple[WhatIf, WhatIf] | None = None
+    precision_lowering: bool = False
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def not_applicable(kind: str, why: str, effort: str, validate: str = "", *pre: str, **details: Any) -> Proposal:
+    return Proposal(kind, False, why, effort, tuple(pre), validate, details=dict(details))

@@ -1,0 +1,255 @@
+"""What-ifs: composable changes to a scenario and its predicted decode step, and their evaluation.
+
+Does: define `WhatIf` (a scenario change, a step adjustment, and/or speculative decoding) and evaluate a set
+of them on the objective: TPOT at a concurrency, or output throughput under a TPOT limit. Scenario changes are
+applied first (in the order given), then step adjustments on every predicted decode step (target, verify and
+draft alike), then speculation:  TPOT = (t_verify + k·t_draft) / AL  (see planner.speculative).
+Batch = concurrency (perfmodel splits it over dp ranks), capped at the memory limit; output tokens/s =
+batch / TPOT.
+Does not: decide which what-ifs make sense (planner.tracks_*), or price a step (servescope.perfmodel, reached
+through the `StepModel` protocol so tests can use small fakes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from servescope.planner.speculative import concurrency_grid
+
+
+class StepModel(Protocol):
+    """What the planner needs from the performance model."""
+
+    def decode(self, scenario: Any, batch: int, context_len: float, tokens_per_seq: int = 1) -> Any: ...
+
+    def prefill(self, scenario: Any, tokens: int, batch: int = 1, context_len: float = 0) -> Any: ...
+
+    def max_concurrency(self, scenario: Any) -> int: ...
+
+
+class PerfModel:
+    """The real analytical model (servescope.perfmodel)."""
+
+    def decode(self, scenario: Any, batch: int, context_len: float, tokens_per_seq: int = 1) -> Any:
+        from servescope.perfmodel import decode_step
+
+        return decode_step(scenario, batch, context_len, tokens_per_seq=tokens_per_seq)  # type: ignore[arg-type]
+
+    def prefill(self, scenario: Any, tokens: int, batch: int = 1, context_len: float = 0) -> Any:
+        from servescope.perfmodel import prefill_step
+
+        return prefill_step(scenario, tokens, batch=batch, context_len=context_len)  # type: ignore[arg-type]
+
+    def max_concurrency(self, scenario: Any) -> int:
+        from servescope.perfmodel import max_concurrency
+
+        return max(1, int(max_concurrency(scenario)))
+
+
+@dataclass(frozen=True)
+class Collective:
+    calls_per_step: float
+    bytes_per_call: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A predicted step reduced to what what-ifs adjust. Times in seconds."""
+
+    step_time_s: float
+    terms_s: dict[str, float]
+    class_time_s: dict[str, float]
+    collectives: dict[str, Collective]
+    dominant: str
+    floor_s: float
+
+    @classmethod
+    def of(cls, pred: Any) -> StepView:
+        colls = {
+            name: Collective(float(c.calls_per_step), float(c.bytes_per_call), float(c.time_s))
+            for name, c in (getattr(pred, "collectives", None) or {}).items()
+        }
+        return cls(
+            step_time_s=float(pred.step_time_s),
+            terms_s=dict(pred.terms_s),
+            class_time_s=dict(getattr(pred, "class_time_s", None) or {}),
+            collectives=colls,
+            dominant=str(pred.dominant),
+            floor_s=float(getattr(pred, "floor_s", 0.0) or 0.0),
+        )
+
+    def with_collective(self, name: str, new: Collective) -> StepView:
+        """Replace one collective's cost; the saving comes off the communication term and the step."""
+        old = self.collectives.get(name)
+        delta = new.time_s - (old.time_s if old else 0.0)
+        return self.shifted("communication", delta, collectives={**self.collectives, name: new})
+
+    def shifted(self, term: str, delta_s: float, cls: str | None = None, **changes: Any) -> StepView:
+        """Add `delta_s` (negative = saving) to one term, its kernel class (`cls`, default the term's name when
+        it is also a class) and the step: the perfmodel's terms add up to the step."""
+        terms = {**self.terms_s, term: max(0.0, self.terms_s.get(term, 0.0) + delta_s)}
+        classes = dict(self.class_time_s)
+        name = cls or term
+        if name in classes:
+            classes[name] = max(0.0, classes[name] + delta_s)
+        step = max(self.floor_s, self.step_time_s + delta_s)
+        return replace(self, step_time_s=step, terms_s=terms, class_time_s=classes,
+                       dominant=max(terms, key=lambda t: terms[t]), **changes)
+
+
+Adjust = Callable[[Any, StepView], StepView]
+
+
+@dataclass(frozen=True)
+class SpecSetup:
+    """Speculation as evaluated: k drafts, accepted length, the drafter's scenario from the target's."""
+
+    k: int
+    al: float
+    draft: Callable[[Any], Any]  # target scenario -> drafter scenario
+    draft_steps: int = -1  # drafter forwards per verification; -1 means k
+
+    @property
+    def forwards(self) -> int:
+        return self.k if self.draft_steps < 0 else self.draft_steps
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    kind: str
+    scenario: Callable[[Any], Any] | None = None
+    adjust: Adjust | None = None
+    spec: SpecSetup | None = None
+    exclusive: tuple[str, ...] = ()  # kinds this one cannot be combined with
+    no_prefill_interference: bool = False  # decode runs on its own GPUs (PD disaggregation)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The objective's numbers under a set of what-ifs."""
+
+    tpot_s: float
+    output_tok_s: float
+    concurrency: int
+    step: StepView
+    tokens_per_step: float = 1.0
+
+
+@dataclass
+class Evaluator:
+    """Evaluates what-ifs on one scenario and objective, with the perfmodel's serving formula:
+
+        TPOT = decode step at batch min(c, c_max), context isl + osl/2   (or the speculative formula)
+               + prefill_interference · (b − 1)/osl · (prefill of isl tokens + prefill_overhead_s)
+
+    Step predictions are cached by scenario identity (scenarios hold dicts and are not hashable)."""
+
+    model: StepModel
+    scenario: Any
+    objective: str = "tpot"
+    concurrency: int = 1
+    tpot_limit_s: float | None = None
+    _steps: dict[tuple[int, int, int], tuple[Any, StepView]] = field(default_factory=dict)
+    _prefill: dict[int, tuple[Any, float]] = field(default_factory=dict)
+    _max_c: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    _scenarios: dict[tuple[WhatIf, ...], Any] = field(default_factory=dict)
+    _drafts: dict[tuple[int, SpecSetup], tuple[Any, Any]] = field(default_factory=dict)
+
+    def step(self, scenario: Any, batch: int, tokens_per_seq: int, adjusts: Iterable[Adjust]) -> StepView:
+        key = (id(scenario), batch, tokens_per_seq)
+        hit = self._steps.get(key)
+        if hit is None or hit[0] is not scenario:
+            ctx = scenario.isl + scenario.osl / 2.0
+            hit = (scenario, StepView.of(self.model.decode(scenario, batch, ctx, tokens_per_seq)))
+            self._steps[key] = hit
+        view = hit[1]
+        for fn in adjusts:
+            view = fn(scenario, view)
+        return view
+
+    def max_concurrency(self, scenario: Any) -> int:
+        hit = self._max_c.get(id(scenario))
+        if hit is None or hit[0] is not scenario:
+            hit = (scenario, self.model.max_concurrency(scenario))
+            self._max_c[id(scenario)] = hit
+        return hit[1]
+
+    def interference_s(self, scenario: Any, batch: int) -> float:
+        """Other requests' prefills landing in this request's decode, per output token (perfmodel serving)."""
+        eff = scenario.efficiency
+        if batch <= 1 or not eff.prefill_interference:
+            return 0.0
+        hit = self._prefill.get(id(scenario))
+        if hit is None or hit[0] is not scenario:
+            t_pf = float(self.model.prefill(scenario, int(scenario.isl)).step_time_s) + eff.prefill_overhead_s
+            hit = (scenario, t_pf)
+            self._prefill[id(scenario)] = hit
+        return float(eff.prefill_interference * (batch - 1) / scenario.osl * hit[1])
+
+    def scenario_of(self, whatifs: tuple[WhatIf, ...]) -> Any:
+        sc = self._scenarios.get(whatifs)
+        if sc is None:
+            sc = self.scenario
+            for w in whatifs:
+                if w.scenario is not None:
+                    sc = w.scenario(sc)
+            self._scenarios[whatifs] = sc
+        return sc
+
+    def _draft_of(self, spec: SpecSetup, sc: Any) -> Any:
+        hit = self._drafts.get((id(sc), spec))
+        if hit is None or hit[0] is not sc:
+            hit = (sc, spec.draft(sc))
+            self._drafts[(id(sc), spec)] = hit
+        return hit[1]
+
+    def at(self, whatifs: tuple[WhatIf, ...], concurrency: int) -> Outcome:
+        """TPOT and throughput at one concurrency (batch capped at the memory limit, like perfmodel.predict)."""
+        sc = self.scenario_of(whatifs)
+        adjusts = [w.adjust for w in whatifs if w.adjust is not None]
+        batch = max(1, min(concurrency, self.max_concurrency(sc)))
+        extra = 0.0 if any(w.no_prefill_interference for w in whatifs) else self.interference_s(sc, batch)
+        specs = [w.spec for w in whatifs if w.spec is not None]
+        if not specs:
+            view = self.step(sc, batch, 1, adjusts)
+            tpot = view.step_time_s + extra
+            return Outcome(tpot, batch / tpot, batch, view)
+        spec = specs[0]
+        verify = self.step(sc, batch, spec.k + 1, adjusts)
+        draft = self.step(self._draft_of(spec, sc), batch, 1, adjusts)
+        tpot = (verify.step_time_s + spec.forwards * draft.step_time_s) / spec.al + extra
+        return Outcome(tpot, batch / tpot, batch, verify, spec.al)
+
+    def objective_value(self, whatifs: tuple[WhatIf, ...]) -> Outcome:
+        """TPOT objective: the outcome at `concurrency`. Throughput: the best concurrency whose TPOT stays
+        within `tpot_limit_s` (default: the baseline TPOT at `concurrency`), up to the memory limit."""
+        if self.objective == "tpot":
+            return self.at(whatifs, self.concurrency)
+        limit = self.tpot_limit_s or self.at((), self.concurrency).tpot_s
+        max_c = self.max_concurrency(self.scenario_of(whatifs))
+        best: Outcome | None = None
+        for c in concurrency_grid(max(max_c, 1)):
+            out = self.at(whatifs, c)
+            if out.tpot_s <= limit * (1 + 1e-9) and (best is None or out.output_tok_s > best.output_tok_s):
+                best = out
+        return best if best is not None else self.at(whatifs, 1)
+
+    def gain(self, base: Outcome, new: Outcome) -> float:
+        """Ratio of the objective: baseline TPOT / new TPOT, or new throughput / baseline throughput."""
+        if self.objective == "tpot":
+            return base.tpot_s / new.tpot_s
+        return new.output_tok_s / base.output_tok_s
+
+
+def gain_bounds(gain: float, rel_uncertainty: float) -> tuple[float, float]:
+    """Bounds on a gain when the time it saves (or adds) is uncertain by ±rel_uncertainty.
+
+    With baseline 1 and new time 1/g, saved time Δ = 1 − 1/g:  g_low = 1/(1/g + r|Δ|), g_high = 1/(1/g − r|Δ|).
+    """
+    new = 1.0 / gain
+    delta = abs(1.0 - new) * rel_uncertainty
+    high_new = max(new - delta, 1e-9)
+    return 1.0 / (new + delta), 1.0 / high_new

@@ -1,0 +1,107 @@
+"""Terminal report for `servescope trace` (Rich tables). Presentation only: shares are part/denominator of
+numbers the analysis already holds, and each table names its denominator."""
+
+from __future__ import annotations
+
+import re
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from servescope.analysis import TraceAnalysis
+from servescope.breakdown import KindSummary, TraceBreakdown
+
+SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
+_ARGS = re.compile(r"\(.*\)\s*$")
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel name a person can read in a table: no `void`, template arguments, parameter list or namespaces."""
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    depth, kept = 0, []
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            kept.append(ch)
+    # `std::enable_if<…>::type vllm::fused_add_rms_norm_kernel<…>(…)`: the name is the last word.
+    words = _ARGS.sub("", "".join(kept)).split()
+    text = words[-1].split("::")[-1] if words else name
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole > 0 else "–"
+
+
+def _classes_table(k: KindSummary) -> Table:
+    t = Table(title=f"{k.kind}: {k.steps} step(s), GPU busy {k.gpu_busy_us / 1e3:.2f} ms of span "
+                    f"{k.gpu_span_us / 1e3:.2f} ms (idle {_pct(k.idle_us, k.gpu_span_us)} of span)",
+              title_justify="left")
+    t.add_column("class")
+    t.add_column("union ms", justify="right")
+    t.add_column("% of GPU busy", justify="right")
+    for cls, us in sorted(k.classes_us.items(), key=lambda kv: -kv[1]):
+        t.add_row(cls, f"{us / 1e3:.3f}", _pct(us, k.gpu_busy_us))
+    return t
+
+
+def _collectives_table(k: KindSummary) -> Table | None:
+    if not k.collectives:
+        return None
+    t = Table(title=f"{k.kind}: collectives (communication exposed: {_pct(k.comm_exposed_us, k.gpu_busy_us)} of "
+                    "GPU busy)", title_justify="left")
+    for col in ("collective", "calls/step", "calls/token", "median µs", "p90 µs", "total ms", "% of GPU busy"):
+        t.add_column(col, justify="left" if col == "collective" else "right")
+    for name, s in k.collectives.items():
+        per_token = k.calls_per_token(name)
+        t.add_row(name, f"{k.calls_per_step(name):.1f}", "–" if per_token is None else f"{per_token:.1f}",
+                  f"{s.median_us:.1f}", f"{s.p90_us:.1f}", f"{s.total_us / 1e3:.3f}", _pct(s.total_us, k.gpu_busy_us))
+    return t
+
+
+def _kernels_table(k: KindSummary, num_sms: int | None) -> Table:
+    t = Table(title=f"{k.kind}: top kernels (share = summed kernel time / GPU busy)", title_justify="left")
+    for col in ("kernel", "class", "calls", "median µs", "total ms", "share", "blocks/SM"):
+        t.add_column(col, justify="left" if col in ("kernel", "class") else "right", no_wrap=True)
+    for kern in k.top_kernels:
+        bps = "–" if kern.blocks_per_sm is None else f"{kern.blocks_per_sm:.2f}"
+        t.add_row(short_name(kern.name), kern.kernel_class, str(kern.calls), f"{kern.median_us:.1f}",
+                  f"{kern.total_us / 1e3:.3f}", _pct(kern.total_us, k.gpu_busy_us), bps)
+    return t
+
+
+def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
+    t = Table(title=f"steps ({b.method})", title_justify="left")
+    for col in ("#", "kind", "batch", "tokens", "GPU busy ms", "span ms", "comm % busy", "label"):
+        t.add_column(col, justify="left" if col in ("kind", "label") else "right", no_wrap=True)
+    for s in b.steps[:limit]:
+        t.add_row(str(s.index), s.kind, str(s.batch_size or "–"), str(s.tokens or "–"),
+                  f"{s.gpu_busy_us / 1e3:.3f}", f"{s.gpu_span_us / 1e3:.3f}",
+                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), s.label[:48])
+    if len(b.steps) > limit:
+        t.caption = f"… {len(b.steps) - limit} more steps (see --json)"
+    return t
+
+
+def _rank_renderables(b: TraceBreakdown) -> list:
+    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {b.device_name or 'GPU ?'}"
+                f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
+    out: list = [head, _steps_table(b)]
+    for k in b.kinds:
+        out += [x for x in (_classes_table(k), _collectives_table(k), _kernels_table(k, b.num_sms)) if x is not None]
+    return out
+
+
+def render_trace(a: TraceAnalysis, console: Console) -> None:
+    for b in a.ranks:
+        console.print(Group(*_rank_renderables(b)))
+    console.print(Text("findings", style="bold underline"))
+    for f in a.findings:
+        where = f"[rank {f.rank}] " if f.rank is not None and len(a.ranks) > 1 else ""
+        console.print(Text(f"  {f.severity:<6} {where}{f.code}: {f.message}", style=SEVERITY_STYLE[f.severity]), highlight=False)
+    for w in a.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"), highlight=False)

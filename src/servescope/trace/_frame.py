@@ -1,0 +1,171 @@
+"""Turn decoded events into the Events table of docs/architecture.md §1 (Polars, one row per event).
+
+What it does: keeps complete (`ph: X`) events except `python_function`; maps `cat` to `kind` (current,
+2021 and ROCm spellings); builds each column from a Python list in one pass and lets Polars cast the
+loose values (`strict=False`: a string pid becomes text, a non-numeric ts becomes null, an integer
+beyond int64 becomes null — each counted into a warning). GPU-side rows get `device`/`stream` from args,
+else from a numeric pid/tid (also the trailing number of SGLang merged pids like "[TP00-DP01] 3").
+What it does not do: classify kernels or find steps; it never reads the file (see `_read.py`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from servescope.trace._schema import Args, Event
+
+# cat (as written by Kineto, old and new) → kind. Anything else is "other".
+KIND_BY_CAT = {
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+    "cpu_op": "cpu_op",
+    "Operator": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "cuda_sync": "sync",
+}
+GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "sync")
+# ts above this cannot be epoch µs (it would be past the year 5000): the file is in ns.
+NS_TS_THRESHOLD = 1e17
+
+SCHEMA = pl.Schema(
+    {
+        "kind": pl.Utf8(),
+        "name": pl.Utf8(),
+        "ts_us": pl.Float64(),
+        "dur_us": pl.Float64(),
+        "pid": pl.Utf8(),
+        "tid": pl.Utf8(),
+        "device": pl.Int64(),
+        "stream": pl.Int64(),
+        "correlation": pl.Int64(),
+        "external_id": pl.Int64(),
+        "grid_blocks": pl.Int64(),
+        "block_threads": pl.Int64(),
+        "blocks_per_sm": pl.Float64(),
+    }
+)
+_NO_ARGS = Args()
+
+
+def empty_events() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCHEMA)
+
+
+def build_events(
+    events: Sequence[Event], num_sms: dict[int, int], warnings: list[str]
+) -> pl.DataFrame:
+    """The events table, sorted by ts_us, from already-filtered complete events; `num_sms`
+    (device → SM count) fills blocks_per_sm."""
+    kept = events
+    if not kept:
+        return empty_events()
+    args = [e.args or _NO_ARGS for e in kept]
+    frame = pl.DataFrame(
+        {
+            "kind": pl.Series([e.cat for e in kept], dtype=pl.Utf8, strict=False).replace_strict(
+                KIND_BY_CAT, default="other", return_dtype=pl.Utf8
+            ),
+            "name": pl.Series([e.name for e in kept], dtype=pl.Utf8, strict=False),
+            "ts_us": _series([e.ts for e in kept], pl.Float64, "ts", warnings),
+            "dur_us": _series([e.dur for e in kept], pl.Float64, "dur", warnings),
+            **_id_columns("pid", [e.pid for e in kept]),
+            **_id_columns("tid", [e.tid for e in kept]),
+            # ROCm runtime rows carry stream "0x0": only GPU rows use these, so no warning here.
+            "arg_device": pl.Series([a.device for a in args], dtype=pl.Int64, strict=False),
+            "arg_stream": pl.Series([a.stream for a in args], dtype=pl.Int64, strict=False),
+            "correlation": _series(
+                [a.correlation for a in args], pl.Int64, "args.correlation", warnings
+            ),
+            "external_id": _series(_external_ids(args), pl.Int64, "args.External id", warnings),
+            "grid_blocks": pl.Series(
+                _products([a.grid for a in args]), dtype=pl.Int64, strict=False
+            ),
+            "block_threads": pl.Series(
+                _products([a.block for a in args]), dtype=pl.Int64, strict=False
+            ),
+            "arg_bps": _series(
+                [a.blocks_per_sm for a in args], pl.Float64, "args.blocks per SM", warnings
+            ),
+        }
+    )
+    return _finish(frame, num_sms, warnings)
+
+
+def _finish(frame: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]) -> pl.DataFrame:
+    """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort."""
+    n_no_ts = frame["ts_us"].null_count()
+    if n_no_ts:
+        warnings.append(f"{n_no_ts:,} events without a readable timestamp were dropped")
+        frame = frame.filter(pl.col("ts_us").is_not_null())
+    frame = _ns_to_us(frame, warnings)
+    n_neg = int((frame["dur_us"] < 0).sum())
+    if n_neg:
+        warnings.append(f"{n_neg:,} events with a negative duration set to 0")
+    gpu = pl.col("kind").is_in(GPU_KINDS)
+    device = pl.when(gpu).then(pl.coalesce("arg_device", "pid_num"))
+    sms = device.replace_strict(num_sms, default=None, return_dtype=pl.Float64) if num_sms else None
+    derived_bps = pl.col("grid_blocks") / sms if sms is not None else pl.lit(None, pl.Float64)
+    frame = frame.with_columns(
+        dur_us=pl.col("dur_us").fill_null(0.0).clip(lower_bound=0.0),
+        device=device,
+        stream=pl.when(gpu).then(pl.coalesce("arg_stream", "tid_num")),
+        blocks_per_sm=pl.coalesce("arg_bps", derived_bps),
+    )
+    return frame.select(list(SCHEMA)).cast(SCHEMA).sort("ts_us", maintain_order=True)
+
+
+def _ns_to_us(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Convert a trace written in ns. Kineto writes µs (displayTimeUnit "ns" only changes the
+    display: HTA's ns_resolution_trace has µs ts with 3 decimals), so this triggers only on values
+    that cannot be µs since the epoch."""
+    ts_min = frame["ts_us"].min()
+    if not isinstance(ts_min, int | float) or ts_min < NS_TS_THRESHOLD:
+        return frame
+    warnings.append("timestamps are in ns (values beyond epoch µs); converted to µs")
+    return frame.with_columns(pl.col("ts_us") / 1e3, pl.col("dur_us") / 1e3)
+
+
+def _series(
+    values: list[Any], dtype: pl.DataType | type[pl.DataType], what: str, warnings: list[str]
+) -> pl.Series:
+    """A typed Series from loose values; values that do not cast become null and are counted."""
+    series = pl.Series(values, dtype=dtype, strict=False)
+    n_lost = series.null_count() - values.count(None)
+    if n_lost:
+        warnings.append(
+            f"{n_lost:,} values of {what} could not be read as {series.dtype} and were set to null"
+        )
+    return series
+
+
+def _id_columns(name: str, values: list[Any]) -> dict[str, pl.Series]:
+    """pid/tid as text plus its number: all-int columns (the usual case) take the fast path; string
+    ids give the trailing number ("[TP00-DP01] 3" → 3, "Spans" → null)."""
+    try:
+        number = pl.Series(values, dtype=pl.Int64)
+        return {name: number.cast(pl.Utf8), f"{name}_num": number}
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        text = pl.Series(values, dtype=pl.Utf8, strict=False)
+        number = text.str.extract(r"(-?\d+)\s*$").cast(pl.Int64, strict=False)
+        return {name: text, f"{name}_num": number}
+
+
+def _external_ids(args: list[Args]) -> list[Any]:
+    return [a.external_id if a.external_id is not None else a.external_id_old for a in args]
+
+
+def _products(dims: list[Any]) -> list[int | None]:
+    """Π of each grid/block list (msgspec guarantees ints inside); None when absent or a scalar."""
+    return [math.prod(d) if type(d) is list else None for d in dims]

@@ -1,0 +1,158 @@
+"""Load Kineto (PyTorch profiler) JSON traces into `Trace` objects: the public API of servescope.trace.
+
+What it does: `load_trace` reads one file (plain or gzip; current, 2021 and ROCm schemas; bare-list
+files; damaged files after repair, with warnings) into a `Trace` whose `events` table follows
+docs/architecture.md §1. `load_traces` does the same for a file or for a folder of per-rank files,
+sorted by rank. Ranks come from `distributedInfo.rank`, else from the file name.
+What it does not do: decide whether a trace is usable for analysis (a CPU-only trace loads fine; see
+`Trace.has_gpu_events`), classify kernels or find steps. It never prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import polars as pl
+
+from servescope.errors import EmptyTrace, NotATrace
+from servescope.trace._files import list_trace_files, rank_from_name
+from servescope.trace._frame import build_events
+from servescope.trace._read import decode, gc_paused, read_bytes
+from servescope.trace._schema import METADATA_KEYS, Num, TopLevel
+
+GPU_EVENT_KINDS = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One GPU from `deviceProperties` (numSms is the CU count on ROCm)."""
+
+    device: int
+    name: str
+    num_sms: int | None
+    max_threads_per_sm: int | None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One loaded trace file (one rank). `events` follows docs/architecture.md §1."""
+
+    path: Path
+    rank: int | None
+    world_size: int | None
+    events: pl.DataFrame
+    devices: dict[int, DeviceInfo] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def has_gpu_events(self) -> bool:
+        """True when at least one kernel, memcpy or memset ran on a GPU."""
+        return bool(self.events["kind"].is_in(GPU_EVENT_KINDS).any())
+
+
+def load_trace(path: str | Path) -> Trace:
+    """Load one Kineto JSON trace (.json or .json.gz).
+
+    Raises TraceNotFound (no such path), NotATrace (not JSON / not a trace / Nsight SQLite / damaged
+    beyond repair) or EmptyTrace (no events). Recoverable damage is listed in `Trace.warnings`.
+    """
+    path = Path(path)
+    warnings: list[str] = []
+    buf = read_bytes(path, warnings)
+    decoded = decode(path, buf, warnings)
+    del buf  # the JSON bytes are the biggest object alive; free them before building the table
+    if not decoded.has_events_key:
+        raise NotATrace(f"{path}: JSON object has no 'traceEvents' list; not a Kineto/Chrome trace")
+    if decoded.n_events == 0:
+        raise EmptyTrace(f"{path}: the trace holds no events")
+    if decoded.n_with_ph == 0:
+        raise NotATrace(f"{path}: JSON holds no trace events (no element has a 'ph' key)")
+    if not decoded.events:
+        raise EmptyTrace(
+            f"{path}: none of the {decoded.n_events:,} events is a complete (ph 'X') event"
+        )
+    top = decoded.top
+    devices = _devices(top)
+    num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
+    with gc_paused():
+        events = build_events(decoded.events, num_sms, warnings)
+    del decoded
+    rank, world = _rank(top, path)
+    return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
+
+
+def load_traces(path: str | Path) -> list[Trace]:
+    """A file → [Trace]; a folder → one Trace per rank file, sorted by rank (unknown ranks last).
+
+    vLLM front-end files (`*.async_llm.*`, CPU only) are skipped; the skip is noted in the warnings
+    of the first returned trace. If `distributedInfo` gives every file the same rank but the file
+    names give distinct ranks, the names win (with a warning).
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return [load_trace(path)]
+    files, frontend = list_trace_files(path)
+    traces = _fix_duplicate_ranks([load_trace(f) for f in files])
+    traces.sort(key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.path.name))
+    if frontend:
+        note = f"skipped {len(frontend)} vLLM front-end trace(s) without GPU events: " + ", ".join(
+            p.name for p in frontend
+        )
+        traces[0] = replace(traces[0], warnings=(*traces[0].warnings, note))
+    return traces
+
+
+def _fix_duplicate_ranks(traces: list[Trace]) -> list[Trace]:
+    ranks = [t.rank for t in traces]
+    if len(traces) < 2 or len(set(ranks)) == len(ranks):
+        return traces
+    from_names = [rank_from_name(t.path.name) for t in traces]
+    if None in from_names or len(set(from_names)) != len(from_names):
+        return traces
+    note = "distributedInfo.rank repeats across files; rank taken from the file name"
+    return [
+        replace(t, rank=r, warnings=(*t.warnings, note))
+        for t, r in zip(traces, from_names, strict=True)
+    ]
+
+
+def _as_int(value: Num) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _rank(top: TopLevel, path: Path) -> tuple[int | None, int | None]:
+    info = top.distributedInfo
+    rank = _as_int(info.rank) if info else None
+    world = _as_int(info.world_size) if info else None
+    if rank is None:
+        rank = rank_from_name(path.name)
+    return rank, world
+
+
+def _devices(top: TopLevel) -> dict[int, DeviceInfo]:
+    """deviceProperties by device id; the first entry wins (SGLang merged files repeat ids)."""
+    out: dict[int, DeviceInfo] = {}
+    for props in top.deviceProperties or []:
+        dev = _as_int(props.id)
+        if dev is None or dev in out:
+            continue
+        name = "" if props.name is None else str(props.name)
+        out[dev] = DeviceInfo(
+            dev, name, _as_int(props.numSms), _as_int(props.maxThreadsPerMultiprocessor)
+        )
+    return out
+
+
+def _metadata(top: TopLevel) -> dict[str, str]:
+    values = {key: getattr(top, key) for key in METADATA_KEYS}
+    return {key: str(v) for key, v in values.items() if v is not None}
