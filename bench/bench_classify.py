@@ -25,7 +25,7 @@ def _million(events: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(
         events.with_columns(pl.col("correlation") + i * step, pl.col("external_id") + i * step)
         for i in range(copies)
-    )
+    ).rechunk()
 
 
 def main(paths: list[str]) -> None:

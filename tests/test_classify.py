@@ -108,6 +108,13 @@ CONSTRUCTED = [
     ("__amd_rocclr_copyBuffer", "memory", None),
     ("__amd_rocclr_fillBufferAligned", "memory", None),
     ("void cub::warpAllReduce<float>(float*)", "other", None),
+    ("void BlockAllReduce<float, 256>(float*)", "other", None),
+    ("void at::native::small_reduce_kernel<float>(float*)", "other", None),
+    ("void tensorrt_llm::kernels::customAllReduceKernel<__nv_bfloat16>(Params)", "communication", "all_reduce"),
+    ("void tensorrt_llm::kernels::moe_comm::moeA2ADispatchKernel<8>(Params)", "communication", "all_to_all"),
+    ("void pplx::a2a_combine_kernel<__nv_bfloat16>(Params)", "communication", "all_to_all"),
+    ("triton_tem_fused_addmm_0", "gemm", None),
+    ("aiter::mla_decode_stage1_asm_fwd", "attention", None),
     ("void vllm::compute_property_kernel(int*)", "other", None),
 ]
 
@@ -218,8 +225,38 @@ def test_empty_frame_and_missing_columns() -> None:
     empty = classify(_frame([]))
     assert empty.height == 0
     assert {"kernel_class", "collective"} <= set(empty.columns)
+    nameless = classify(_frame([{"kind": "kernel", "name": None, "dur_us": 1.0, "correlation": None, "external_id": None}]))
+    assert nameless["kernel_class"].to_list() == ["other"]
     with pytest.raises(TraceError, match="kind"):
         classify(pl.DataFrame({"name": ["x"]}))
+
+
+KINDS = ["kernel", "memcpy", "memset", "runtime", "driver", "cpu_op", "user_annotation", None]
+NAMES = ["aten::copy_", "aten::to", "ncclDevKernel_SendRecv(x)", COPY, "nvjet_tst_1", "Memset (Device)", "x"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(KINDS), st.sampled_from(NAMES), st.none() | st.integers(0, 4), st.none() | st.integers(0, 4)),
+        max_size=30,
+    )
+)
+def test_classify_properties(rows: list[tuple[str | None, str, int | None, int | None]]) -> None:
+    frame = _frame([
+        {"kind": k, "name": n, "dur_us": 1.0, "correlation": c, "external_id": x} for k, n, c, x in rows
+    ])
+    out = classify(frame)
+    is_gpu = out["kind"].is_in(["kernel", "memcpy", "memset"]).fill_null(False)
+    assert (out["kernel_class"].is_not_null() == is_gpu).all()
+    assert set(out["kernel_class"].drop_nulls()) <= set(KERNEL_CLASSES)
+    copies = out.filter(pl.col("kind").is_in(["memcpy", "memset"]))
+    assert set(copies["kernel_class"]) <= {"memory"}
+    comm = out.filter(pl.col("name") == "ncclDevKernel_SendRecv(x)", pl.col("kind") == "kernel")
+    assert set(comm["collective"]) <= {"send_recv"}  # linkage never turns a collective into a cast
+    assert out.filter(pl.col("kernel_class") != "communication")["collective"].null_count() == out.filter(
+        pl.col("kernel_class") != "communication"
+    ).height
 
 
 # ---------------------------------------------------------------- the real b200 trace

@@ -23,10 +23,11 @@ GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 
 @dataclass(frozen=True)
 class CollectiveStats:
-    """One collective in one step: calls, summed kernel time, per-call median and p90 (µs)."""
+    """One collective in one step: calls, summed kernel time, per-call mean, median and p90 (µs)."""
 
     calls: int
     total_us: float
+    mean_us: float
     median_us: float
     p90_us: float
 
@@ -97,6 +98,8 @@ class TraceBreakdown:
     steps: tuple[StepBreakdown, ...]
     kinds: tuple[KindSummary, ...]
     warnings: tuple[str, ...]
+    outside_steps_events: int = 0  # GPU events launched outside every step (warm-up, profiler edges)
+    outside_steps_us: float = 0.0  # their summed duration
 
 
 def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
@@ -137,13 +140,16 @@ def _collectives(gpu: pl.DataFrame) -> dict[int, dict[str, CollectiveStats]]:
         .agg(
             pl.len().alias("calls"),
             pl.col("dur_us").sum().alias("total"),
+            pl.col("dur_us").mean().alias("mean"),
             pl.col("dur_us").median().alias("median"),
             pl.col("dur_us").quantile(0.9, "linear").alias("p90"),
         )
     )
     out: dict[int, dict[str, CollectiveStats]] = {}
-    for step, coll, calls, total, median, p90 in stats.sort("collective").iter_rows():
-        out.setdefault(int(step), {})[coll] = CollectiveStats(int(calls), float(total), float(median), float(p90))
+    for step, coll, calls, total, mean, median, p90 in stats.sort("collective").iter_rows():
+        out.setdefault(int(step), {})[coll] = CollectiveStats(
+            int(calls), float(total), float(mean), float(median), float(p90)
+        )
     return out
 
 
@@ -226,11 +232,13 @@ def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
     table = find_steps(classify(trace.events))
     device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
+    outside = table.gpu_events.filter(pl.col("step").is_null())
     return TraceBreakdown(
         file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
         device_name=device.name if device else None, num_sms=device.num_sms if device else None,
         method=table.method, steps=steps, kinds=summarize_by_kind(table, steps, top_n),
-        warnings=trace.warnings,
+        warnings=trace.warnings, outside_steps_events=outside.height,
+        outside_steps_us=float(outside["dur_us"].sum()) if outside.height else 0.0,
     )
 
 

@@ -105,7 +105,7 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
         .when((pl.col("kind") == "kernel") & _cast_linked(frame) & ~by_name.is_in(_NOT_OVERRIDDEN))
         .then(pl.lit("cast"))
         .when(pl.col("kind") == "kernel")
-        .then(by_name)
+        .then(by_name.fill_null("other"))  # a kernel without a name is still GPU time
         .otherwise(pl.lit(None, dtype=pl.Utf8))
     )
     return (

@@ -28,6 +28,13 @@ _MEMORY: tuple[Rule, ...] = (
 #    contain `moe`/`dispatch`, and NCCL names contain `Sum_bf16` etc.
 #    NCCL names: the collective is reliable, `_RING_LL` is not (kineto-traces.md §3 pitfall).
 _NCCL = r"(?:nccl|rccl)\w*?Kernel_"
+
+
+def _word(lower: str, camel: str) -> str:
+    """Case-sensitive `lower` not preceded by a lower-case letter, or `camel` not after warp/block."""
+    return rf"(?-i:(?<![a-z]){lower}|(?<![Ww]arp)(?<![Bb]lock){camel})"
+
+
 _COMMUNICATION: tuple[Rule, ...] = (
     (_NCCL + r"AllReduce", "communication", "all_reduce"),
     (_NCCL + r"AllGather", "communication", "all_gather"),
@@ -51,13 +58,16 @@ _COMMUNICATION: tuple[Rule, ...] = (
     (r"lamport", "communication", "all_reduce"),  # allreduce_fusion_kernel_*_lamport, rmsNormLamport
     # Generic collective words (torch symmetric memory `multimem_all_reduce_kernel`,
     # `one_shot_all_reduce_kernel`, SGLang `all_reduce_one_shot_push_kernel`, TRT-LLM
-    # `oneshotAllreduceFusionKernel`). Warp/block all-reduce are device helpers, not collectives.
-    (r"(?<!warp)(?<!block)all_?reduce", "communication", "all_reduce"),
+    # `oneshotAllreduceFusionKernel`). Case-sensitive: a lower-case `all` must start a word (so
+    # `small_reduce` is not one), a capital `All` may follow camelCase (`oneshotAllreduce`), but
+    # warp/block all-reduce are device helpers, not collectives.
+    (_word("all_?reduce", "All_?[Rr]educe"), "communication", "all_reduce"),
     # torch symm-mem `multimem_one_shot_reduce_kernel` serves multimem_one_shot_all_reduce (root -1).
     (r"multimem_\w*reduce", "communication", "all_reduce"),
-    (r"multimem_\w*all_?gather|(?<![a-z])all_?gather", "communication", "all_gather"),
+    (_word("all_?gather", "All_?[Gg]ather"), "communication", "all_gather"),
     (r"reduce_?scatter", "communication", "reduce_scatter"),
-    (r"all_?to_?all|(?<![a-z])a2a_?\w*(?:dispatch|combine)|moe_?a2a", "communication", "all_to_all"),
+    (_word("all_?to_?all", "All_?[Tt]o_?[Aa]ll"), "communication", "all_to_all"),
+    (r"(?<![a-z])a2a_?\w*(?:dispatch|combine)|moe_?a2a", "communication", "all_to_all"),
 )
 
 # 3. MoE. Before attention/GEMM/activation: expert GEMMs are GEMMs with `swiglu`/`Marlin` in the name,
@@ -68,7 +78,7 @@ _MOE: tuple[Rule, ...] = (
     (r"_?matmul_ogs|_finalize_matmul_scatter|_combined_routing|_sum_bitmatrix|^_topk_forward$", "moe", None),
     # TRT-LLM-gen batched GEMM with dynamic batch = expert GEMM (cpu_op vllm::moe_forward on the b200 trace).
     (r"^bmm_\w*dynBatch", "moe", None),
-    (r"topkGating|grouped_topk|fused_gate|routingRenormalize|ep_(?:scatter|gather)", "moe", None),
+    (r"topkGating|grouped_topk|fused_gate|routingRenormalize|(?<![a-z])ep_(?:scatter|gather)", "moe", None),
 )
 
 # 4. Attention. Before GEMM: FA3 is `cutlass::device_kernel<flash::...FlashAttnFwdSm90...>` (a GEMM
@@ -78,6 +88,7 @@ _ATTENTION: tuple[Rule, ...] = (
     (r"flash::|flash_fwd|flash_bwd|FlashAttn|flash_?attn|flash_?mla|fmha|mha_(?:fwd|bwd|batch)", "attention", None),
     (r"BatchPrefillWith|BatchDecodeWith|SinglePrefillWith|SingleDecodeWith|BatchMLA|MergeStates", "attention", None),
     (r"paged_attention|unified_attention|attention|attn_fwd|attn_bwd|merge_attn_states|_decode_att", "attention", None),
+    (r"(?:^|[^a-z])mla_(?:decode|prefill|fwd)", "attention", None),  # MLA decode/prefill kernels (AITER, vLLM)
     # Triton decode/extend attention (SGLang/vLLM): _fwd_kernel, _fwd_grouped_kernel_stage1, _fwd_kernel_stage2.
     (r"^_fwd_(?:grouped_)?kernel(?:_stage\d)?$|^reduce_segments$", "attention", None),
     # KV-cache writes and attention metadata belong to the attention layer (vLLM runs reshape_and_cache
@@ -91,6 +102,7 @@ _ATTENTION: tuple[Rule, ...] = (
 #    winograd, dgrad/wgrad engines) count as gemm: there is no conv class and they are tensor-core math.
 _GEMM: tuple[Rule, ...] = (
     (r"(?<!fb)gemm|gemv|nvjet|xmma|^Cijk_|cutlass\w*tensorop|marlin|machete|matmul|^bmm_", "gemm", None),
+    (r"^triton_tem_fused_\w*mm", "gemm", None),  # Inductor max-autotune GEMM templates (mm, addmm, bmm)
     (r"splitKreduce|scudnn|hcudnn|convolve_sgemm|igemm_|winograd|dgrad_engine|wgrad_alg\d_engine", "gemm", None),
 )
 

@@ -32,6 +32,10 @@ class Finding:
     mitigations: tuple[str, ...] = field(default=())
 
 
+def _kind_phrase(kind: str) -> str:
+    return "unlabelled-step" if kind == "unknown" else kind
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
@@ -56,9 +60,10 @@ def communication_bound(s: KindSummary, rank: int | None) -> Finding | None:
     per_step = s.calls_per_step(name)
     per_token = s.calls_per_token(name)
     message = (
-        f"{name} is {_pct(_share(top.total_us, s.gpu_busy_us))} of {s.kind} GPU busy time "
-        f"(all communication {_pct(share)}, {_pct(_share(s.comm_exposed_us, s.gpu_busy_us))} exposed): "
-        f"{per_step:.0f} calls per step at ~{top.median_us:.0f} µs each (median)"
+        f"communication is {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time "
+        f"({_pct(_share(s.comm_exposed_us, s.gpu_busy_us))} exposed, not hidden under compute); {name} kernels "
+        f"sum to {_pct(_share(top.total_us, s.gpu_busy_us))}: {per_step:.0f} calls per step at "
+        f"~{top.median_us:.0f} µs each (median)"
     )
     return Finding(
         "communication_bound", severity, message,
@@ -81,7 +86,7 @@ def low_occupancy(s: KindSummary, rank: int | None, num_sms: int | None) -> list
         blocks = f"{k.grid_blocks} blocks{sms}" if k.grid_blocks else "a small grid"
         out.append(Finding(
             "low_occupancy", "high" if share >= 0.3 else "medium",
-            f"one {k.kernel_class} kernel takes {_pct(share)} of {s.kind} GPU busy time with {blocks} "
+            f"one {k.kernel_class} kernel takes {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time with {blocks} "
             f"({k.blocks_per_sm:.2f} blocks per SM): most SMs sit idle while it runs — {k.name[:80]}",
             {"kernel": k.name, "kernel_class": k.kernel_class, "share_of_busy": share, "blocks_per_sm": k.blocks_per_sm,
              "grid_blocks": k.grid_blocks, "num_sms": num_sms, "calls": k.calls, "median_us": k.median_us},
@@ -99,7 +104,7 @@ def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
     cause = "between graph replays (CPU scheduling, sampling)" if graphs else "between kernel launches"
     return Finding(
         "launch_bound", severity,
-        f"the GPU idles {_pct(share)} of the {s.kind} step span {cause}: "
+        f"the GPU idles {_pct(share)} of the {_kind_phrase(s.kind)} step span {cause}: "
         f"{s.launches / max(s.steps, 1):.0f} launches per step, {s.launch_cpu_us / max(s.steps, 1):.0f} µs of "
         f"launch calls on the CPU per step",
         {"idle_share_of_span": share, "idle_us": s.idle_us, "span_us": s.gpu_span_us,
@@ -116,7 +121,7 @@ def cast_overhead(s: KindSummary, rank: int | None) -> Finding | None:
         return None
     return Finding(
         "cast_overhead", severity,
-        f"dtype casts and quantisation are {_pct(share)} of {s.kind} GPU busy time",
+        f"dtype casts and quantisation are {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time",
         {"cast_share_of_busy": share, "cast_us": s.classes_us.get("cast", 0.0), "busy_us": s.gpu_busy_us},
         rank, s.kind, ("quantization",),
     )
@@ -125,10 +130,10 @@ def cast_overhead(s: KindSummary, rank: int | None) -> Finding | None:
 def graph_mode(s: KindSummary, rank: int | None) -> Finding:
     if s.graph_launches:
         per_launch = s.kernels / s.graph_launches
-        message = (f"{s.kind} steps replay CUDA/HIP graphs: {s.graph_launches} graph launches for {s.kernels} GPU "
+        message = (f"{_kind_phrase(s.kind)} steps replay CUDA/HIP graphs: {s.graph_launches} graph launches for {s.kernels} GPU "
                    f"events (~{per_launch:.0f} per launch); per-op attribution inside a graph is not in the trace")
     else:
-        message = f"{s.kind} steps run eagerly: {s.launches} launches for {s.kernels} GPU events"
+        message = f"{_kind_phrase(s.kind)} steps run eagerly: {s.launches} launches for {s.kernels} GPU events"
     return Finding("graph_mode", "info", message,
                    {"graph_launches": s.graph_launches, "launches": s.launches, "gpu_events": s.kernels},
                    rank, s.kind)

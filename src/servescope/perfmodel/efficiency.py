@@ -37,8 +37,8 @@ class Efficiency:
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.5  # share of the other in-flight requests' prefills a new request waits for
-    gpu_memory_utilization: float = 0.9  # share of HBM the engine may use
-    reserve_bytes: float = 4.0e9  # activations, CUDA graphs, workspace per GPU
+    gpu_memory_utilization: float = 0.93  # share of HBM the engine may use
+    reserve_bytes: float = 2.5e9  # activations, CUDA graphs, workspace per GPU
     source: str = "built-in defaults"
 
     def scaled(self, **changes: float) -> Efficiency:

@@ -56,39 +56,52 @@ class _Fallback:
         self.latency_s = (8e-6 if nvl else 25e-6) if n_gpus > 2 else 6e-6
 
 
-def _fallback_time_s(curves: _Fallback, collective: str, message_bytes: Any, n_gpus: int) -> Any:
-    n = max(n_gpus, 2)
-    factor = 2.0 * (n - 1) / n if collective == ALL_REDUCE else (n - 1) / n
-    return curves.latency_s + factor * np.asarray(message_bytes, dtype=float) / curves.busbw
 
 
 class CollectiveTimer:
-    """Times of one collective on one GPU group, vectorised: t = lat·lat_scale + (t(bytes) − lat)/bw_scale."""
+    """Times of one collective on one GPU group, vectorised over message sizes.
+
+    Evaluates the same formula as specs.collectives.curve_time_s (log-log interpolation of the measured points,
+    the floor below the smallest, floor-free linear extension above the largest; two-parameter form otherwise)
+    on numpy arrays, and splits it: t = floor·lat_scale + (t_curve(bytes) − floor)/bw_scale. All-reduce uses the
+    engine path (`vllm_all_reduce`: custom all-reduce in a CUDA graph where the system allows it, else NCCL).
+    """
 
     def __init__(self, curves: Any, collective: str, n_gpus: int):
+        self.n_gpus = n_gpus
         if isinstance(curves, _Fallback):
-            collective_time_s: Any = _fallback_time_s
-        else:
-            from servescope.specs.collectives import collective_time_s
-        self._f = collective_time_s
-        self._curves, self._name, self._n = curves, collective, n_gpus
-        self.latency_s = float(collective_time_s(curves, collective, 0.0, n_gpus))
-        self._vector_ok = True
+            self.latency_s, self._bw, self._factor = curves.latency_s, curves.busbw, _factor(collective, n_gpus)
+            self._xs = self._ts = np.zeros(0)
+            self.source = curves.source
+            return
+        curve = curves.vllm_all_reduce if collective == ALL_REDUCE else curves.curves[collective]
+        self.latency_s = float(curve.latency_floor_s)
+        self._bw = float(curve.bus_bw_bytes_per_s)
+        self._factor = _factor(curve.collective, curve.n_gpus)
+        self._xs = np.log(np.asarray(curve.message_bytes, dtype=float))
+        self._ts = np.log(np.asarray(curve.time_s, dtype=float))
+        self._last_x = float(curve.message_bytes[-1]) if curve.message_bytes else 0.0
+        self._last_t = float(curve.time_s[-1]) if curve.time_s else 0.0
+        self.source = str(curve.source)
 
-    def _raw(self, message_bytes: np.ndarray) -> np.ndarray:
-        if self._vector_ok:
-            try:
-                out = np.asarray(self._f(self._curves, self._name, message_bytes, self._n), dtype=float)
-                if out.shape == message_bytes.shape:
-                    return out
-            except (TypeError, ValueError):
-                pass
-            self._vector_ok = False
-        flat = [float(self._f(self._curves, self._name, float(b), self._n)) for b in message_bytes.ravel()]
-        return np.asarray(flat, dtype=float).reshape(message_bytes.shape)
+    def raw_s(self, message_bytes: Any) -> np.ndarray:
+        mb = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
+        if self.n_gpus <= 1:
+            return np.zeros_like(mb)
+        if not self._xs.size:
+            return self.latency_s + self._factor * mb / self._bw
+        inner = np.exp(np.interp(np.log(mb), self._xs, self._ts))
+        above = self._last_t + self._factor * (mb - self._last_x) / self._bw
+        return np.where(mb >= self._last_x, above, inner)
 
     def time_s(self, message_bytes: Any, lat_scale: float = 1.0, bw_scale: float = 1.0) -> np.ndarray:
-        mb = np.asarray(message_bytes, dtype=float)
-        raw = self._raw(mb)
-        bw_part = np.maximum(raw - self.latency_s, 0.0)
-        return self.latency_s * lat_scale + bw_part / bw_scale
+        raw = self.raw_s(message_bytes)
+        floor = min(self.latency_s, float(np.min(raw))) if raw.size else self.latency_s
+        return floor * lat_scale + np.maximum(raw - floor, 0.0) / bw_scale
+
+
+def _factor(collective: str, n: int) -> float:
+    n = max(n, 2)
+    if collective == ALL_REDUCE:
+        return 2.0 * (n - 1) / n
+    return 1.0 if collective in (SEND_RECV, "broadcast") else (n - 1) / n

@@ -92,6 +92,9 @@ class Scenario:
         eff = efficiency or default_efficiency(str(getattr(g, "generation", "default")), backend)
         sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
         check_layout(sc)
+        from servescope.perfmodel.step import model_for
+
+        model_for(sc)  # loads the collective curves now: a group beyond one NVLink domain fails here
         if check_memory:
             from servescope.perfmodel.memory import check_fits
 

@@ -3,10 +3,12 @@
 Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c_max), isl/osl per request:
   decode step at batch c_eff = min(c, c_max) and mean context isl + osl/2 (step.py)
   t_pf   = prefill of one request's isl tokens (one prefill step) + prefill_overhead_s
-  TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf
+  t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
+  TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
-  TTFT   = t_pf + decode step (a new request waits for the running step) + ttft_queue_frac · (c_eff − 1) · t_pf
-           (+ waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
+  TTFT   = t_pf + decode step (a new request waits for the running step) + ttft_queue_frac · (c_eff − 1) · t_pf'
+           (ttft_queue_frac: 0 = arrivals perfectly staggered, 0.5 = synchronised waves of c requests;
+           + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
   output tokens/s = c_eff · osl / (TTFT + (osl − 1) · TPOT)   (one instance: all tp·dp·pp GPUs)
 The point's terms are the decode step's terms plus the interference share of the prefill terms, so they add up to
 TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, speculative decoding.
@@ -52,11 +54,11 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
     pf = step_arrays(sc, 1, 0, sc.isl, prefill=True)
     t_pf = float(pf["step"]) + eff.prefill_overhead_s
+    t_marg = float(pf["step"] - pf["overhead"])
     share = eff.prefill_interference * (ce - 1.0) / sc.osl
-    terms = {k: dec[k] + share * float(pf[k]) for k in TERMS}
-    terms["overhead"] = terms["overhead"] + share * eff.prefill_overhead_s
+    terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k])) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) * t_pf
+    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) * t_marg
     life = ttft + (sc.osl - 1) * tpot
     ttft = ttft + np.maximum(c - cap, 0.0) / cap * life
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)

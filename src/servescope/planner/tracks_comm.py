@@ -21,6 +21,7 @@ Does not: model NVLS/multicast or symmetric-memory all-reduce separately (they f
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from servescope.errors import ServescopeError
@@ -218,6 +219,38 @@ def _with(changes: dict[str, int]) -> Any:
         return s.with_(**changes)
 
     return change
+
+
+def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:
+    """Busiest GPU's routed-expert reads over the mean, for whole experts placed on `ep` GPUs.
+
+    Each GPU holds n = E/ep experts; an expert is activated by a step of T tokens with q = 1 − (1 − k/E)^T
+    (uniform routing, as the perfmodel assumes); activated experts per GPU X ~ Binomial(n, q), GPUs treated as
+    independent: E[max X] = Σ_{m≥0} (1 − F(m)^ep). Returns E[max X] / (n·q) (1.0 when every expert is hot).
+    Routing skew (hot experts) is not modelled: EPLB is assumed to remove it.
+    """
+    if ep <= 1 or n_experts <= 0 or top_k <= 0:
+        return 1.0
+    n = n_experts // ep
+    q = 1.0 - (1.0 - top_k / n_experts) ** max(tokens, 1)
+    if q >= 1.0 - 1e-12:
+        return 1.0
+    pmf = [math.comb(n, m) * q**m * (1.0 - q) ** (n - m) for m in range(n + 1)]
+    cdf, expected_max = 0.0, 0.0
+    for m in range(n):
+        cdf += pmf[m]
+        expected_max += 1.0 - min(cdf, 1.0) ** ep
+    return max(1.0, expected_max / (n * q))
+
+
+def imbalance_adjust(sc: Any, view: StepView) -> StepView:
+    """Scale the routed-expert time by the load imbalance of whole experts per GPU (EP only)."""
+    moe = view.class_time_s.get("moe", 0.0)
+    if sc.ep <= 1 or moe <= 0:
+        return view
+    imb = expert_imbalance(sc.model.n_routed_experts, sc.model.top_k, sc.ep, view.tokens)
+    term = "weights" if view.terms_s.get("weights", 0.0) >= moe else "compute"
+    return view.shifted(term, moe * (imb - 1.0), cls="moe")
 
 
 def _why_ep_does_not_pay(ctx: Context, whatif: WhatIf, layout: str) -> str:

@@ -65,6 +65,7 @@ class StepView:
     collectives: dict[str, Collective]
     dominant: str
     floor_s: float
+    tokens: int = 1  # tokens in the step over all dp ranks (batch × tokens per sequence)
 
     @classmethod
     def of(cls, pred: Any) -> StepView:
@@ -79,6 +80,7 @@ class StepView:
             collectives=colls,
             dominant=str(pred.dominant),
             floor_s=float(getattr(pred, "floor_s", 0.0) or 0.0),
+            tokens=int(getattr(pred, "tokens", 1) or 1),
         )
 
     def with_collective(self, name: str, new: Collective) -> StepView:
@@ -152,6 +154,7 @@ class Evaluator:
     objective: str = "tpot"
     concurrency: int = 1
     tpot_limit_s: float | None = None
+    base_adjusts: tuple[Adjust, ...] = ()  # planner refinements of the model applied to every step
     _steps: dict[tuple[int, int, int], tuple[Any, StepView]] = field(default_factory=dict)
     _prefill: dict[int, tuple[Any, float]] = field(default_factory=dict)
     _max_c: dict[int, tuple[Any, int]] = field(default_factory=dict)
@@ -166,7 +169,7 @@ class Evaluator:
             hit = (scenario, StepView.of(self.model.decode(scenario, batch, ctx, tokens_per_seq)))
             self._steps[key] = hit
         view = hit[1]
-        for fn in adjusts:
+        for fn in (*self.base_adjusts, *adjusts):
             view = fn(scenario, view)
         return view
 
@@ -182,12 +185,16 @@ class Evaluator:
         eff = scenario.efficiency
         if batch <= 1 or not eff.prefill_interference:
             return 0.0
+        return float(eff.prefill_interference * (batch - 1) / scenario.osl * self.prefill_s(scenario))
+
+    def prefill_s(self, scenario: Any) -> float:
+        """One request's prefill (isl tokens) plus the per-prefill overhead, seconds."""
         hit = self._prefill.get(id(scenario))
         if hit is None or hit[0] is not scenario:
-            t_pf = float(self.model.prefill(scenario, int(scenario.isl)).step_time_s) + eff.prefill_overhead_s
-            hit = (scenario, t_pf)
+            t_pf = float(self.model.prefill(scenario, int(scenario.isl)).step_time_s)
+            hit = (scenario, t_pf + scenario.efficiency.prefill_overhead_s)
             self._prefill[id(scenario)] = hit
-        return float(eff.prefill_interference * (batch - 1) / scenario.osl * hit[1])
+        return hit[1]
 
     def scenario_of(self, whatifs: tuple[WhatIf, ...]) -> Any:
         sc = self._scenarios.get(whatifs)
@@ -214,14 +221,18 @@ class Evaluator:
         extra = 0.0 if any(w.no_prefill_interference for w in whatifs) else self.interference_s(sc, batch)
         specs = [w.spec for w in whatifs if w.spec is not None]
         if not specs:
-            view = self.step(sc, batch, 1, adjusts)
+            view, al = self.step(sc, batch, 1, adjusts), 1.0
             tpot = view.step_time_s + extra
-            return Outcome(tpot, batch / tpot, batch, view)
-        spec = specs[0]
-        verify = self.step(sc, batch, spec.k + 1, adjusts)
-        draft = self.step(self._draft_of(spec, sc), batch, 1, adjusts)
-        tpot = (verify.step_time_s + spec.forwards * draft.step_time_s) / spec.al + extra
-        return Outcome(tpot, batch / tpot, batch, verify, spec.al)
+        else:
+            spec = specs[0]
+            view, al = self.step(sc, batch, spec.k + 1, adjusts), spec.al
+            draft = self.step(self._draft_of(spec, sc), batch, 1, adjusts)
+            tpot = (view.step_time_s + spec.forwards * draft.step_time_s) / al + extra
+        rate = batch / tpot
+        if any(w.no_prefill_interference for w in whatifs):
+            # a separate prefill pool: requests/s · prefill seconds = prefill instances per decode instance
+            rate /= 1.0 + rate / sc.osl * self.prefill_s(sc)
+        return Outcome(tpot, rate, batch, view, al)
 
     def objective_value(self, whatifs: tuple[WhatIf, ...]) -> Outcome:
         """TPOT objective: the outcome at `concurrency`. Throughput: the best concurrency whose TPOT stays

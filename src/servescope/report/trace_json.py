@@ -18,7 +18,7 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 
 def _collectives(c: dict[str, CollectiveStats]) -> dict[str, dict[str, Any]]:
     return {
-        name: {"calls": s.calls, "total_us": _r(s.total_us), "median_us": _r(s.median_us), "p90_us": _r(s.p90_us)}
+        name: {"calls": s.calls, "total_us": _r(s.total_us), "mean_us": _r(s.mean_us), "median_us": _r(s.median_us), "p90_us": _r(s.p90_us)}
         for name, s in c.items()
     }
 
@@ -75,7 +75,8 @@ def trace_document(a: TraceAnalysis) -> dict[str, Any]:
         "path": a.path,
         "ranks": [
             {"rank": b.rank, "file": b.file, "world_size": b.world_size, "device": b.device_name,
-             "num_sms": b.num_sms, "step_method": b.method, "steps": [_step(s) for s in b.steps],
+             "num_sms": b.num_sms, "step_method": b.method, "outside_steps_events": b.outside_steps_events,
+             "outside_steps_us": _r(b.outside_steps_us), "steps": [_step(s) for s in b.steps],
              "by_kind": [_kind(k) for k in b.kinds]}
             for b in a.ranks
         ],

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from servescope import units
 from servescope.errors import BadConfig, ScenarioError
 from servescope.specs.hardware import GpuSpec, load_gpu, parse_value_entry
 
@@ -81,14 +82,29 @@ class CollectiveCurves:
     sources: dict[str, str] = field(default_factory=dict)
 
 
+def monotone_fit(times_s: list[float]) -> list[float]:
+    """Least-squares non-decreasing fit of log(time) (pool-adjacent-violators), back in seconds.
+
+    Why: a larger message never costs less in the model, but measured curves wobble (H100 custom AR: 4 KB
+    5.55 µs > 8 KB 5.11 µs) and dip where NCCL switches protocol (RTX PRO 6000, 8 GPUs: 512 KB 156 µs >
+    1 MB 132 µs, reference §2a). Pooling replaces each violating run by its geometric mean, so noise is
+    averaged rather than the worst (or best) point kept."""
+    blocks: list[list[float]] = []  # [sum of log t, count]
+    for value in np.log(np.asarray(times_s, dtype=float)).tolist():
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    return [math.exp(total / count) for total, count in blocks for _ in range(int(count))]
+
+
 def _points_curve(collective: str, n: int, nbytes: list[float], times_s: list[float], source: str,
                   derived: bool, bw_scale: float = 1.0) -> CollectiveCurve:
-    # Monotone envelope: a larger message never costs less. Measured NCCL curves dip where NCCL switches
-    # protocol (RTX PRO 6000 8 GPUs: 512 KB 156 µs > 1 MB 132 µs, reference §2a); the envelope keeps the
-    # higher value, a deliberate over-estimate of that dip.
-    t = np.maximum.accumulate(np.asarray(times_s, dtype=float))
+    t = np.asarray(monotone_fit(times_s))
     floor = float(t[0])
     t = floor + (t - floor) * bw_scale
+    t = np.maximum.accumulate(np.maximum(t, floor))  # rounding guard: keep t[0] the minimum, t non-decreasing
     busbw = bus_factor(collective, n) * nbytes[-1] / float(t[-1])
     return CollectiveCurve(collective, n, floor, busbw, source, derived, tuple(nbytes), tuple(t.tolist()))
 
@@ -163,7 +179,7 @@ def _from_system(gpu: GpuSpec, system: str, mode: str, backend: str, collective:
     src = c["source"] + note + ("" if m == n else f"; {m}-GPU curve used for {n} GPUs (DERIVED)")
     if scale != 1.0:
         src += f"; bandwidth term x{scale:.3g} for {gpu.name} (DERIVED)"
-    times_s = [t * 1e-6 for t in c["latency_us"]]  # µs → s, as servescope.units.us_to_s
+    times_s = [units.us_to_s(t) for t in c["latency_us"]]
     curve = _points_curve(collective, m, list(c["message_bytes"]), times_s, src, note != "" or m != n, scale)
     if m >= n:
         return curve
@@ -214,6 +230,9 @@ def _measured_chain(gpu: GpuSpec, mode: str, backend: str, collective: str, n: i
     if proxy and _load_data()[1].get(proxy["system"], {}).get("interconnect") == mode:
         got = _from_system(gpu, proxy["system"], mode, backend, collective, n, f"; via {proxy['source']}",
                            allow_below=False)
+        if got is not None:
+            return got
+        got = _from_system(gpu, proxy["system"], mode, backend, collective, n, f"; via {proxy['source']}")
         if got is not None:
             return got
     if _own_measured_ok(gpu, mode, as_measured):
@@ -292,7 +311,13 @@ def load_collectives(gpu: str | GpuSpec, n_gpus: int, interconnect: str | None =
     curves["send_recv"] = _send_recv_curve(spec, mode, n_gpus, curves["all_gather"])
     curves["broadcast"] = _broadcast_curve(n_gpus, curves["all_gather"])
     available, reason = _custom_ar(spec, n_gpus, mode)
-    vllm = _measured_chain(spec, mode, "vllm_graph", "all_reduce", n_gpus, as_measured) if available else None
+    if available:
+        vllm = _measured_chain(spec, mode, "vllm_graph", "all_reduce", n_gpus, as_measured)
+    elif _own_measured_ok(spec, mode, as_measured):  # vLLM's measured fallback path on this very system
+        vllm = _from_system(spec, spec.name, mode, "vllm_graph", "all_reduce", n_gpus, "", allow_below=False)
+        vllm = vllm if vllm is not None and vllm.n_gpus == n_gpus else None
+    else:
+        vllm = None
     if vllm is None:
         vllm = curves["all_reduce"]
         reason += "; vLLM all-reduce modelled by the NCCL curve" + ("" if not available else " (no measurement)")
@@ -308,8 +333,8 @@ def collective_time_s(curves: CollectiveCurves, collective: str, message_bytes: 
 
     Two-parameter form (no measured points):  t = latency_floor_s + f(n) · bytes / bus_bw_bytes_per_s,
     f(n) = 2(n−1)/n for ring all_reduce; (n−1)/n for all_gather, reduce_scatter, all_to_all; 1 for
-    broadcast and send_recv (`bus_factor`). Measured points: log-log linear interpolation of the monotone
-    envelope; below the smallest measured size t = the floor; above the largest, t_last + f(n) · (bytes −
+    broadcast and send_recv (`bus_factor`). Measured points: log-log linear interpolation of their monotone
+    least-squares fit (`monotone_fit`); below the smallest measured size t = the floor; above the largest, t_last + f(n) · (bytes −
     bytes_last) / bus_bw. One GPU or zero bytes: 0. `backend="vllm"` (all_reduce only) uses vLLM's path:
     custom all-reduce where allowed (the measured curve includes vLLM's NCCL fallback above 8 MiB).
     Assumptions: isolated collective (no rank skew, no overlap), bf16/fp16 payloads as measured.

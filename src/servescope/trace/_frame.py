@@ -115,7 +115,10 @@ def _finish(frame: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]) -
         warnings.append(f"{n_neg:,} events with a negative duration set to 0")
     gpu = pl.col("kind").is_in(GPU_KINDS)
     device = pl.when(gpu).then(pl.coalesce("arg_device", "pid_num"))
-    sms = device.replace_strict(num_sms, default=None, return_dtype=pl.Float64) if num_sms else None
+    # A device missing from deviceProperties (ROCm traces list device 0 but run on device 9) gets
+    # the node's SM count when every listed device has the same one.
+    same = next(iter(num_sms.values())) if len(set(num_sms.values())) == 1 else None
+    sms = device.replace_strict(num_sms, default=same, return_dtype=pl.Float64) if num_sms else None
     derived_bps = pl.col("grid_blocks") / sms if sms is not None else pl.lit(None, pl.Float64)
     frame = frame.with_columns(
         dur_us=pl.col("dur_us").fill_null(0.0).clip(lower_bound=0.0),

@@ -1,0 +1,5 @@
+"""`python -m servescope` runs the CLI."""
+
+from servescope.cli import main
+
+main()

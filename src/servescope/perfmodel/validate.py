@@ -1,0 +1,236 @@
+"""Validation of the model against measured serving results (aiconfigurator `silicon_sample.csv` layout).
+
+What it does: reads a CSV shaped like tests/data/validation/measured_serving_dev.csv, turns each aggregated
+row into a Scenario (model, system, backend, TP/EP/attention-DP, weight/expert quantization, isl/osl) at the
+measured concurrency, predicts TPOT and TTFT, and reports absolute percentage errors: MAPE overall and by
+system, backend and model, and the worst rows. Every row it cannot model is listed with a reason
+(disaggregated rows; layouts no engine runs; models that do not fit).
+Row conventions (documented in docs/model.md §Validation):
+  * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`);
+  * KV cache fp8 for trtllm rows with fp8/fp4 weights, else bf16 (the engines' defaults);
+  * some dump rows multiply sizes (e.g. tp_size 64 with moe_tp 8 × moe_ep 8 on an 8-GPU node, id "tp8_ep8"):
+    when tp·dp exceeds the GPUs of one node (8 for *_sxm) and moe_tp == moe_ep, the layout is read as
+    tp/moe_tp (or dp/moe_tp) with ep = moe_ep, which the row ids confirm.
+What it does not: fit (perfmodel.fit) or print (bench/fit_efficiency.py renders).
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servescope.errors import BadConfig, ScenarioError, SpecError
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.serving import predict_arrays
+from servescope.units import MS_PER_S
+
+SCHEMA = "servescope.validate/1"
+_NODE_GPUS = {"gb200": 72, "gb300": 72}
+_QUANT = {"fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "int4_wo": "int4-w4a16", "mxfp4": "mxfp4"}
+_REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
+             "silicon_tpot_ms")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured row, parsed; `scenario` is None when skipped (then `reason` says why)."""
+
+    id: str
+    system: str
+    backend: str
+    model: str
+    concurrency: int
+    tpot_ms: float
+    ttft_ms: float
+    scenario: Scenario | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RowResult:
+    id: str
+    system: str
+    backend: str
+    model: str
+    concurrency: int
+    tpot_ms: float
+    ttft_ms: float
+    pred_tpot_ms: float
+    pred_ttft_ms: float
+    dominant: str
+
+    @property
+    def tpot_err(self) -> float:
+        return abs(self.pred_tpot_ms - self.tpot_ms) / self.tpot_ms
+
+    @property
+    def ttft_err(self) -> float:
+        return abs(self.pred_ttft_ms - self.ttft_ms) / self.ttft_ms
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    rows: list[RowResult]
+    skipped: list[tuple[str, str]]  # (id, reason)
+    n_agg: int  # aggregated rows in the file
+
+    @property
+    def tpot_mape(self) -> float:
+        return _mape([r.tpot_err for r in self.rows])
+
+    @property
+    def ttft_mape(self) -> float:
+        return _mape([r.ttft_err for r in self.rows])
+
+
+def _mape(errs: list[float]) -> float:
+    return float(np.mean(errs)) if errs else float("nan")
+
+
+def _num(v: str, default: float = 0.0) -> float:
+    try:
+        return float(v) if v.strip() else default
+    except ValueError:
+        return default
+
+
+def _concurrency(r: dict[str, str]) -> int:
+    m = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source", ""))
+    return int(m.group(1)) if m else int(_num(r.get("batch_size", ""), 1.0))
+
+
+def layout(r: dict[str, str]) -> tuple[int, int, int, int]:
+    """(tp, ep, pp, dp) of a row, repairing the multiplied-sizes quirk (see module docstring)."""
+    tp = max(int(_num(r.get("tp_size", ""), 1)), 1)
+    dp = max(int(_num(r.get("attention_dp_size", ""), 1)), 1)
+    pp = max(int(_num(r.get("pp_size", ""), 1)), 1)
+    mtp = max(int(_num(r.get("moe_tp_size", ""), 1)), 1)
+    mep = max(int(_num(r.get("moe_ep_size", ""), 1)), 1)
+    node = _NODE_GPUS.get(r["system"], 8)
+    if tp * dp > node and mtp == mep > 1 and tp * dp == mtp * mep:
+        tp, dp = (tp // mtp if tp > 1 else 1), (dp // mtp if dp > 1 else 1)
+    elif tp * dp > node and tp == dp and mtp == 1 and mep == tp * dp:  # e.g. tp 4, dp 4, ep 16: "tp4_ep4"
+        tp, mep = 1, dp
+    return tp, mep, pp, dp
+
+
+def _quant(r: dict[str, str]) -> tuple[str, str | None, str | None]:
+    g, e = r.get("gemm_quant_mode", "").strip(), r.get("moe_quant_mode", "").strip()
+    weights = "native" if not g else ("bf16" if g == "int4_wo" else _QUANT.get(g, g))
+    experts = _QUANT.get(e, e) if e else None
+    low = g in ("fp8", "fp8_block", "nvfp4")
+    kv = "fp8" if (r["backend"] == "trtllm" and low) else "bf16"
+    return weights, experts, kv
+
+
+def parse_row(r: dict[str, str], cache: dict[tuple, Scenario | str] | None = None) -> Row:
+    """A CSV row -> Row with a Scenario, or with the reason it is skipped. Rows with equal settings share one
+    Scenario object through `cache` (so evaluation groups them into one vectorised call)."""
+    base = dict(id=r["id"], system=r["system"], backend=r["backend"], model=r["model_path"],
+                concurrency=_concurrency(r), tpot_ms=_num(r["silicon_tpot_ms"]), ttft_ms=_num(r["silicon_ttft_ms"]))
+    if r["mode"] != "agg":
+        return Row(**base, scenario=None, reason="disaggregated prefill/decode is not modelled")
+    if base["tpot_ms"] <= 0 or base["ttft_ms"] <= 0:
+        return Row(**base, scenario=None, reason="no measured TPOT/TTFT")
+    tp, ep, pp, dp = layout(r)
+    w, e, kv = _quant(r)
+    isl, osl = int(_num(r["isl"])), int(_num(r["osl"]))
+    key = (r["model_path"], r["system"], tp, ep, pp, dp, w, e, kv, isl, osl, r["backend"])
+    cache = {} if cache is None else cache
+    if key not in cache:
+        try:
+            cache[key] = Scenario.build(model=r["model_path"], gpu=r["system"], tp=tp, ep=ep, pp=pp, dp=dp,
+                                        quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"])
+        except (ScenarioError, SpecError) as exc:
+            cache[key] = str(exc)
+    sc = cache[key]
+    if isinstance(sc, str):
+        return Row(**base, scenario=None, reason=sc)
+    return Row(**base, scenario=sc)
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
+            if missing:
+                raise BadConfig(f"{p}: missing columns {', '.join(missing)}")
+            cache: dict[tuple, Scenario | str] = {}
+            return [parse_row(r, cache) for r in reader]
+    except FileNotFoundError:
+        raise BadConfig(f"{p}: no such file") from None
+
+
+def evaluate(rows: list[Row], efficiency: dict[tuple[str, str], Efficiency] | None = None) -> ValidationResult:
+    """Predict every modelled row (grouped by scenario so each group is one vectorised call). `efficiency`
+    optionally overrides the efficiencies per (generation, backend)."""
+    groups: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            groups[id(r.scenario)].append(r)
+    out: list[RowResult] = []
+    for grp in groups.values():
+        sc = grp[0].scenario
+        assert sc is not None
+        if efficiency is not None:
+            key = (str(sc.gpu.generation), sc.backend)
+            if key in efficiency:
+                sc = replace(sc, efficiency=efficiency[key])
+        a = predict_arrays(sc, [r.concurrency for r in grp])
+        terms = a["terms"]
+        for i, r in enumerate(grp):
+            dom = max(terms, key=lambda k: float(terms[k][i]))
+            out.append(RowResult(r.id, r.system, r.backend, r.model, r.concurrency, r.tpot_ms, r.ttft_ms,
+                                 float(a["tpot_s"][i]) * MS_PER_S, float(a["ttft_s"][i]) * MS_PER_S, dom))
+    skipped = [(r.id, r.reason) for r in rows if r.scenario is None]
+    n_agg = sum(1 for r in rows if r.reason != "disaggregated prefill/decode is not modelled")
+    return ValidationResult(out, skipped, n_agg)
+
+
+def validate_csv(path: str | Path) -> ValidationResult:
+    """Predicted vs measured TPOT/TTFT for every row of a validation CSV."""
+    return evaluate(read_rows(path))
+
+
+def _summary(rows: list[RowResult]) -> dict[str, Any]:
+    return {"rows": len(rows), "tpot_mape": _mape([r.tpot_err for r in rows]),
+            "ttft_mape": _mape([r.ttft_err for r in rows])}
+
+
+def _by(rows: list[RowResult], attr: str) -> dict[str, Any]:
+    g: dict[str, list[RowResult]] = defaultdict(list)
+    for r in rows:
+        g[getattr(r, attr)].append(r)
+    return {k: _summary(v) for k, v in sorted(g.items())}
+
+
+def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, Any]:
+    """The `servescope.validate/1` JSON document (pure)."""
+    rows = result.rows
+    ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
+    return {
+        "schema": SCHEMA,
+        "rows": len(rows),
+        "agg_rows": result.n_agg,
+        "skipped": [{"id": i, "reason": why} for i, why in result.skipped],
+        "tpot_mape": result.tpot_mape,
+        "ttft_mape": result.ttft_mape,
+        "by_system": _by(rows, "system"),
+        "by_backend": _by(rows, "backend"),
+        "by_model": _by(rows, "model"),
+        "worst": [
+            {"id": r.id, "concurrency": r.concurrency, "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms,
+             "ttft_ms": r.ttft_ms, "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err,
+             "ttft_err": r.ttft_err, "dominant": r.dominant}
+            for r in ranked
+        ],
+    }

@@ -1,0 +1,206 @@
+"""Compute, memory and layout tracks: `cuda_graphs`, `split_k_attention`, `quantization`, `pd_disaggregation`,
+`parallelism_change`.
+
+Does: express each as a scenario change the performance model prices:
+  cuda_graphs        per-kernel CPU launch (launch_overhead_s) → graph replay gap (kernel_overhead_s).
+  split_k_attention  only with a trace: when the calibrated attention kernel runs below one block per SM and its
+                     fitted bandwidth efficiency sits below the full-occupancy default, split-K/flash-decoding
+                     brings it back to that default (achieved bandwidth ≈ min(1, blocks per SM) of full: an SM
+                     without a block pulls nothing).
+  quantization       KV cache to FP8; 16-bit weights to FP8; routed experts to FP4 on Blackwell (precision-lowering,
+                     can be forbidden); the best of these.
+  pd_disaggregation  decode no longer absorbs other requests' prefills (the perfmodel's interference term);
+                     KV of isl tokens crosses the link once per request (TTFT, not TPOT): bytes per GPU /
+                     link bandwidth per GPU (NVLink in an NVLink domain, else PCIe/NIC for NIXL/UCX).
+  parallelism_change other TP×DP layouts of the same GPUs (and 2×TP for TPOT, with more GPUs), when they fit.
+Does not: price accuracy loss of quantization, or prefill-pool sizing beyond the rate formula in whatif.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.errors import ScenarioError, ServescopeError
+from servescope.planner.track import Context, Proposal, not_applicable
+from servescope.planner.whatif import WhatIf
+from servescope.specs import quant as q
+from servescope.units import GIGA, MS_PER_S
+
+
+def cuda_graphs_track(ctx: Context) -> Proposal:
+    kind = "cuda_graphs"
+    validate = ("drop --enforce-eager; vLLM -O '{\"cudagraph_mode\": \"FULL_AND_PIECEWISE\"}'; a trace should show "
+                "one cudaGraphLaunch per step and no idle gaps between kernels")
+    if ctx.scenario.cuda_graphs:
+        return not_applicable(kind, "already on: decode steps replay CUDA graphs", "config change", validate)
+
+    def change(s: Any) -> Any:
+        return s.with_(cuda_graphs=True)
+
+    pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
+           "memory for the graph pool (≈1-2 GB per GPU)")
+    return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change))
+
+
+def split_k_attention_track(ctx: Context) -> Proposal:
+    kind = "split_k_attention"
+    validate = ("switch the attention backend to one that splits the KV sequence (VLLM_ATTENTION_BACKEND="
+                "FLASHINFER or FLASH_ATTN with num_splits>1); in a trace the attention kernel's blocks per SM "
+                "should reach ≥1 and its time fall")
+    cal = ctx.calibration
+    blocks = getattr(cal, "attention_blocks_per_sm", None)
+    if cal is None or blocks is None:
+        return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
+                              "bandwidth; calibrate on a trace to see blocks per SM", "engine upgrade", validate)
+    if blocks >= 1.0:
+        return not_applicable(kind, f"attention already fills the GPU ({blocks:.2f} blocks per SM in the trace)",
+                              "engine upgrade", validate)
+    from servescope.perfmodel import default_efficiency
+
+    sc = ctx.scenario
+    full = default_efficiency(str(sc.gpu.generation), sc.backend).attn_bw_eff
+    if sc.efficiency.attn_bw_eff >= full * 0.95:
+        return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches "
+                              "the full-occupancy bandwidth efficiency", "engine upgrade", validate)
+
+    def change(s: Any) -> Any:
+        return s.with_(efficiency=s.efficiency.scaled(attn_bw_eff=full))
+
+    pre = (f"the trace's attention kernel runs {blocks:.2f} blocks per SM (< 1): SMs idle",)
+    note = f"achieved attention bandwidth ≈{min(1.0, blocks):.0%} of a full-occupancy kernel"
+    return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
+                    note=note, details={"blocks_per_sm": blocks})
+
+
+def _quant_options(sc: Any) -> dict[str, Any]:
+    qc, gpu = sc.quant, sc.gpu
+    flops = dict(getattr(gpu, "flops_per_s", {}) or {})
+    out: dict[str, Any] = {}
+    if qc.kv.bytes_per_param >= 2 and flops.get("fp8", 0) > 0:
+        out["KV cache to FP8"] = qc.with_kv("fp8")
+    fp8 = q.SCHEMES["fp8"]
+    parts = {p: getattr(qc, p) for p in ("attention", "dense_mlp", "shared_experts", "experts")}
+    lowered = {p: fp8 for p, s in parts.items() if s.bytes_per_param >= 2}
+    if lowered and flops.get("fp8", 0) > 0:
+        out["16-bit weights to FP8"] = _replace(qc, **lowered)
+    if sc.model.is_moe and qc.experts.bytes_per_param > 0.6 and flops.get("fp4", 0) > 0:
+        out["routed experts to NVFP4"] = _replace(qc, experts=q.SCHEMES["nvfp4"])
+    if len(out) > 1:
+        both = qc
+        for opt in out.values():
+            both = _replace(both, **{p: getattr(opt, p) for p in ("attention", "dense_mlp", "shared_experts",
+                                                                   "experts", "kv") if getattr(opt, p) != getattr(qc, p)})
+        out["all of the above"] = both
+    return out
+
+
+def _replace(qc: Any, **parts: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(qc, **parts)
+
+
+def quantization_track(ctx: Context) -> Proposal:
+    kind = "quantization"
+    validate = ("serve the lower-precision checkpoint or --kv-cache-dtype fp8; check accuracy on your tasks "
+                "(lm-eval) before measuring TPOT")
+    pre = ("accuracy validated on your workload (precision-lowering)",)
+    if kind in ctx.forbid:
+        return Proposal(kind, False, "forbidden (--forbid quantization): lowers precision", "config change", pre,
+                        validate, precision_lowering=True)
+    options = _quant_options(ctx.scenario)
+    if not options:
+        return Proposal(kind, False, f"nothing left to lower: {ctx.scenario.quant.describe()}", "config change",
+                        pre, validate, precision_lowering=True)
+    best: tuple[float, str, WhatIf] | None = None
+    for name, qc in options.items():
+        whatif = WhatIf(kind, scenario=_set_quant(qc))
+        try:
+            gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
+        except ServescopeError:
+            continue
+        if best is None or gain > best[0]:
+            best = (gain, name, whatif)
+    if best is None:
+        return Proposal(kind, False, "no lower-precision layout can be priced", "config change", pre, validate,
+                        precision_lowering=True)
+    return Proposal(kind, True, None, "config change", pre, validate, whatif=best[2], precision_lowering=True,
+                    note=best[1], details={"option": best[1]})
+
+
+def _set_quant(qc: Any) -> Any:
+    def change(s: Any) -> Any:
+        return s.with_(quant=qc)
+
+    return change
+
+
+def pd_disaggregation_track(ctx: Context) -> Proposal:
+    kind, sc = "pd_disaggregation", ctx.scenario
+    from servescope.perfmodel import kv_bytes_per_seq
+
+    link_bw = float(sc.gpu.nvlink_bw_bytes_per_s or 0.0) if ctx.link == "nvlink" else 0.0
+    link_name = "NVLink" if link_bw else "PCIe (NIXL/UCX through the host link or NIC)"
+    link_bw = link_bw or float(sc.gpu.pcie_bw_bytes_per_s)
+    kv_bytes = kv_bytes_per_seq(sc, sc.isl)
+    transfer_s = kv_bytes / link_bw
+    validate = ("vLLM --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}' on "
+                "separate prefill and decode instances; measure TPOT and TTFT (the transfer adds to TTFT)")
+    pre = ("a separate prefill pool (the decode GPUs stay as they are)",
+           f"KV transfer of {kv_bytes / GIGA * 1e3:.1f} MB per GPU per request over {link_name}: "
+           f"{transfer_s * MS_PER_S:.2f} ms added to TTFT")
+    interference = ctx.evaluator.interference_s(sc, ctx.baseline.concurrency)
+    if interference <= 0:
+        return Proposal(kind, True, f"does not pay at concurrency {ctx.baseline.concurrency}: no other request's "
+                        "prefill interrupts decoding", "config change", pre, validate,
+                        whatif=WhatIf(kind, no_prefill_interference=True),
+                        details={"kv_transfer_s": transfer_s})
+    return Proposal(kind, True, None, "config change", pre, validate,
+                    whatif=WhatIf(kind, no_prefill_interference=True),
+                    note=f"removes {interference * MS_PER_S:.2f} ms of prefill interference per output token",
+                    details={"kv_transfer_s": transfer_s, "interference_s": interference})
+
+
+def _layouts(ctx: Context) -> list[tuple[str, dict[str, int]]]:
+    sc = ctx.scenario
+    n = int(sc.tp) * int(sc.dp)
+    out = []
+    for tp in (d for d in range(1, n + 1) if n % d == 0 and d != sc.tp):
+        dp = n // tp
+        ep = n if sc.ep > 1 else 1
+        out.append((f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else ""), {"tp": tp, "dp": dp, "ep": ep}))
+    domain = int(getattr(sc.gpu, "nvlink_domain_gpus", 0) or 0) or 8
+    if ctx.objective == "tpot" and 2 * sc.tp * sc.dp <= domain:
+        tp = 2 * sc.tp
+        out.append((f"TP{tp}×DP{sc.dp} ({tp * sc.dp - n} more GPUs)", {"tp": tp, "dp": sc.dp,
+                                                                      "ep": tp * sc.dp if sc.ep > 1 else 1}))
+    return out
+
+
+def parallelism_change_track(ctx: Context) -> Proposal:
+    kind = "parallelism_change"
+    validate = "vLLM --tensor-parallel-size T --data-parallel-size D; compare TPOT and tok/s at the planned load"
+    from servescope.perfmodel.memory import check_fits
+
+    options: list[tuple[float, str, WhatIf]] = []
+    reasons: list[str] = []
+    for name, changes in _layouts(ctx):
+        def change(s: Any, changes: dict[str, int] = changes) -> Any:
+            new = s.with_(**changes)
+            check_fits(new)
+            return new
+
+        whatif = WhatIf(kind, scenario=change, exclusive=("expert_parallel",))
+        try:
+            gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
+        except ScenarioError as exc:
+            reasons.append(f"{name}: {exc}")
+            continue
+        options.append((gain, name, whatif))
+    if not options:
+        why = "no other TP×DP layout of these GPUs fits" + (f" ({reasons[0]})" if reasons else "")
+        return not_applicable(kind, why, "config change", validate)
+    gain, name, whatif = max(options, key=lambda o: o[0])
+    return Proposal(kind, True, None if gain > 1 else f"does not pay: best layout {name}", "config change",
+                    (f"layout {name} fits in memory",), validate, whatif=whatif, note=name,
+                    details={"layout": name, "options": {o[1]: o[0] for o in options}})
