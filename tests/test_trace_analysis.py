@@ -27,7 +27,7 @@ def test_b200_prefill_all_reduce_share() -> None:
     (step,) = rank.steps
     assert (step.kind, step.tokens, step.batch_size) == ("prefill", 888, 1)
     assert step.kernels == len(events)  # every GPU event lands in the one step
-    assert step.gpu_busy_us == pytest.approx(busy, rel=1e-9)
+    assert step.gpu_busy_us == pytest.approx(busy, rel=1e-6)
     stats = step.collectives["all_reduce"]
     assert stats.calls == len(ar) == 73
     assert stats.median_us == pytest.approx(statistics.median(e["dur"] for e in ar))

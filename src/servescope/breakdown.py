@@ -124,7 +124,7 @@ def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
         frame = frame.with_columns(pl.col(key).fill_null("?"))
     group_ids = frame.select(cols).with_columns(pl.struct(cols).rank("dense").alias("gid"))["gid"].to_numpy()
     starts = frame["ts_us"].to_numpy()
-    lengths = grouped_union_length(group_ids, starts, starts + frame["dur_us"].to_numpy())
+    lengths = grouped_union_length(group_ids, starts, frame["dur_us"].to_numpy())
     keys = frame.select(cols).with_columns(pl.Series("gid", group_ids)).unique("gid")
     out: dict[tuple[int, str], float] = {}
     for row in keys.iter_rows(named=True):
@@ -203,10 +203,14 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     devices = dict(gpu.group_by("step").agg(pl.col("device").n_unique()).iter_rows())
     kernel_sums = dict(gpu.group_by("step").agg(pl.col("dur_us").sum()).iter_rows())
     kernel_counts = dict(gpu.group_by("step").agg(pl.len()).iter_rows())
+    # Span from relative times: absolute epoch µs (~1e15) would round ns-scale steps.
+    spans = dict(
+        gpu.group_by("step").agg((pl.col("ts_us") - pl.col("ts_us").min() + pl.col("dur_us")).max()).iter_rows()
+    )
     out = []
     for s in table.steps.iter_rows(named=True):
         i = int(s["step"])
-        span = (s["gpu_end_us"] - s["gpu_start_us"]) if s["gpu_start_us"] is not None else 0.0
+        span = float(spans.get(i, 0.0) or 0.0)
         b = busy.get((i, ""), 0.0)
         comm = by_class.get((i, COMMUNICATION), 0.0)
         exposed = max(0.0, b - compute.get((i, ""), 0.0)) if comm else 0.0

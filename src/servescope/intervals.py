@@ -24,20 +24,21 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     return float(np.sum(seg_end - s[first]))
 
 
-def grouped_union_length(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[int, float]:
-    """Union length per integer group id.
+def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.ndarray) -> dict[int, float]:
+    """Union length per integer group id of intervals [start, start + duration).
 
     Groups are shifted apart on one time axis (group k by k·(span+1)) so that a single sort-and-merge pass
-    handles every group at once; times are made relative first to keep float64 precision.
+    handles every group at once. Starts are made relative before durations are added: absolute epoch µs
+    (~1e15) would otherwise round ns-scale durations away.
     """
     if starts.size == 0:
         return {}
-    origin = float(np.min(starts))
-    span = float(np.max(ends) - origin) + 1.0
+    rel = starts - float(np.min(starts))
+    span = float(np.max(rel + durations)) + 1.0
     uniq, inverse = np.unique(groups, return_inverse=True)
     offset = inverse.astype(np.float64) * span
-    s = starts - origin + offset
-    e = ends - origin + offset
+    s = rel + offset
+    e = rel + durations + offset
     order = np.argsort(s, kind="stable")
     s, e, g = s[order], e[order], inverse[order]
     running_end = np.maximum.accumulate(e)

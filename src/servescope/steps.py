@@ -122,11 +122,9 @@ def _label_rows(events: pl.DataFrame) -> pl.DataFrame:
             rows.append((name, ts, ts + dur, label))
     if not rows:
         return _empty_labels()
-    # Engine labels win over ProfilerStep; a label that contains another step label is a wrapper, not a step.
+    # Engine labels win over ProfilerStep.
     engine = [r for r in rows if r[3].source != "profiler_step"]
-    rows = engine or rows
-    rows = [r for r in rows if not any(_contains(r, o) for o in rows if o is not r)]
-    rows.sort(key=lambda r: r[1])
+    rows = _merge_nested(engine or rows)
     return pl.DataFrame(
         {
             "label": [r[0] for r in rows],
@@ -139,6 +137,24 @@ def _label_rows(events: pl.DataFrame) -> pl.DataFrame:
         },
         schema=_LABEL_SCHEMA,
     )
+
+
+def _merge_nested(rows: list[tuple]) -> list[tuple]:
+    """Resolve nested labels. An outer label around exactly one inner label is the same step seen twice (SGLang's
+    `step[…]` inside a patched `execute_…`): keep the inner label over the outer interval, so input preparation
+    and sampling launched around it stay in the step. An outer label around several is a wrapper: dropped."""
+    out = []
+    for r in rows:
+        if any(_contains(o, r) for o in rows if o is not r):
+            continue  # an inner label; handled from its outer one below
+        inner = [o for o in rows if o is not r and _contains(r, o)]
+        if len(inner) == 1:
+            out.append((inner[0][0], r[1], r[2], inner[0][3]))
+        elif not inner:
+            out.append(r)
+        else:
+            out.extend(o for o in inner if not any(_contains(x, o) for x in inner if x is not o))
+    return sorted(out, key=lambda r: r[1])
 
 
 def _contains(outer: tuple, inner: tuple) -> bool:

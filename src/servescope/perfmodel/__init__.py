@@ -9,7 +9,13 @@ from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.memory import kv_bytes_per_seq, max_concurrency, weights_bytes_per_gpu
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import ServingPoint, model_document, predict, predict_arrays
-from servescope.perfmodel.step import TERMS, CollectiveCost, StepPrediction, decode_step, prefill_step
+from servescope.perfmodel.step import (
+    TERMS,
+    CollectiveCost,
+    StepPrediction,
+    decode_step,
+    prefill_step,
+)
 
 __all__ = [
     "TERMS",

@@ -3,7 +3,8 @@
 What it does: defines `Efficiency` (frozen; every field is dimensionless or carries its unit) and loads its
 defaults per (GPU generation, backend) from `data/efficiency.toml`, which bench/fit_efficiency.py writes from the
 dev validation rows (how and when is recorded in the file). Lookup order: `<generation>.<backend>`, then
-`<generation>`, then `default`; each level overrides only the keys it names.
+`<generation>`, then `default`; each level overrides only the keys it names; a `[<gpu name>]` section (and
+`[<gpu name>.<backend>]`) overrides its generation, for GPUs whose memory system differs from their siblings.
 What it does not: fit anything (see perfmodel.fit) or know about individual models.
 """
 
@@ -37,6 +38,7 @@ class Efficiency:
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.5  # share of the other in-flight requests' prefills a new request waits for
+    ttft_queue_exp: float = 1.0  # queue grows as (c − 1)^exp: 1 = synchronised waves, < 1 = waves spread out
     gpu_memory_utilization: float = 0.93  # share of HBM the engine may use
     reserve_bytes: float = 2.5e9  # activations, CUDA graphs, workspace per GPU
     source: str = "built-in defaults"
@@ -69,13 +71,15 @@ def _apply(eff: Efficiency, section: Any, where: str) -> Efficiency:
     return replace(eff, **vals, source=f"efficiency.toml [{where}]") if vals else eff  # type: ignore[arg-type]
 
 
-def default_efficiency(generation: str, backend: str) -> Efficiency:
-    """Fitted defaults for a GPU generation (e.g. "hopper", "blackwell") and backend (vllm|sglang|trtllm)."""
+def default_efficiency(generation: str, backend: str, gpu_name: str | None = None) -> Efficiency:
+    """Fitted defaults for a GPU generation (e.g. "hopper", "blackwell") and backend (vllm|sglang|trtllm).
+    A section named after the GPU itself (e.g. [rtx_pro_6000_server]) overrides its generation's values."""
     t = _table()
-    gen, be = generation.lower(), backend.lower()
     eff = _apply(Efficiency(), t.get("default"), "default")
-    g = t.get(gen)
-    eff = _apply(eff, g, gen)
-    if isinstance(g, dict):
-        eff = _apply(eff, g.get(be), f"{gen}.{be}")
+    be = backend.lower()
+    for level in (generation.lower(), (gpu_name or "").lower()):
+        g = t.get(level) if level else None
+        eff = _apply(eff, g, level)
+        if isinstance(g, dict):
+            eff = _apply(eff, g.get(be), f"{level}.{be}")
     return eff

@@ -89,7 +89,7 @@ class Scenario:
             qc = QuantConfig.uniform(quant, moe_quant, kv_quant)
         if backend not in BACKENDS:
             raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-        eff = efficiency or default_efficiency(str(getattr(g, "generation", "default")), backend)
+        eff = efficiency or default_efficiency(str(getattr(g, "generation", "default")), backend, g.name)
         sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
         check_layout(sc)
         from servescope.perfmodel.step import model_for

@@ -6,8 +6,9 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
-  TTFT   = t_pf + decode step (a new request waits for the running step) + ttft_queue_frac · (c_eff − 1) · t_pf'
-           (ttft_queue_frac: 0 = arrivals perfectly staggered, 0.5 = synchronised waves of c requests;
+  TTFT   = t_pf + decode step (a new request waits for the running step) + q · (c_eff − 1)^a · t_pf'
+           (q = ttft_queue_frac: 0 = arrivals perfectly staggered, 0.5 with a = 1: synchronised waves of c
+           requests; a = ttft_queue_exp < 1 when waves spread out as the benchmark runs;
            + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
   output tokens/s = c_eff · osl / (TTFT + (osl − 1) · TPOT)   (one instance: all tp·dp·pp GPUs)
 The point's terms are the decode step's terms plus the interference share of the prefill terms, so they add up to
@@ -58,7 +59,7 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     share = eff.prefill_interference * (ce - 1.0) / sc.osl
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k])) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) * t_marg
+    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) ** eff.ttft_queue_exp * t_marg
     life = ttft + (sc.osl - 1) * tpot
     ttft = ttft + np.maximum(c - cap, 0.0) / cap * life
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)

@@ -6,7 +6,7 @@ and is attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (at
 `compute` (any compute-bound class). Then
     step = weights + kv + compute + communication + overhead           (no overlap assumed: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale)
-    overhead      = kernels · (kernel_overhead_s with CUDA graphs | launch_overhead_s without)
+    overhead      = kernels · (kernel_overhead_s with CUDA graphs | launch_overhead_s without, and for prefill)
                     + cpu_overhead_s + cpu_overhead_per_seq_s · batch
 Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
 routing), so a batch-1 step reads only the k activated experts and a large batch reads them all.
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from servescope.perfmodel import hw
-from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
+from servescope.perfmodel.ops import ACT_BYTES, build_ops
 
 TERMS = ("weights", "kv", "compute", "communication", "overhead")
 
@@ -150,7 +150,8 @@ def step_arrays(sc: Any, batch: Any, ctx: Any, tokens_per_seq: Any, prefill: boo
     c_attn = attn_fl / (o.attn_peak_flops * eff.attn_compute_eff)
     comm = _collectives(mdl, eff, t_rank, t_glob, peak=False)
     comm_s = sum((v[2] for v in comm.values()), np.zeros_like(t_rank))
-    per_kernel = eff.kernel_overhead_s if sc.cuda_graphs else eff.launch_overhead_s
+    # Prefill chunks run eagerly in vLLM/SGLang/TRT-LLM (graphs are captured for decode batch sizes only).
+    per_kernel = eff.kernel_overhead_s if (sc.cuda_graphs and not prefill) else eff.launch_overhead_s
     kern_s = np.full_like(t_rank, o.kernels_per_step * per_kernel)
     cpu_s = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * b_all
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)

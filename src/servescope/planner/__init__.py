@@ -1,0 +1,31 @@
+"""Mitigation planning: what-ifs on a (calibrated) scenario, ranked by gain, combined, with ceiling and verdict.
+
+Public API: plan, Plan, Track, combine, plan_document, SpecConfig, parse_target, parse_forbid, parse_acceptance,
+parse_spec_method, TRACK_KINDS. See docs/plan.md.
+"""
+
+from servescope.planner.document import plan_document
+from servescope.planner.plan import Plan, Track, combine, plan
+from servescope.planner.speculative import SpecConfig, parse_spec_method
+from servescope.planner.target import (
+    TRACK_KINDS,
+    Target,
+    parse_acceptance,
+    parse_forbid,
+    parse_target,
+)
+
+__all__ = [
+    "TRACK_KINDS",
+    "Plan",
+    "SpecConfig",
+    "Target",
+    "Track",
+    "combine",
+    "parse_acceptance",
+    "parse_forbid",
+    "parse_spec_method",
+    "parse_target",
+    "plan",
+    "plan_document",
+]

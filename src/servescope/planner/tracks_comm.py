@@ -207,11 +207,41 @@ def expert_parallel_track(ctx: Context) -> Proposal:
         return not_applicable(kind, f"no expert-parallel layout of {n} GPUs fits {sc.model.name}",
                               "config change", validate)
     gain, name, whatif = max(options, key=lambda o: o[0])
-    why = None if gain > 1.0 else _why_ep_does_not_pay(ctx, whatif, name)
+    why = None if gain > 1.0 else _why_ep_does_not_pay(ctx, options)
     pre = (f"{sc.model.n_routed_experts} experts divisible by EP={n}",
            "expert load balanced across GPUs (EPLB) at high concurrency")
     return Proposal(kind, True, why, "config change", pre, validate, whatif=whatif, note=name,
                     details={"layout": name, "options": {o[1]: o[0] for o in options}})
+
+
+def _why_ep_does_not_pay(ctx: Context, options: list[tuple[float, str, WhatIf]]) -> str:
+    """Plain words from the numbers: what each EP layout adds and saves at this batch on this link."""
+    link = "PCIe" if ctx.link == "pcie" else "NVLink"
+    base = ctx.baseline.step
+    ar = base.collectives.get("all_reduce")
+    parts = []
+    for _gain, name, whatif in options:
+        new = ctx.evaluator.at((whatif,), ctx.concurrency).step
+        a2a = new.collectives.get("all_to_all")
+        if a2a is not None and a2a.calls_per_step:
+            per_call_us = a2a.time_s / a2a.calls_per_step * 1e6
+            text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {a2a.calls_per_step:.0f} "
+                    f"{link} all-to-all calls (dispatch + combine, {per_call_us:.0f} µs each on "
+                    f"{a2a.bytes_per_call / 1e3:.0f} KB messages: latency-bound at batch {ctx.concurrency})")
+            weights_old, weights_new = base.terms_s.get("weights", 0.0), new.terms_s.get("weights", 0.0)
+            if weights_new > weights_old * 1.05:
+                text += (f", but each request's attention then runs on one GPU that reads its weights alone "
+                         f"({_ms(weights_old)} → {_ms(weights_new)} of weight reads)")
+        else:
+            moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
+            text = (f"{name} keeps every all-reduce and holds whole experts per GPU, so the busiest GPU's "
+                    f"experts take {_ms(moe_new)} instead of {_ms(moe_old)} (load imbalance at small batch)")
+        parts.append(text)
+    return f"does not pay at batch {ctx.concurrency} over {link}: " + "; ".join(parts)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
 
 
 def _with(changes: dict[str, int]) -> Any:
@@ -251,27 +281,3 @@ def imbalance_adjust(sc: Any, view: StepView) -> StepView:
     imb = expert_imbalance(sc.model.n_routed_experts, sc.model.top_k, sc.ep, view.tokens)
     term = "weights" if view.terms_s.get("weights", 0.0) >= moe else "compute"
     return view.shifted(term, moe * (imb - 1.0), cls="moe")
-
-
-def _why_ep_does_not_pay(ctx: Context, whatif: WhatIf, layout: str) -> str:
-    """Plain words from the numbers: what EP adds and what it saves at this batch on this link."""
-    ev = ctx.evaluator
-    base = ctx.baseline.step
-    new = ev.at((whatif,), ctx.concurrency).step
-    a2a = new.collectives.get("all_to_all")
-    ar_old = base.collectives.get("all_reduce")
-    link = "PCIe" if ctx.link == "pcie" else "NVLink"
-    parts = [f"at batch {ctx.concurrency} over {link}"]
-    if a2a is not None and a2a.calls_per_step:
-        parts.append(f"EP adds {a2a.calls_per_step:.0f} all-to-all calls per step "
-                     f"({a2a.time_s / a2a.calls_per_step * 1e6:.0f} µs each, {a2a.time_s * 1e3:.2f} ms), "
-                     f"latency-bound with tiny messages")
-    if ar_old is not None:
-        ar_new = new.collectives.get("all_reduce")
-        saved = ar_old.time_s - (ar_new.time_s if ar_new else 0.0)
-        parts.append(f"while saving {saved * 1e3:.2f} ms of all-reduce")
-    moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
-    if moe_new > moe_old * 1.05:
-        parts.append(f"and the busiest GPU's experts take {moe_new * 1e3:.2f} ms instead of {moe_old * 1e3:.2f} ms "
-                     "(whole experts per GPU: load imbalance at small batch)")
-    return f"does not pay ({layout}): " + ", ".join(parts)

@@ -175,12 +175,16 @@ def _from_system(gpu: GpuSpec, system: str, mode: str, backend: str, collective:
     if hit is None:
         return None
     m, c = hit
-    scale = _link_bw(load_gpu(system), mode) / _link_bw(gpu, mode) if system != gpu.name else 1.0
+    if _link_bw(gpu, mode) <= 0:
+        raise ScenarioError(f"{gpu.name}: {mode} bandwidth must be > 0")
+    # Rescale by link bandwidth also for the GPU's own data, so a what-if GpuSpec (faster link) takes effect.
+    scale = _link_bw(load_gpu(system), mode) / _link_bw(gpu, mode)
     src = c["source"] + note + ("" if m == n else f"; {m}-GPU curve used for {n} GPUs (DERIVED)")
     if scale != 1.0:
         src += f"; bandwidth term x{scale:.3g} for {gpu.name} (DERIVED)"
     times_s = [units.us_to_s(t) for t in c["latency_us"]]
-    curve = _points_curve(collective, m, list(c["message_bytes"]), times_s, src, note != "" or m != n, scale)
+    derived = bool(note) or m != n or scale != 1.0
+    curve = _points_curve(collective, m, list(c["message_bytes"]), times_s, src, derived, scale)
     if m >= n:
         return curve
     floor = curve.latency_floor_s * (n - 1) / (m - 1)  # ring hop count grows with n
@@ -245,16 +249,16 @@ def _no_p2p_curve(gpu: GpuSpec, collective: str, n: int) -> CollectiveCurve:
     collectives and GPU counts scaled like the measured RTX PRO 6000 P2P curves (DERIVED)."""
     frac, fsrc = _rule("pcie_no_p2p", f"all_reduce_busbw_fraction_{8 if n >= 8 else 4}")
     floor8, lsrc = _rule("pcie_no_p2p", "latency_floor_8")
-    ref = load_gpu("rtx_pro_6000_server")
+    ref = load_gpu(_load_data()[0]["proxy"]["pcie_p2p"]["system"])
     ar8 = _from_system(ref, ref.name, "pcie_p2p", "nccl", "all_reduce", 8, "")
     this = _from_system(ref, ref.name, "pcie_p2p", "nccl", collective, n, "")
     ar_n = _from_system(ref, ref.name, "pcie_p2p", "nccl", "all_reduce", n, "")
     if ar8 is None or this is None or ar_n is None:
-        raise BadConfig(f"{_DATA}/rtx_pro_6000_server.toml: measured curves missing")
+        raise BadConfig(f"{_DATA}/{ref.name}.toml: measured PCIe curves missing")
     rel_bw = this.bus_bw_bytes_per_s / ar_n.bus_bw_bytes_per_s
     floor = this.latency_floor_s * floor8 / ar8.latency_floor_s
     src = (f"DERIVED (PCIe without P2P): busbw {frac:.3g} x pcie_bw [{fsrc}] x {rel_bw:.2f} ({collective} vs "
-           f"all_reduce, RTX PRO 6000 SE measured); floor scaled to {floor8 * 1e6:g} us at 8 GPUs [{lsrc}]")
+           f"all_reduce, RTX PRO 6000 SE measured); floor scaled to {units.s_to_us(floor8):g} us at 8 GPUs [{lsrc}]")
     return CollectiveCurve(collective, n, floor, frac * gpu.pcie_bw_bytes_per_s * rel_bw, src, True)
 
 

@@ -85,6 +85,8 @@ def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytes:
             break
         if not inflater.eof:
             parts.append(inflater.flush())
+            if not any(parts):
+                raise NotATrace(f"{path}: gzip file is corrupt or cut off before any data")
             warnings.append(
                 f"gzip stream ends early (file cut off): read {sum(map(len, parts)):,} bytes of JSON"
             )

@@ -1,0 +1,122 @@
+"""Fit the model's efficiency factors to measured serving rows (least absolute log error, numpy only).
+
+Objective per group of rows (one GPU generation × backend):
+    J = mean |ln(pred_TPOT / meas_TPOT)| + w_ttft · mean |ln(pred_TTFT / meas_TTFT)|
+minimised by cyclic coordinate search over a shrinking multiplicative grid (each parameter in turn tries
+x·f for f in a grid, clipped to physical bounds; the best J is kept). The absolute log error is scale-free
+(a 2× over- and under-prediction weigh the same) and robust to the few rows that no physics here explains.
+Only efficiency factors are fitted — never per-model or per-row terms — so the result transfers to other
+models on the same GPU generation and backend.
+What it does not: read or write files (bench/fit_efficiency.py does), or change the physics.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.serving import predict_arrays
+from servescope.perfmodel.validate import Row
+
+# (lower, upper) bounds; every fitted field is physical: a fraction of a peak, a scale or an overhead in s.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "gemm_bw_eff": (0.3, 1.0),
+    "moe_bw_eff": (0.2, 1.0),
+    "attn_bw_eff": (0.2, 1.0),
+    "compute_eff": (0.2, 0.95),
+    "moe_compute_eff": (0.1, 0.95),
+    "attn_compute_eff": (0.1, 0.95),
+    "collective_latency_scale": (0.5, 4.0),
+    "collective_bw_scale": (0.25, 2.0),
+    "kernel_overhead_s": (0.0, 1.0e-5),
+    "cpu_overhead_s": (0.0, 1.0e-2),
+    "prefill_overhead_s": (0.0, 5.0e-2),
+    "prefill_interference": (0.0, 2.0),
+    "ttft_queue_frac": (0.0, 1.0),
+    "ttft_queue_exp": (0.3, 1.0),
+    "launch_overhead_s": (1.0e-6, 3.0e-5),
+}
+_GRID = (0.5, 0.7, 0.85, 1.0, 1.18, 1.4, 2.0)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    efficiency: Efficiency
+    rows: int
+    objective_before: float
+    objective_after: float
+    tpot_mape: float
+    ttft_mape: float
+
+
+def group_key(row: Row) -> tuple[str, str]:
+    assert row.scenario is not None
+    return str(row.scenario.gpu.generation), row.backend
+
+
+def _by_scenario(rows: list[Row]) -> list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]]:
+    g: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            g[id(r.scenario)].append(r)
+    return [(v[0].scenario, np.array([r.concurrency for r in v], dtype=float),
+             np.array([r.tpot_ms for r in v]) / 1e3, np.array([r.ttft_ms for r in v]) / 1e3) for v in g.values()]
+
+
+def _errors(groups: list, eff: Efficiency) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(log TPOT ratios, log TTFT ratios, TPOT APE, TTFT APE) over all rows of the groups."""
+    lt, lf, at, af = [], [], [], []
+    for sc, conc, tpot, ttft in groups:
+        a = predict_arrays(replace(sc, efficiency=eff), conc)
+        lt.append(np.log(a["tpot_s"] / tpot))
+        lf.append(np.log(a["ttft_s"] / ttft))
+        at.append(np.abs(a["tpot_s"] - tpot) / tpot)
+        af.append(np.abs(a["ttft_s"] - ttft) / ttft)
+    return np.concatenate(lt), np.concatenate(lf), np.concatenate(at), np.concatenate(af)
+
+
+def objective(groups: list, eff: Efficiency, w_ttft: float = 0.5) -> float:
+    lt, lf, _, _ = _errors(groups, eff)
+    return float(np.mean(np.abs(lt)) + w_ttft * np.mean(np.abs(lf)))
+
+
+def _step(x: float, f: float, lo: float, hi: float) -> float:
+    if x == 0.0 and f != 1.0:  # an overhead at zero: try a small absolute value instead of a product
+        x = 0.05 * hi
+    return min(max(x * f, lo), hi)
+
+
+def fit_group(rows: list[Row], start: Efficiency, params: tuple[str, ...] = tuple(BOUNDS),
+              sweeps: int = 3, w_ttft: float = 0.5) -> FitResult:
+    """Coordinate search of `params` on the rows, starting from `start`."""
+    groups = _by_scenario(rows)
+    eff = start
+    before = best = objective(groups, eff, w_ttft)
+    for sweep in range(sweeps):
+        grid = [f ** (1.0 / (sweep + 1)) for f in _GRID]
+        for name in params:
+            lo, hi = BOUNDS[name]
+            x0 = float(getattr(eff, name))
+            for f in grid:
+                cand = eff.scaled(**{name: _step(x0, f, lo, hi)})
+                j = objective(groups, cand, w_ttft)
+                if j < best - 1e-9:
+                    best, eff = j, cand
+    _, _, at, af = _errors(groups, eff)
+    return FitResult(eff, len(at), before, best, float(np.mean(at)), float(np.mean(af)))
+
+
+def fit_all(rows: list[Row], start: Efficiency | None = None, sweeps: int = 3,
+            min_rows: int = 40) -> tuple[FitResult, dict[tuple[str, str], FitResult]]:
+    """A global fit over all rows, then each (generation, backend) group with >= min_rows rows refitted from it."""
+    modelled = [r for r in rows if r.scenario is not None]
+    glob = fit_group(modelled, start or Efficiency(), sweeps=sweeps)
+    per: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in modelled:
+        per[group_key(r)].append(r)
+    out = {k: fit_group(v, glob.efficiency, sweeps=sweeps) for k, v in sorted(per.items()) if len(v) >= min_rows}
+    return glob, out

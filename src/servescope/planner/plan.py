@@ -1,0 +1,312 @@
+"""The plan: evaluate every mitigation track, rank them, combine the compatible ones, state the ceiling and a
+verdict on the target.
+
+Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)` →
+  1. baseline on the objective (TPOT at the concurrency, or decode throughput under a TPOT limit),
+  2. each track (independent, evaluated in parallel threads, kept in TRACK_KINDS order), its gain on the objective
+     (baseline TPOT / new TPOT, or new / baseline throughput) with a range from acceptance bounds and the model's
+     uncertainty (calibration residuals, else UNCALIBRATED_UNCERTAINTY),
+  3. a greedy combination of compatible tracks that pay (each added only if the combination improves),
+  4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference — the
+     physical floor of that configuration — and its binding (largest) term,
+  5. the target verdict: reachable with which tracks, or "not reachable" and by how far.
+Does not: render anything (see plan_document and the report package) or read traces (see servescope.calibrate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from servescope.errors import PlanError
+from servescope.planner.speculative import SpecConfig
+from servescope.planner.target import (
+    TRACK_KINDS,
+    Target,
+    check_objective,
+    parse_forbid,
+    parse_target,
+)
+from servescope.planner.track import Context, Proposal
+from servescope.planner.tracks_comm import (
+    collective_fusion_track,
+    custom_allreduce_track,
+    expert_parallel_track,
+    imbalance_adjust,
+    nccl_tuning_track,
+)
+from servescope.planner.tracks_compute import (
+    cuda_graphs_track,
+    parallelism_change_track,
+    pd_disaggregation_track,
+    quantization_track,
+    split_k_attention_track,
+)
+from servescope.planner.tracks_spec import speculative_track
+from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, WhatIf, gain_bounds
+
+# Relative uncertainty of the time a track saves when the model is not calibrated on a trace: roofline-style
+# models miss by tens of percent (perf-model-landscape.md §7: LLM-Viewer#4 1.7-1.9x optimistic; AIC users 30-45%).
+UNCALIBRATED_UNCERTAINTY = 0.3
+MIN_UNCERTAINTY = 0.05
+PAYS = 1.001  # a track "pays" above this gain
+
+TRACKS: dict[str, Callable[[Context], Proposal]] = {
+    "speculative_decoding": speculative_track,
+    "expert_parallel": expert_parallel_track,
+    "custom_allreduce": custom_allreduce_track,
+    "nccl_tuning": nccl_tuning_track,
+    "collective_fusion": collective_fusion_track,
+    "cuda_graphs": cuda_graphs_track,
+    "split_k_attention": split_k_attention_track,
+    "quantization": quantization_track,
+    "pd_disaggregation": pd_disaggregation_track,
+    "parallelism_change": parallelism_change_track,
+}
+assert tuple(TRACKS) == TRACK_KINDS
+
+
+@dataclass(frozen=True)
+class Track:
+    """One evaluated track. Gains are ratios of the objective (>1 = better); None when not applicable."""
+
+    kind: str
+    applicable: bool
+    why_not: str | None
+    gain: float | None
+    gain_low: float | None
+    gain_high: float | None
+    effort: str
+    preconditions: tuple[str, ...]
+    validate: str
+    tpot_s: float | None = None
+    output_tok_s: float | None = None
+    precision_lowering: bool = False
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pays(self) -> bool:
+        return self.applicable and self.gain is not None and self.gain > PAYS
+
+
+@dataclass(frozen=True)
+class Combination:
+    tracks: tuple[str, ...]
+    outcome: Outcome
+    gain: float
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    tracks: tuple[str, ...]
+    outcome: Outcome
+    binding: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: Target
+    reachable: bool
+    gap: float  # factor the objective still has to improve by (1.0 when reachable)
+    tracks: tuple[str, ...]
+    text: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: Any
+    objective: str
+    concurrency: int
+    calibrated: bool
+    uncertainty: float
+    baseline: Outcome
+    tracks: tuple[Track, ...]  # ranked
+    combined: Combination
+    ceiling: Ceiling
+    target: Verdict | None
+    calibration: Any = None
+    warnings: tuple[str, ...] = ()
+
+    def track(self, kind: str) -> Track:
+        for t in self.tracks:
+            if t.kind == kind:
+                return t
+        raise PlanError(f"no track {kind!r} in this plan; valid: {', '.join(TRACK_KINDS)}")
+
+
+def plan(
+    scenario: Any,
+    objective: str = "tpot",
+    concurrency: int = 1,
+    target: str | Target | None = None,
+    forbid: str | tuple[str, ...] | list[str] | None = (),
+    calibration: Any = None,
+    spec: SpecConfig | None = None,
+    tpot_limit_s: float | None = None,
+    model: StepModel | None = None,
+) -> Plan:
+    """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring)."""
+    check_objective(objective)
+    if concurrency < 1:
+        raise PlanError(f"concurrency {concurrency} must be >= 1")
+    forbidden = parse_forbid(forbid)
+    goal = parse_target(target, objective) if isinstance(target, str) else target
+    if goal is not None and goal.objective != objective:
+        raise PlanError(f"target {goal.text!r} is for objective {goal.objective}, not {objective}")
+    if calibration is not None:
+        scenario = calibration.apply(scenario)
+    ev = Evaluator(model or PerfModel(), scenario, objective, concurrency, tpot_limit_s, (imbalance_adjust,))
+    baseline = ev.objective_value(())
+    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec)
+    r = _uncertainty(calibration)
+    proposals = _propose(ctx)
+    tracks = [_evaluate(ctx, p, r) for p in proposals]
+    ranked = tuple(sorted(tracks, key=_rank_key))
+    combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
+    ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
+    verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
+    warnings = tuple(getattr(calibration, "warnings", ()) or ())
+    return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
+                ceiling, verdict, calibration, warnings)
+
+
+def _uncertainty(calibration: Any) -> float:
+    if calibration is None:
+        return UNCALIBRATED_UNCERTAINTY
+    residuals = [abs(v) for v in (getattr(calibration, "residuals", {}) or {}).values()]
+    return max([MIN_UNCERTAINTY, *residuals])
+
+
+def _propose(ctx: Context) -> list[Proposal]:
+    """Run every track (threads: they are independent); forbidden ones are answered without running."""
+
+    def run(kind: str) -> Proposal:
+        if kind in ctx.forbid and kind != "quantization":  # quantization states its own forbidden record
+            return Proposal(kind, False, f"forbidden (--forbid {kind})", "config change", (), "")
+        return TRACKS[kind](ctx)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(run, TRACK_KINDS))
+
+
+def _evaluate(ctx: Context, p: Proposal, r: float) -> Track:
+    base = dict(kind=p.kind, applicable=p.applicable, why_not=p.why_not, effort=p.effort,
+                preconditions=p.preconditions, validate=p.validate, precision_lowering=p.precision_lowering,
+                note=p.note, details=p.details)
+    if not p.applicable or p.whatif is None:
+        return Track(gain=None, gain_low=None, gain_high=None, **base)  # type: ignore[arg-type]
+    ev = ctx.evaluator
+    out = ev.objective_value((p.whatif,))
+    gain = ev.gain(ctx.baseline, out)
+    lo_raw, hi_raw = gain, gain
+    if p.bounds is not None:
+        lo_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[0],)))
+        hi_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[1],)))
+    lo, hi = gain_bounds(min(lo_raw, gain), r)[0], gain_bounds(max(hi_raw, gain), r)[1]
+    return Track(gain=gain, gain_low=lo, gain_high=hi, tpot_s=out.tpot_s, output_tok_s=out.output_tok_s,
+                 **base)  # type: ignore[arg-type]
+
+
+def _rank_key(t: Track) -> tuple[int, float, int]:
+    order = TRACK_KINDS.index(t.kind)
+    if t.applicable and t.gain is not None:
+        return (0, -t.gain, order)
+    return (1, 0.0, order)
+
+
+def _ordered(whatifs: list[WhatIf]) -> tuple[WhatIf, ...]:
+    """Canonical composition order (TRACK_KINDS): the result does not depend on the greedy order."""
+    return tuple(sorted(whatifs, key=lambda w: TRACK_KINDS.index(w.kind)))
+
+
+def compatible(kinds: tuple[str, ...] | list[str], whatifs: dict[str, WhatIf]) -> str | None:
+    """None when the tracks can be combined, else the reason (one line)."""
+    for a in kinds:
+        for b in kinds:
+            if a != b and b in whatifs[a].exclusive:
+                return f"{a} and {b} both change the parallel layout; pick one"
+    return None
+
+
+def _combine(ctx: Context, ranked: tuple[Track, ...], proposals: dict[str, Proposal]) -> Combination:
+    ev = ctx.evaluator
+    chosen: list[str] = []
+    best, best_gain = ctx.baseline, 1.0
+    whatifs = {k: p.whatif for k, p in proposals.items() if p.whatif is not None}
+    for t in ranked:
+        if not t.pays or compatible([*chosen, t.kind], whatifs) is not None:
+            continue
+        out = ev.objective_value(_ordered([whatifs[k] for k in [*chosen, t.kind]]))
+        g = ev.gain(ctx.baseline, out)
+        if g > best_gain * PAYS:
+            chosen, best, best_gain = [*chosen, t.kind], out, g
+    return Combination(tuple(chosen), best, best_gain)
+
+
+def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None = None) -> Combination:
+    """Evaluate a user-chosen combination of a plan's tracks; PlanError (one line) for unknown, inapplicable,
+    forbidden or incompatible tracks."""
+    names = parse_forbid(list(kinds))  # same validation: unknown names list the valid ones
+    for k in names:
+        t = p.track(k)
+        if not t.applicable:
+            raise PlanError(f"track {k} does not apply: {t.why_not}")
+    ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, None, (imbalance_adjust,))
+    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, None)
+    proposals = {k: TRACKS[k](ctx) for k in names}
+    whatifs = {k: pr.whatif for k, pr in proposals.items() if pr.whatif is not None}
+    reason = compatible(list(names), whatifs)
+    if reason:
+        raise PlanError(f"cannot combine {', '.join(names)}: {reason}")
+    out = ev.objective_value(_ordered(list(whatifs.values())))
+    return Combination(tuple(names), out, ev.gain(ev.objective_value(()), out))
+
+
+def _ideal(s: Any) -> Any:
+    """Every efficiency at 1, no launch/CPU/prefill overhead or interference: the physical floor."""
+    e = s.efficiency
+    return s.with_(efficiency=e.scaled(
+        gemm_bw_eff=1.0, moe_bw_eff=1.0, attn_bw_eff=1.0, compute_eff=1.0, moe_compute_eff=1.0,
+        attn_compute_eff=1.0, collective_latency_scale=min(1.0, e.collective_latency_scale),
+        collective_bw_scale=max(1.0, e.collective_bw_scale), kernel_overhead_s=0.0, launch_overhead_s=0.0,
+        cpu_overhead_s=0.0, cpu_overhead_per_seq_s=0.0, prefill_overhead_s=0.0, prefill_interference=0.0))
+
+
+IDEAL = WhatIf("ideal", scenario=_ideal)
+
+
+def _ceiling(ctx: Context, combined: Combination, proposals: dict[str, Proposal]) -> Ceiling:
+    whatifs = [proposals[k].whatif for k in combined.tracks]
+    out = ctx.evaluator.objective_value((*_ordered([w for w in whatifs if w is not None]), IDEAL))
+    terms = {k: v for k, v in out.step.terms_s.items() if k != "overhead"}
+    return Ceiling(combined.tracks, out, max(terms, key=lambda k: terms[k]))
+
+
+def _verdict(ctx: Context, goal: Target, combined: Combination, ceiling: Ceiling,
+             proposals: dict[str, Proposal]) -> Verdict:
+    ev, unit = ctx.evaluator, "ms" if goal.objective == "tpot" else "tok/s"
+
+    def value(o: Outcome) -> float:
+        return o.tpot_s * 1e3 if goal.objective == "tpot" else o.output_tok_s
+
+    if goal.met_by(ctx.baseline.tpot_s, ctx.baseline.output_tok_s):
+        return Verdict(goal, True, 1.0, (), f"reachable: the baseline already gives {value(ctx.baseline):.3g} {unit}")
+    for n in range(1, len(combined.tracks) + 1):
+        kinds = combined.tracks[:n]
+        out = ev.objective_value(_ordered([w for k in kinds if (w := proposals[k].whatif) is not None]))
+        if goal.met_by(out.tpot_s, out.output_tok_s):
+            return Verdict(goal, True, 1.0, kinds,
+                           f"reachable with {', '.join(kinds)}: {value(out):.3g} {unit} vs target {goal.text}")
+    best = combined.outcome
+    gap = goal.shortfall(best.tpot_s, best.output_tok_s)
+    floor_gap = goal.shortfall(ceiling.outcome.tpot_s, ceiling.outcome.output_tok_s)
+    floor = (f"even the physical floor ({value(ceiling.outcome):.3g} {unit}, bound by {ceiling.binding}) "
+             f"misses it by {floor_gap:.2f}x" if floor_gap > 1.0 else
+             f"the physical floor ({value(ceiling.outcome):.3g} {unit}, bound by {ceiling.binding}) would allow "
+             "it, beyond the tracks evaluated")
+    text = (f"not reachable: the best combination gives {value(best):.3g} {unit} vs target {goal.text} "
+            f"({gap:.2f}x short); {floor}")
+    return Verdict(goal, False, gap, combined.tracks, text)
