@@ -341,3 +341,24 @@ def test_what_if_faster_link_on_a_spec_speeds_up_measured_curves() -> None:
     big = 536_870_912
     ratio = collective_time_s(fast, "all_reduce", big) / collective_time_s(slow, "all_reduce", big)
     assert 0.5 < ratio < 0.52
+
+
+def test_pcie_what_if_all_reduce_paths() -> None:
+    c = load_collectives("rtx_pro_6000_server", 8)
+    assert set(c.alternatives) == {"pcie_oneshot", "nccl_tuned"}
+    # R6K-ONESHOT (reference §2d): one-shot 7.5 µs at 1 KB and 25.9 µs at 64 KB on 8 GPUs
+    assert collective_time_s(c, "all_reduce", 1024, backend="pcie_oneshot") == pytest.approx(7.5e-6)
+    assert collective_time_s(c, "all_reduce", 65536, backend="pcie_oneshot") == pytest.approx(25.9e-6)
+    # R6K-NCCL best large-message busbw 41.1 GB/s: t = 2(n-1)/n · bytes / busbw at 512 MiB
+    want = 1.75 * 536_870_912 / 41.1e9
+    assert collective_time_s(c, "all_reduce", 536_870_912, backend="nccl_tuned") == pytest.approx(want, rel=1e-3)
+    for backend in c.alternatives:
+        times = [collective_time_s(c, "all_reduce", b, backend=backend) for b in SIZES]
+        nccl = [collective_time_s(c, "all_reduce", b) for b in SIZES]
+        assert all(t <= n for t, n in zip(times, nccl, strict=True))
+        assert all(b >= a for a, b in zip(times, times[1:], strict=False))
+    nvlink = load_collectives("h100_sxm", 8)
+    assert nvlink.alternatives == {}
+    with pytest.raises(ScenarioError):
+        collective_time_s(nvlink, "all_reduce", 1024, backend="pcie_oneshot")
+    assert load_collectives("rtx_4090", 8).alternatives == {}  # no P2P: no one-shot

@@ -13,7 +13,12 @@ import msgspec
 from rich.console import Console
 
 from servescope.analysis import STEP_KINDS, analyze_trace, example_trace
-from servescope.errors import ServescopeError
+from servescope.errors import ServescopeError, UnknownName
+from servescope.perfmodel import Scenario, model_document, predict
+from servescope.perfmodel.validate import validate_csv, validate_document
+from servescope.report.model_text import render_points, render_spec, render_validation
+from servescope.specs.hardware import list_gpus, load_gpu
+from servescope.specs.models import list_models, load_model
 from servescope.report.trace_json import trace_document
 from servescope.report.trace_text import render_trace
 
@@ -67,3 +72,99 @@ def trace(path: Path | None, as_json: bool, kind: str | None, top_n: int) -> Non
             click.echo(f"servescope: warning: {w}", err=True)
         return
     render_trace(analysis, _console())
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"expected positive integers, got {text!r}")
+    return values
+
+
+def scenario_options(fn: F) -> F:
+    """Options shared by `model` and `plan`: the scenario."""
+    options = [
+        click.option("--model", "model_name", required=True, help="Bundled name, Hugging Face id or config.json path."),
+        click.option("--gpu", required=True, help="GPU name (see `servescope specs list`)."),
+        click.option("--tp", default=1, show_default=True, help="Tensor parallel degree."),
+        click.option("--ep", default=1, show_default=True, help="Expert parallel degree (MoE)."),
+        click.option("--pp", default=1, show_default=True, help="Pipeline parallel degree."),
+        click.option("--dp", default=1, show_default=True, help="Data / attention-DP degree."),
+        click.option("--quant", default="native", show_default=True,
+                     help="Weights: native (the checkpoint's own), bf16, fp8, fp8-block, int4-w4a16, nvfp4, mxfp4."),
+        click.option("--moe-quant", default=None, help="Routed experts' scheme, if different."),
+        click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8)."),
+        click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
+        click.option("--backend", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"])),
+        click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
+        click.option("--isl", default=1024, show_default=True, help="Input (prompt) length, tokens."),
+        click.option("--osl", default=512, show_default=True, help="Output length, tokens."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _scenario(kw: dict[str, Any]) -> Scenario:
+    return Scenario.build(
+        model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
+        quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
+        isl=kw["isl"], osl=kw["osl"], backend=kw["backend"], interconnect=kw["interconnect"],
+    )
+
+
+@main.command()
+@scenario_options
+@click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
+@click.option("--json", "as_json", is_flag=True, help="Print one servescope.model/1 JSON document only.")
+@one_line_errors
+def model(concurrency: str, as_json: bool, **kw: Any) -> None:
+    """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
+    points = predict(_scenario(kw), _int_list(concurrency))
+    if as_json:
+        _emit_json(model_document(points))
+        return
+    title = (f"{kw['model_name']} on {kw['tp'] * kw['dp'] * kw['pp']}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} "
+             f"PP={kw['pp']} DP={kw['dp']}), ISL {kw['isl']} / OSL {kw['osl']}")
+    render_points(title, points, _console())
+
+
+@main.group()
+def specs() -> None:
+    """Bundled hardware and model specs."""
+
+
+@specs.command("list")
+@one_line_errors
+def specs_list() -> None:
+    """List bundled GPUs and models."""
+    click.echo("GPUs:   " + ", ".join(list_gpus()))
+    click.echo("models: " + ", ".join(list_models()))
+
+
+@specs.command("show")
+@click.argument("name")
+@one_line_errors
+def specs_show(name: str) -> None:
+    """Show one GPU or model spec with its sources."""
+    try:
+        spec: Any = load_gpu(name)
+    except UnknownName:
+        spec = load_model(name)
+    render_spec(spec, _console())
+
+
+@main.command()
+@click.argument("csv", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one servescope.validate/1 JSON document only.")
+@one_line_errors
+def validate(csv: Path, as_json: bool) -> None:
+    """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
+    document = validate_document(validate_csv(csv))
+    if as_json:
+        _emit_json(document)
+        return
+    render_validation(document, _console())

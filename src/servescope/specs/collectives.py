@@ -4,7 +4,8 @@ What it does: `load_collectives(gpu, n_gpus)` returns, for each collective (all_
 reduce_scatter, all_to_all, send_recv, broadcast), a latency floor (s), a bus bandwidth (bytes/s) and, where
 measured, the message-size curve itself; plus whether vLLM's custom all-reduce is allowed, and why.
 `collective_time_s` turns a curve into a time. Data: `specs/data/collectives/<system>.toml` (measured
-nccl-tests and vLLM CUDA-graph all-reduce from aiconfigurator, AIC-COMM) and `rules.toml` (derivation rules).
+nccl-tests and vLLM CUDA-graph all-reduce from aiconfigurator, AIC-COMM), `community.toml` (PCIe one-shot and
+tuned-NCCL all-reduce what-ifs, R6K) and `rules.toml` (derivation rules).
 What it does not do: inter-node collectives, rank skew (measured floors are isolated-kernel floors; in-situ
 collectives also wait for the slowest rank), overlap with compute.
 
@@ -37,6 +38,7 @@ from servescope.specs.hardware import GpuSpec, load_gpu, parse_value_entry
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast")
 _MEASURED = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 INTERCONNECTS = ("nvlink", "pcie", "pcie_p2p", "pcie_no_p2p", "as_measured")
+_ALTERNATIVES = ("pcie_oneshot", "nccl_tuned")
 _DATA = "specs/data/collectives"
 
 
@@ -80,6 +82,9 @@ class CollectiveCurves:
     custom_allreduce_reason: str
     custom_allreduce_max_bytes: float
     sources: dict[str, str] = field(default_factory=dict)
+    # What-if all-reduce paths (PCIe with P2P only): "pcie_oneshot" (community one-shot custom AR),
+    # "nccl_tuned" (community-tuned NCCL); see community.toml. Used through collective_time_s(backend=...).
+    alternatives: dict[str, CollectiveCurve] = field(default_factory=dict)
 
 
 def monotone_fit(times_s: list[float]) -> list[float]:
@@ -125,12 +130,18 @@ def _load_data() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             raise BadConfig(f"{path}: malformed TOML: {exc}") from exc
         if entry.name == "rules.toml":
             rules = doc
-        else:
-            systems[str(doc.get("system"))] = _check_system(path, doc)
+            continue
+        doc = _check_system(path, doc)
+        known = systems.setdefault(doc["system"], {**doc, "curve": []})
+        if known["interconnect"] != doc["interconnect"]:  # community.toml adds curves to a system
+            raise BadConfig(f"{path}: interconnect differs from another file for {doc['system']}")
+        known["curve"].extend(doc.get("curve", []))
     return rules, systems
 
 
 def _check_system(path: str, doc: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(doc.get("system"), str) or doc.get("interconnect") not in INTERCONNECTS:
+        raise BadConfig(f"{path}: needs 'system' and an 'interconnect' in {', '.join(INTERCONNECTS)}")
     for c in doc.get("curve", []):
         b, t = c.get("message_bytes", []), c.get("latency_us", [])
         if not b or len(b) != len(t) or list(b) != sorted(b) or not c.get("source") or min(t) <= 0:
@@ -328,7 +339,14 @@ def load_collectives(gpu: str | GpuSpec, n_gpus: int, interconnect: str | None =
     sources = {c: curves[c].source for c in COLLECTIVES}
     sources["vllm_all_reduce"] = vllm.source
     sources["custom_allreduce_max_bytes"] = msrc
-    return CollectiveCurves(spec.name, n_gpus, mode, curves, vllm, available, reason, max_bytes, sources)
+    alternatives: dict[str, CollectiveCurve] = {}
+    for backend in _ALTERNATIVES if mode == "pcie_p2p" else ():
+        alt = _measured_chain(spec, mode, backend, "all_reduce", n_gpus, as_measured)
+        if alt is not None:
+            alternatives[backend] = alt
+            sources[backend] = alt.source
+    return CollectiveCurves(spec.name, n_gpus, mode, curves, vllm, available, reason, max_bytes, sources,
+                            alternatives)
 
 
 def collective_time_s(curves: CollectiveCurves, collective: str, message_bytes: float,
@@ -337,24 +355,33 @@ def collective_time_s(curves: CollectiveCurves, collective: str, message_bytes: 
 
     Two-parameter form (no measured points):  t = latency_floor_s + f(n) · bytes / bus_bw_bytes_per_s,
     f(n) = 2(n−1)/n for ring all_reduce; (n−1)/n for all_gather, reduce_scatter, all_to_all; 1 for
-    broadcast and send_recv (`bus_factor`). Measured points: log-log linear interpolation of their monotone
-    least-squares fit (`monotone_fit`); below the smallest measured size t = the floor; above the largest, t_last + f(n) · (bytes −
-    bytes_last) / bus_bw. One GPU or zero bytes: 0. `backend="vllm"` (all_reduce only) uses vLLM's path:
-    custom all-reduce where allowed (the measured curve includes vLLM's NCCL fallback above 8 MiB).
+    broadcast and send_recv (`bus_factor`). Measured points: log-log linear interpolation of their
+    monotone least-squares fit (`monotone_fit`); below the smallest measured size t = the first fitted
+    point (the floor); above the largest, t = t_last + f(n) · (bytes − bytes_last) / bus_bw.
+    One GPU or zero bytes: 0.
+    `backend` (all_reduce only, except "nccl"): "vllm" = vLLM's path in a CUDA graph (custom AR where
+    allowed; the measured curve includes vLLM's NCCL fallback above 8 MiB); "pcie_oneshot", "nccl_tuned"
+    (PCIe P2P what-ifs, `curves.alternatives`) = min(that curve, the NCCL curve).
     Assumptions: isolated collective (no rank skew, no overlap), bf16/fp16 payloads as measured.
     """
     if n_gpus is not None and n_gpus != curves.n_gpus:
         raise ScenarioError(f"curves are for {curves.n_gpus} GPUs, asked for {n_gpus}")
     if message_bytes < 0 or math.isnan(message_bytes):
         raise ScenarioError(f"message_bytes must be >= 0, got {message_bytes}")
-    if backend not in ("nccl", "vllm") or (backend == "vllm" and collective != "all_reduce"):
-        raise ScenarioError(f"backend '{backend}' is not available for {collective} (nccl; vllm for all_reduce)")
     if collective not in curves.curves:
         raise ScenarioError(f"unknown collective '{collective}'; known: {', '.join(COLLECTIVES)}")
-    curve = curves.vllm_all_reduce if backend == "vllm" else curves.curves[collective]
+    known = ("nccl", "vllm", *curves.alternatives)
+    if backend not in known or (backend != "nccl" and collective != "all_reduce"):
+        raise ScenarioError(f"backend '{backend}' is not available for {collective} on {curves.gpu} x"
+                            f"{curves.n_gpus} over {curves.interconnect} (available: {', '.join(known)})")
     if curves.n_gpus <= 1 or message_bytes == 0:
         return 0.0
-    return curve_time_s(curve, message_bytes)
+    nccl = curve_time_s(curves.curves[collective], message_bytes)
+    if backend == "nccl":
+        return nccl
+    if backend == "vllm":
+        return curve_time_s(curves.vllm_all_reduce, message_bytes)
+    return min(nccl, curve_time_s(curves.alternatives[backend], message_bytes))
 
 
 def curve_time_s(curve: CollectiveCurve, message_bytes: float) -> float:

@@ -3,18 +3,22 @@
 What it does: reads the file once into bytes (gzip is detected by its magic bytes, not the name, and a
 truncated gzip stream keeps what could be inflated), decodes with msgspec into the typed structs of
 `_schema`, and on a JSON syntax error applies the repairs of `_repair` one by one and retries. Each
-repair adds a human-readable warning. Events are first split into raw JSON slices, then decoded
-8192 at a time into typed structs, dropping python_function / flow / instant / metadata events at once,
-so the dropped majority never exists all at the same time. A type mismatch msgspec cannot accept (e.g.
-`args` that is a list) falls back to an untyped decode of that chunk, converting event by event.
+repair adds a human-readable warning. The first pass decodes the top level and keeps the event array
+as one raw slice (syntax checked, nothing built); the array is then cut into ~2 MB chunks at `},{`
+between events and each chunk is decoded into typed structs, dropping python_function / flow /
+instant / metadata events at once, so the dropped majority never exists all at the same time. (A cut
+that lands inside a string fails to decode; then the exact, slower split via raw slices is used.) A
+type mismatch msgspec cannot accept (e.g. `args` that is a list) falls back to an untyped decode of
+that chunk, converting event by event.
 What it does not do: build the events table (`_frame.py`) or decide ranks (`load.py`).
 """
 
 from __future__ import annotations
 
 import gc
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +40,10 @@ from servescope.trace._schema import (
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_REPAIR_ROUNDS = 12
-CHUNK_EVENTS = 8192  # events decoded at once; bounds the memory held by dropped events
+# Events decoded at once; bounds the memory held by dropped events (~1-2 MB of JSON).
+CHUNK_EVENTS = 8192
+CHUNK_BYTES = 2_000_000
+_EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
 # Events never needed downstream; with_stack=True makes python_function the majority of events.
 DROPPED_CATS = frozenset({"python_function"})
 
@@ -129,21 +136,31 @@ def decode(path: Path, buf: bytes, warnings: list[str]) -> Decoded:
 
 
 def _decode_valid(path: Path, buf: bytes, warnings: list[str]) -> Decoded:
-    """Pass 1 splits the events into raw slices (and checks the syntax of the whole file);
-    pass 2 decodes them chunk by chunk into typed events, keeping only what the table needs."""
+    """Pass 1 checks the syntax of the whole file and finds the event array without building events;
+    pass 2 decodes the events chunk by chunk into typed structs, keeping only what the table needs."""
     raws: list[msgspec.Raw] | None
+    if buf[:1] == b"[":
+        return _decode_raws(TopLevel(), RAW_LIST_DECODER.decode(buf), warnings)
     try:
-        if buf[:1] == b"[":
-            top, raws = TopLevel(), RAW_LIST_DECODER.decode(buf)
-        else:
-            doc = RAW_DOC_DECODER.decode(buf)
-            top, raws = _top_only(doc), doc.traceEvents
+        doc = RAW_DOC_DECODER.decode(buf)
     except msgspec.ValidationError:
         top, raws = _untyped_top(path, buf, warnings)
-    if raws is None:
+        return _decode_raws(top, raws, warnings)
+    top, array = _top_only(doc), doc.traceEvents
+    if not len(array):
         return Decoded(top, [], 0, has_events_key=False)
-    events, n_with_ph = _decode_events(raws, warnings)
-    return Decoded(top, events, len(raws), has_events_key=True, n_with_ph=n_with_ph)
+    try:
+        return _finish(top, _decode_chunks(_split_array(array)), warnings)
+    except _BadSplit:  # a separator inside a string: split exactly via raw slices (slower)
+        try:
+            raws = RAW_LIST_DECODER.decode(array)
+        except msgspec.ValidationError:
+            raise NotATrace(f"{path}: 'traceEvents' is not a list") from None
+        return _decode_raws(top, raws, warnings)
+
+
+class _BadSplit(Exception):
+    """A guessed chunk boundary was not between two events."""
 
 
 def _top_only(doc: RawDoc) -> TopLevel:
@@ -151,23 +168,62 @@ def _top_only(doc: RawDoc) -> TopLevel:
     return TopLevel(**fields)
 
 
-def _decode_events(raws: list[msgspec.Raw], warnings: list[str]) -> tuple[list[Event], int]:
-    """(kept events, 1 if any event has a "ph" key else 0)."""
+def _split_array(array: msgspec.Raw) -> Iterator[bytes]:
+    """Chunks `[ev,...]` of about CHUNK_BYTES of a JSON array, cut at `},{` between events. A cut
+    inside a string or a nested value leaves an unbalanced chunk, which fails to decode (→ _BadSplit).
+    """
+    view = memoryview(array)
+    first, last = bytes(view[:1]), bytes(view[-1:])
+    if first != b"[" or last != b"]":
+        raise _BadSplit
+    start, end = 1, len(view) - 1
+    while start < end:
+        match = _EVENT_SEP.search(view, min(start + CHUNK_BYTES, end), end)
+        stop = match.start() + 1 if match else end
+        yield b"[" + view[start:stop] + b"]"
+        start = match.end() if match else end
+
+
+def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[str]) -> Decoded:
+    if raws is None:
+        return Decoded(top, [], 0, has_events_key=False)
+    chunks = (
+        b"[" + b",".join(raws[i : i + CHUNK_EVENTS]) + b"]"
+        for i in range(0, len(raws), CHUNK_EVENTS)
+    )
+    return _finish(top, _decode_chunks(chunks, exact=True), warnings)
+
+
+def _finish(
+    top: TopLevel, result: tuple[list[Event], int, int, int], warnings: list[str]
+) -> Decoded:
+    kept, n_events, n_with_ph, n_bad = result
+    if n_bad:
+        warnings.append(f"{n_bad:,} events with unreadable fields were skipped")
+    return Decoded(top, kept, n_events, has_events_key=True, n_with_ph=n_with_ph)
+
+
+def _decode_chunks(
+    chunks: Iterable[bytes], exact: bool = False
+) -> tuple[list[Event], int, int, int]:
+    """(kept events, all events, 1 if any event has a "ph" key else 0, events skipped as unreadable)."""
     kept: list[Event] = []
-    n_bad = n_with_ph = 0
-    for start in range(0, len(raws), CHUNK_EVENTS):
-        chunk = b"[" + b",".join(raws[start : start + CHUNK_EVENTS]) + b"]"
+    n_events = n_with_ph = n_bad = 0
+    for chunk in chunks:
         try:
             events = EVENTS_DECODER.decode(chunk)
         except msgspec.ValidationError:
             events, bad = _convert_events(msgspec.json.decode(chunk))
             n_bad += bad
+        except msgspec.DecodeError:
+            if exact:
+                raise
+            raise _BadSplit from None
+        n_events += len(events)
         if not n_with_ph:  # short-circuits at the first real event
             n_with_ph = int(any(e.ph is not None for e in events))
         kept += [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
-    if n_bad:
-        warnings.append(f"{n_bad:,} events with unreadable fields were skipped")
-    return kept, n_with_ph
+    return kept, n_events, n_with_ph, n_bad
 
 
 def _untyped_top(

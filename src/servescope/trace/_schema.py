@@ -109,10 +109,11 @@ class TopLevel(Struct, gc=False):
 
 
 class RawDoc(TopLevel, gc=False):
-    """A trace object whose events are kept as raw JSON slices of the input (no objects built):
-    they are decoded in chunks afterwards so dropped events never all exist at once."""
+    """A trace object whose event array is kept as one raw slice of the input (no objects built):
+    it is decoded in chunks afterwards so dropped events never all exist at once. An empty Raw means
+    the key is missing."""
 
-    traceEvents: list[msgspec.Raw] | None = None
+    traceEvents: msgspec.Raw = msgspec.Raw(b"")
 
 
 RAW_DOC_DECODER = msgspec.json.Decoder(RawDoc)

@@ -1,0 +1,308 @@
+"""Fit the performance model's efficiencies to measured steps of a trace, and report how well it then explains them.
+
+Does: for the chosen prefill/decode steps of a `TraceBreakdown` (or one `StepBreakdown`), after checking that the
+trace and the scenario describe the same thing (GPU, GPU count, all-reduce calls per step ≈ the model's
+2·layers + a few for TP>1 and none for TP=1, a dense model vs MoE kernels, a pure step with a token count), fit
+one knob per kernel class so that the model's class time equals the measured one (summed over the steps):
+  gemm       compute_eff (prefill) or gemm_bw_eff (decode), the other if the first cannot reach the measurement
+  moe        moe_compute_eff / moe_bw_eff (same rule)
+  attention  attn_compute_eff / attn_bw_eff (same rule)
+  communication  collective_bw_scale when the bandwidth part dominates the model's time, else
+                 collective_latency_scale
+  overhead   launch_overhead_s (eager) or kernel_overhead_s (CUDA graphs), against the measured step span minus the
+             four classes above (small kernels — norm, cast, rotary, memory, ... — and idle gaps)
+Each knob is solved by bisection in log space (a class's time is monotone in its knob); efficiencies stay in
+[0.005, 1.5] (above 1 the model over-counts work and a warning says so). Measured class times are interval unions
+per device (servescope.breakdown), divided by the number of devices in the step.
+Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from servescope.breakdown import StepBreakdown, TraceBreakdown
+from servescope.errors import PlanError, ServescopeError
+from servescope.units import s_to_us, us_to_s
+
+CLASSES = ("gemm", "moe", "attention", "communication", "overhead")
+EFF_RANGE = (0.005, 1.5)
+SCALE_RANGE = (0.02, 50.0)
+OVERHEAD_RANGE = (0.0, 5e-3)
+AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
+
+
+@dataclass(frozen=True)
+class CalibratedStep:
+    index: int
+    kind: str
+    tokens: int | None
+    batch: int | None
+    measured_s: dict[str, float]  # per class and "step"
+    predicted_s: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Fitted efficiencies and how well the model then reproduces the measured steps."""
+
+    efficiency: Any  # perfmodel Efficiency
+    cuda_graphs: bool
+    model: str
+    gpu: str
+    tp: int
+    steps: tuple[CalibratedStep, ...]
+    measured_s: dict[str, float]  # per class, summed over steps
+    predicted_s: dict[str, float]
+    residuals: dict[str, float]  # (predicted − measured) / measured per class
+    knobs: dict[str, str]  # class -> knob fitted
+    class_per_call_s: dict[str, float] = field(default_factory=dict)  # measured time per kernel call, per class
+    attention_blocks_per_sm: float | None = None
+    warnings: tuple[str, ...] = ()
+
+    def apply(self, scenario: Any) -> Any:
+        """The scenario with the fitted efficiencies and the trace's graph mode; PlanError if it is another setup."""
+        if (scenario.model.name, scenario.gpu.name, scenario.tp) != (self.model, self.gpu, self.tp):
+            raise PlanError(f"calibration fitted on {self.model} / {self.gpu} / TP={self.tp} cannot be applied to "
+                            f"{scenario.model.name} / {scenario.gpu.name} / TP={scenario.tp}")
+        return scenario.with_(efficiency=self.efficiency, cuda_graphs=self.cuda_graphs)
+
+
+def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: int | None = None) -> Calibration:
+    """Fit `scenario`'s efficiencies to the breakdown's prefill/decode steps (or the one step `step`)."""
+    steps = _choose_steps(breakdown, step)
+    warnings: list[str] = []
+    if isinstance(breakdown, TraceBreakdown):
+        _check_trace(breakdown, scenario)
+    graphs = any(s.graph_launches > 0 for s in steps)
+    if graphs != bool(scenario.cuda_graphs):
+        warnings.append(f"trace {'replays CUDA graphs' if graphs else 'runs eagerly'}; the scenario's "
+                        f"cuda_graphs={scenario.cuda_graphs} was set to {graphs} to match it")
+        scenario = scenario.with_(cuda_graphs=graphs)
+    for s in steps:
+        _check_step(s, scenario, warnings)
+    measured = [_measured(s) for s in steps]
+    pricers = [_pricer(s, scenario, warnings) for s in steps]
+    for s, price in zip(steps, pricers, strict=True):
+        _check_collectives(s, scenario, price(scenario))
+    prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
+    eff, knobs = scenario.efficiency, {}
+    for cls in CLASSES:
+        target = sum(m[cls] for m in measured)
+        if target <= 0:
+            continue
+        eff, knobs[cls] = _fit_class(cls, target, eff, scenario, pricers, prefill_heavy)
+    predicted = [_classes(p(scenario.with_(efficiency=eff))) for p in pricers]
+    tot_m = {c: sum(m[c] for m in measured) for c in (*CLASSES, "step")}
+    tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
+    residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}
+    warnings += _eff_warnings(eff, knobs)
+    cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p)
+                      for s, m, p in zip(steps, measured, predicted, strict=True))
+    return Calibration(
+        efficiency=eff.scaled(source=f"calibrated on {_source(breakdown)}") if hasattr(eff, "scaled") else eff,
+        cuda_graphs=graphs, model=scenario.model.name, gpu=scenario.gpu.name, tp=int(scenario.tp),
+        steps=cal_steps, measured_s=tot_m, predicted_s=tot_p, residuals=residuals, knobs=knobs,
+        class_per_call_s=_per_call(steps), attention_blocks_per_sm=_attention_blocks(steps),
+        warnings=tuple(warnings),
+    )
+
+
+def _source(b: TraceBreakdown | StepBreakdown) -> str:
+    return b.file if isinstance(b, TraceBreakdown) else f"step {b.index}"
+
+
+def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[StepBreakdown]:
+    if isinstance(b, StepBreakdown):
+        return [b]
+    if step is not None:
+        for s in b.steps:
+            if s.index == step:
+                return [s]
+        raise PlanError(f"{b.file}: no step {step}; steps are {', '.join(str(s.index) for s in b.steps)}")
+    usable = [s for s in b.steps if s.kind in ("prefill", "decode")]
+    if not usable:
+        kinds = ", ".join(sorted({s.kind for s in b.steps})) or "none"
+        raise PlanError(f"{b.file}: no prefill or decode step to calibrate on (step kinds: {kinds})")
+    return usable
+
+
+def _check_trace(b: TraceBreakdown, sc: Any) -> None:
+    if b.world_size and b.world_size != sc.n_gpus:
+        raise PlanError(f"{b.file}: trace has world size {b.world_size} but the scenario uses {sc.n_gpus} GPUs "
+                        f"(tp={sc.tp} dp={sc.dp} pp={sc.pp})")
+    if b.device_name:
+        from servescope.perfmodel.hw import load_gpu
+
+        try:
+            gpu = load_gpu(b.device_name)
+        except ServescopeError:
+            return
+        if gpu.name != sc.gpu.name:
+            raise PlanError(f"{b.file}: trace ran on {b.device_name} but the scenario is for {sc.gpu.name}")
+
+
+def _check_step(s: StepBreakdown, sc: Any, warnings: list[str]) -> None:
+    where = f"step {s.index} ({s.label[:40]})"
+    if s.kind not in ("prefill", "decode"):
+        raise PlanError(f"{where} is {s.kind}; calibrate on a pure prefill or decode step")
+    if s.kind == "prefill" and not s.tokens:
+        raise PlanError(f"{where} is a prefill without a token count; cannot price it")
+    if s.kind == "decode" and not s.batch_size:
+        raise PlanError(f"{where} is a decode step without a batch size; cannot price it")
+    if s.kind == "decode" and s.tokens and s.batch_size and s.tokens % s.batch_size:
+        raise PlanError(f"{where}: {s.tokens} tokens do not split evenly over {s.batch_size} sequences")
+    devices = max(1, s.devices)
+    moe_us = s.classes_us.get("moe", 0.0) / devices
+    if not sc.model.is_moe and moe_us > 0.05 * s.gpu_busy_us / devices:
+        raise PlanError(f"{where}: trace has {moe_us / 1e3:.2f} ms of MoE kernels but {sc.model.name} is dense")
+    if sc.model.is_moe and moe_us == 0:
+        warnings.append(f"{where}: no MoE kernels recognised in the trace for MoE model {sc.model.name}; "
+                        "expert GEMMs may be classified as gemm")
+
+
+def _check_collectives(s: StepBreakdown, sc: Any, pred: Any) -> None:
+    """All-reduce calls per step must match the model's (2 per layer + a few for TP>1, none at TP=1)."""
+    measured = s.collectives.get("all_reduce")
+    calls = measured.calls // max(1, s.devices) if measured else 0
+    model = pred.collectives.get("all_reduce")
+    expected = int(model.calls_per_step) if model is not None and sc.tp > 1 else 0
+    if abs(calls - expected) > max(AR_CALL_TOLERANCE, 0.1 * expected):
+        raise PlanError(f"step {s.index}: {calls} all-reduce calls per step, but {sc.model.name} at TP={sc.tp} "
+                        f"makes {expected} ({sc.model.n_layers} layers: 2 per layer + a few for TP>1, none at TP=1)")
+
+
+def _measured(s: StepBreakdown) -> dict[str, float]:
+    """Seconds per class on one device; `overhead` = span minus the four priced classes; `step` = span."""
+    dev = max(1, s.devices)
+    out = {c: us_to_s(s.classes_us.get(c, 0.0) / dev) for c in CLASSES[:4]}
+    span = us_to_s(s.gpu_span_us)
+    out["overhead"] = max(0.0, span - sum(out.values()))
+    out["step"] = span
+    return out
+
+
+def _pricer(s: StepBreakdown, sc: Any, warnings: list[str]) -> Callable[[Any], Any]:
+    from servescope.perfmodel import decode_step, prefill_step
+
+    if s.kind == "prefill":
+        tokens, batch = int(s.tokens or 1), int(s.batch_size or 1)
+        return lambda scen: prefill_step(scen, tokens, batch=batch, context_len=0)
+    batch = int(s.batch_size or 1)
+    per_seq = int(s.tokens // batch) if s.tokens else 1
+    ctx = sc.isl + sc.osl / 2.0
+    warnings.append(f"step {s.index}: context length not in the trace; assumed isl + osl/2 = {ctx:.0f} tokens")
+    return lambda scen: decode_step(scen, batch, ctx, tokens_per_seq=max(1, per_seq))  # type: ignore[arg-type]
+
+
+def _classes(pred: Any) -> dict[str, float]:
+    out = {c: float(pred.class_time_s.get(c, 0.0)) for c in CLASSES[:4]}
+    out["overhead"] = float(pred.terms_s.get("overhead", 0.0))
+    out["step"] = float(pred.step_time_s)
+    return out
+
+
+def _knobs(cls: str, sc: Any, prefill_heavy: bool) -> list[str]:
+    """Knobs to try for a class, preferred first."""
+    pairs = {"gemm": ("compute_eff", "gemm_bw_eff"), "moe": ("moe_compute_eff", "moe_bw_eff"),
+             "attention": ("attn_compute_eff", "attn_bw_eff")}
+    if cls in pairs:
+        compute, bw = pairs[cls]
+        return [compute, bw] if prefill_heavy else [bw, compute]
+    if cls == "communication":
+        return ["collective_bw_scale", "collective_latency_scale"]
+    return ["kernel_overhead_s" if sc.cuda_graphs else "launch_overhead_s"]
+
+
+def _fit_class(cls: str, target_s: float, eff: Any, sc: Any, pricers: list[Callable[[Any], Any]],
+               prefill_heavy: bool) -> tuple[Any, str]:
+    def total(e: Any) -> float:
+        scen = sc.with_(efficiency=e)
+        return sum(_classes(p(scen))[cls] for p in pricers)
+
+    knobs = _knobs(cls, sc, prefill_heavy)
+    if cls == "communication":
+        knobs = _comm_order(eff, total)
+    best: tuple[float, Any, str] | None = None
+    for knob in knobs:
+        e = _solve(knob, target_s, eff, total)
+        err = abs(total(e) - target_s) / target_s
+        if best is None or err < best[0] - 1e-9:
+            best = (err, e, knob)
+        if err < 0.01:
+            break
+    assert best is not None
+    return best[1], best[2]
+
+
+def _comm_order(eff: Any, total: Callable[[Any], float]) -> list[str]:
+    """Bandwidth scale first when the bandwidth part of the model's collective time dominates."""
+    full = total(eff)
+    latency_only = total(eff.scaled(collective_bw_scale=1e9))
+    bw_part = full - latency_only
+    return (["collective_bw_scale", "collective_latency_scale"] if bw_part > latency_only
+            else ["collective_latency_scale", "collective_bw_scale"])
+
+
+def _solve(knob: str, target_s: float, eff: Any, total: Callable[[Any], float]) -> Any:
+    """Bisection (log space; linear for overheads that may be 0) for total(eff with knob) = target_s."""
+    lo, hi = (EFF_RANGE if knob.endswith("_eff") else SCALE_RANGE if knob.endswith("_scale")
+              else OVERHEAD_RANGE)
+    increasing = knob in ("collective_latency_scale", "kernel_overhead_s", "launch_overhead_s")
+    log = lo > 0
+    for _ in range(60):
+        mid = (lo * hi) ** 0.5 if log else (lo + hi) / 2
+        t = total(eff.scaled(**{knob: mid}))
+        too_slow = t > target_s
+        if too_slow == increasing:
+            hi = mid
+        else:
+            lo = mid
+    return eff.scaled(**{knob: (lo * hi) ** 0.5 if log else (lo + hi) / 2})
+
+
+def _eff_warnings(eff: Any, knobs: dict[str, str]) -> list[str]:
+    out = []
+    for cls, knob in knobs.items():
+        value = getattr(eff, knob)
+        if knob.endswith("_eff") and value > 1.0:
+            out.append(f"{cls}: fitted {knob} = {value:.2f} > 1: the model over-counts this class's work")
+        if knob.endswith("_eff") and value <= EFF_RANGE[0] * 1.01:
+            out.append(f"{cls}: fitted {knob} hit its floor {EFF_RANGE[0]}: the model misses most of this time")
+    return out
+
+
+def _per_call(steps: list[StepBreakdown]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for cls in ("norm", "attention", "communication", "gemm", "moe"):
+        calls = sum(s.class_calls.get(cls, 0) for s in steps)
+        time_us = sum(s.classes_us.get(cls, 0.0) for s in steps)
+        if calls:
+            out[cls] = us_to_s(time_us / calls)
+    return out
+
+
+def _attention_blocks(steps: list[StepBreakdown]) -> float | None:
+    """Duration-weighted blocks per SM of the attention kernels among each step's top kernels."""
+    weighted, total = 0.0, 0.0
+    for s in steps:
+        for k in s.top_kernels:
+            if k.kernel_class == "attention" and k.blocks_per_sm is not None:
+                weighted += k.blocks_per_sm * k.total_us
+                total += k.total_us
+    return weighted / total if total else None
+
+
+def calibration_table(cal: Calibration) -> list[dict[str, Any]]:
+    """Rows per class: measured µs, model µs, residual, knob and its fitted value (for reports)."""
+    rows = []
+    for cls in (*CLASSES, "step"):
+        if cls not in cal.measured_s:
+            continue
+        knob = cal.knobs.get(cls)
+        rows.append({"class": cls, "measured_us": s_to_us(cal.measured_s[cls]),
+                     "model_us": s_to_us(cal.predicted_s[cls]), "residual": cal.residuals.get(cls),
+                     "knob": knob, "value": getattr(cal.efficiency, knob) if knob else None})
+    return rows

@@ -1,0 +1,82 @@
+"""Terminal tables for `servescope model`, `servescope specs` and `servescope validate`. Presentation only."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from servescope.perfmodel import TERMS, ServingPoint
+
+UNIT_SUFFIXES = (("_bytes_per_s", 1e9, "GB/s"), ("_bytes", 1e9, "GB"), ("_flops_per_s", 1e12, "TFLOP/s"))
+
+
+def render_points(title: str, points: list[ServingPoint], console: Console) -> None:
+    t = Table(title=title, title_justify="left")
+    t.caption = "terms in ms per output token; they add up to TPOT"
+    for col in ("conc.", "TPOT ms", "TTFT ms", "tok/s", "dominant", *TERMS, "GB/GPU", "max conc."):
+        t.add_column(col, justify="left" if col == "dominant" else "right", no_wrap=True)
+    for p in points:
+        t.add_row(str(p.concurrency), f"{p.tpot_s * 1e3:.2f}", f"{p.ttft_s * 1e3:.1f}", f"{p.output_tok_s:,.0f}",
+                  p.dominant, *[f"{p.terms_s[k] * 1e3:.3f}" for k in TERMS],
+                  f"{p.memory_bytes_per_gpu / 1e9:.1f}", str(p.max_concurrency))
+    console.print(t)
+    if points:
+        c = Table(title=f"collectives per decode step at concurrency {points[0].concurrency}", title_justify="left")
+        for col in ("collective", "calls/step", "bytes/call", "ms/step"):
+            c.add_column(col, justify="left" if col == "collective" else "right")
+        for name, cost in points[0].collectives.items():
+            c.add_row(name, f"{cost.calls_per_step:.0f}", f"{cost.bytes_per_call:,.0f}", f"{cost.time_s * 1e3:.3f}")
+        console.print(c)
+
+
+def _fmt(key: str, value: Any) -> str:
+    for suffix, scale, unit in UNIT_SUFFIXES:
+        if (key.endswith(suffix) or key == suffix[1:]) and isinstance(value, int | float):
+            return f"{value / scale:,.3g} {unit}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_fmt(key, v)}" for k, v in value.items())
+    return str(value)
+
+
+def _source(sources: dict[str, str], field_name: str) -> str:
+    """Sources are keyed by the quantity (`hbm_bw`, `flops.fp8`), fields by quantity + unit (`hbm_bw_bytes_per_s`)."""
+    stem = field_name
+    for suffix in ("_bytes_per_s", "_per_s", "_bytes", "_gpus", "_w"):
+        stem = stem.removesuffix(suffix)
+    if stem == "flops":
+        return "; ".join(f"{k.split('.', 1)[1]}: {v}" for k, v in sources.items() if k.startswith("flops."))
+    return sources.get(field_name) or sources.get(stem, "")
+
+
+def render_spec(spec: Any, console: Console) -> None:
+    """Every field of a GpuSpec or ModelSpec, with sources where the spec carries them."""
+    sources = getattr(spec, "sources", {}) or {}
+    t = Table(title=getattr(spec, "name", "spec"), title_justify="left")
+    t.add_column("field")
+    t.add_column("value", overflow="fold")
+    t.add_column("source", overflow="fold", style="dim")
+    for f in dataclasses.fields(spec):
+        if f.name == "sources":
+            continue
+        value = getattr(spec, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = {k: v for k, v in dataclasses.asdict(value).items()}
+        t.add_row(f.name, _fmt(f.name, value), _source(sources, f.name))
+    console.print(t)
+
+
+def render_validation(doc: dict[str, Any], console: Console) -> None:
+    head = (f"TPOT MAPE {doc['tpot_mape']:.1f}% · TTFT MAPE {doc['ttft_mape']:.1f}% over {doc['rows']} rows "
+            f"({len(doc['skipped'])} skipped)")
+    console.print(Text(head, style="bold"))
+    for group in ("by_system", "by_backend", "by_model"):
+        t = Table(title=group.replace("_", " "), title_justify="left")
+        for col in ("name", "rows", "TPOT MAPE %", "TTFT MAPE %"):
+            t.add_column(col, justify="left" if col == "name" else "right")
+        for name, g in sorted(doc.get(group, {}).items()):
+            t.add_row(name, str(g.get("rows", "")), f"{g['tpot_mape']:.1f}", f"{g['ttft_mape']:.1f}")
+        console.print(t)

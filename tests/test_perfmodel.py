@@ -1,0 +1,144 @@
+"""Performance model: step terms, collectives, memory, serving curve, errors, JSON document."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from servescope.errors import ScenarioError, UnknownName
+from servescope.perfmodel import (
+    TERMS,
+    Efficiency,
+    Scenario,
+    decode_step,
+    kv_bytes_per_seq,
+    max_concurrency,
+    model_document,
+    predict,
+    prefill_step,
+    weights_bytes_per_gpu,
+)
+from servescope.specs.hardware import load_gpu
+
+EFF = Efficiency()  # fixed efficiencies: expectations below do not move when the fit is redone
+
+
+def _llama8b(**kw: object) -> Scenario:
+    return Scenario.build("llama-3.1-8b", "h100_sxm", efficiency=EFF, **kw)  # type: ignore[arg-type]
+
+
+def test_llama8b_batch1_weights_term_is_bytes_over_bandwidth() -> None:
+    sc = _llama8b()
+    s = decode_step(sc, batch=1, context_len=1024)
+    gpu = load_gpu("h100_sxm")
+    p = sc.model.params
+    gemm_bytes = 2.0 * (p.attention + p.dense_mlp + p.lm_head)  # bf16, TP=1; embedding is a lookup
+    assert s.terms_s["weights"] == pytest.approx(gemm_bytes / (gpu.hbm_bw_bytes_per_s * EFF.gemm_bw_eff), rel=1e-9)
+    assert s.dominant == "weights"
+    assert s.collectives == {}  # TP=1: no all-reduce
+    assert sum(s.terms_s.values()) == pytest.approx(s.step_time_s, rel=1e-12)
+    assert s.floor_s < s.step_time_s
+
+
+def test_kv_bytes_llama8b() -> None:
+    sc = _llama8b()
+    # 32 layers x K and V x 8 heads x 128 x 2 bytes per token
+    assert kv_bytes_per_seq(sc, 1000) == 32 * 2 * 8 * 128 * 2 * 1000
+
+
+def test_tp_all_reduce_count_and_message() -> None:
+    sc = _llama8b(tp=4)
+    s = decode_step(sc, batch=8, context_len=512)
+    ar = s.collectives["all_reduce"]
+    assert ar.calls_per_step == 2 * 32 + 1  # attention + MLP per layer, + vocab-parallel embedding
+    assert ar.bytes_per_call == 8 * 4096 * 2
+    assert "gather_logits" in s.collectives
+
+
+def test_kimi_k25_int4_rtx_pro_tp8() -> None:
+    sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="bf16", moe_quant="int4-w4a16")
+    s = decode_step(sc, batch=1, context_len=2048)
+    ar = s.collectives["all_reduce"]
+    assert ar.calls_per_step == 123  # 61 layers x 2 + embedding
+    assert ar.bytes_per_call == 7168 * 2  # reference §3d: 14,336 B per token
+    assert s.terms_s["communication"] > s.terms_s["compute"]
+    points = predict(sc, [1, 2, 4, 8, 16, 32, 64, 128, 256])
+    tpots = [p.tpot_s for p in points]
+    toks = [p.output_tok_s for p in points]
+    assert all(b >= a for a, b in zip(tpots, tpots[1:], strict=False))
+    assert toks[3] > toks[0] and toks[5] > toks[3]  # throughput rises with concurrency ...
+    assert toks[-1] / toks[-2] < min(1.10, toks[1] / toks[0])  # ... and saturates (memory caps the batch)
+    assert points[-1].batch <= points[-1].max_concurrency
+
+
+def test_kimi_k25_step_at_concurrency_1_is_communication_heavy() -> None:
+    sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="bf16", moe_quant="int4-w4a16")
+    p = predict(sc, [1])[0]
+    # 123 all-reduces at >= 25 us each on PCIe (measured floor) -> over 3 ms per step
+    assert p.terms_s["communication"] > 3e-3
+    assert p.dominant in ("communication", "weights")
+
+
+def test_prefill_long_prompt_is_compute_bound() -> None:
+    s = prefill_step(_llama8b(), tokens=8192)
+    assert s.dominant == "compute"
+    assert s.kind == "prefill" and s.tokens == 8192
+
+
+def test_speculative_verify_costs_more_than_one_token() -> None:
+    sc = _llama8b()
+    one = decode_step(sc, 32, 2048)
+    four = decode_step(sc, 32, 2048, tokens_per_seq=4)
+    assert four.step_time_s > one.step_time_s
+    assert four.step_time_s < 4 * one.step_time_s  # weights are read once
+
+
+def test_moe_experts_touched_grow_with_batch() -> None:
+    sc = Scenario.build("qwen3-30b-a3b", "h100_sxm", efficiency=EFF)
+    w1 = decode_step(sc, 1, 512).class_time_s["moe"]
+    w64 = decode_step(sc, 64, 512).class_time_s["moe"]
+    m = sc.model
+    # batch 1 reads top_k experts per layer; expected distinct experts at 64 tokens: E(1-(1-k/E)^64)
+    e, k = m.n_routed_experts, m.top_k
+    ratio = (e * (1 - (1 - k / e) ** 64)) / k
+    assert w64 / w1 == pytest.approx(ratio, rel=1e-6)
+
+
+def test_errors() -> None:
+    with pytest.raises(ScenarioError, match="does not divide 32 attention heads"):
+        _llama8b(tp=3)
+    with pytest.raises(ScenarioError, match="does not fit"):
+        Scenario.build("llama-3.1-70b", "rtx_4090")
+    with pytest.raises(UnknownName):
+        Scenario.build("llama-3.1-8b", "no-such-gpu")
+    with pytest.raises(ScenarioError, match="ep="):
+        _llama8b(ep=2)
+
+
+def test_memory_and_max_concurrency() -> None:
+    sc = _llama8b(isl=1024, osl=1024)
+    gpu = load_gpu("h100_sxm")
+    free = gpu.hbm_bytes * EFF.gpu_memory_utilization - EFF.reserve_bytes - weights_bytes_per_gpu(sc)
+    assert max_concurrency(sc) == int(free // (32 * 2 * 8 * 128 * 2 * 2048))
+
+
+def test_more_gpus_fewer_weights_per_gpu() -> None:
+    assert weights_bytes_per_gpu(_llama8b(tp=2)) < weights_bytes_per_gpu(_llama8b())
+
+
+def test_model_document_schema() -> None:
+    doc = model_document(predict(_llama8b(tp=2), [1, 8]))
+    assert doc["schema"] == "servescope.model/1"
+    p = doc["points"][1]
+    assert set(p) == {"concurrency", "tpot_ms", "ttft_ms", "output_tok_s", "memory_gb_per_gpu", "max_concurrency",
+                      "dominant", "terms_ms", "collectives"}
+    assert set(p["terms_ms"]) == set(TERMS)
+    assert sum(p["terms_ms"].values()) == pytest.approx(p["tpot_ms"], rel=1e-9)
+    assert set(p["collectives"]["all_reduce"]) == {"calls_per_step", "bytes_per_call", "time_ms"}
+
+
+def test_cuda_graphs_off_costs_more_overhead() -> None:
+    on = decode_step(_llama8b(), 1, 128)
+    off = decode_step(replace(_llama8b(), cuda_graphs=False), 1, 128)
+    assert off.terms_s["overhead"] > on.terms_s["overhead"]
