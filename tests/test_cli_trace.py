@@ -61,3 +61,9 @@ def test_errors_are_one_line_exit_1(tmp_path: Path) -> None:
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and str(path.name) in lines[0], result.stderr
         assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_cli_step_kinds_match_the_library() -> None:
+    from servescope import analysis, cli
+
+    assert cli.STEP_KINDS == analysis.STEP_KINDS

@@ -11,7 +11,8 @@ one knob per kernel class so that the model's class time equals the measured one
                  collective_latency_scale
   overhead   launch_overhead_s (eager) or kernel_overhead_s (CUDA graphs), against the measured step span minus the
              four classes above (small kernels — norm, cast, rotary, memory, ... — and idle gaps)
-Each knob is solved by bisection in log space (a class's time is monotone in its knob); efficiencies stay in
+Each knob is solved by bisection in log space (a class's time is monotone in its knob); of the knobs that reach
+the measurement, the one that moves least from its prior value wins (the most plausible cause); efficiencies stay in
 [0.005, 1.5] (above 1 the model over-counts work and a warning says so). Measured class times are interval unions
 per device (servescope.breakdown), divided by the number of devices in the step.
 Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
@@ -19,6 +20,7 @@ Does not: read files (pass a breakdown), or fit anything outside these knobs (CP
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,14 +227,16 @@ def _fit_class(cls: str, target_s: float, eff: Any, sc: Any, pricers: list[Calla
     knobs = _knobs(cls, sc, prefill_heavy)
     if cls == "communication":
         knobs = _comm_order(eff, total)
-    best: tuple[float, Any, str] | None = None
+    # Among the knobs that reach the measurement (within 1%), take the one that moves least from its prior
+    # value (|log ratio|): the most plausible explanation. Otherwise the one that comes closest.
+    best: tuple[tuple[int, float], Any, str] | None = None
     for knob in knobs:
         e = _solve(knob, target_s, eff, total)
         err = abs(total(e) - target_s) / target_s
-        if best is None or err < best[0] - 1e-9:
-            best = (err, e, knob)
-        if err < 0.01:
-            break
+        change = abs(math.log(max(getattr(e, knob), 1e-12) / max(getattr(eff, knob), 1e-12)))
+        score = (0, change) if err < 0.01 else (1, err)
+        if best is None or score < best[0]:
+            best = (score, e, knob)
     assert best is not None
     return best[1], best[2]
 

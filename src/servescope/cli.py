@@ -6,21 +6,19 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
 from rich.console import Console
 
-from servescope.analysis import STEP_KINDS, analyze_trace, example_trace
 from servescope.errors import ServescopeError, UnknownName
-from servescope.perfmodel import Scenario, model_document, predict
-from servescope.perfmodel.validate import validate_csv, validate_document
-from servescope.report.model_text import render_points, render_spec, render_validation
-from servescope.specs.hardware import list_gpus, load_gpu
-from servescope.specs.models import list_models, load_model
-from servescope.report.trace_json import trace_document
-from servescope.report.trace_text import render_trace
+
+if TYPE_CHECKING:
+    from servescope.perfmodel import Scenario
+
+# Commands import their library lazily: `servescope trace` on a big file should not pay for the model's imports.
+STEP_KINDS = ("prefill", "decode", "mixed", "unknown")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +63,10 @@ def _console() -> Console:
 def trace(path: Path | None, as_json: bool, kind: str | None, top_n: int) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
+    from servescope.analysis import analyze_trace, example_trace
+    from servescope.report.trace_json import trace_document
+    from servescope.report.trace_text import render_trace
+
     analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n)
     if as_json:
         _emit_json(trace_document(analysis))
@@ -109,6 +111,8 @@ def scenario_options(fn: F) -> F:
 
 
 def _scenario(kw: dict[str, Any]) -> Scenario:
+    from servescope.perfmodel import Scenario
+
     return Scenario.build(
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
@@ -123,6 +127,9 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
 @one_line_errors
 def model(concurrency: str, as_json: bool, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
+    from servescope.perfmodel import model_document, predict
+    from servescope.report.model_text import render_points
+
     points = predict(_scenario(kw), _int_list(concurrency))
     if as_json:
         _emit_json(model_document(points))
@@ -141,6 +148,9 @@ def specs() -> None:
 @one_line_errors
 def specs_list() -> None:
     """List bundled GPUs and models."""
+    from servescope.specs.hardware import list_gpus
+    from servescope.specs.models import list_models
+
     click.echo("GPUs:   " + ", ".join(list_gpus()))
     click.echo("models: " + ", ".join(list_models()))
 
@@ -150,6 +160,10 @@ def specs_list() -> None:
 @one_line_errors
 def specs_show(name: str) -> None:
     """Show one GPU or model spec with its sources."""
+    from servescope.report.model_text import render_spec
+    from servescope.specs.hardware import load_gpu
+    from servescope.specs.models import load_model
+
     try:
         spec: Any = load_gpu(name)
     except UnknownName:
@@ -163,6 +177,9 @@ def specs_show(name: str) -> None:
 @one_line_errors
 def validate(csv: Path, as_json: bool) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
+    from servescope.perfmodel.validate import validate_csv, validate_document
+    from servescope.report.model_text import render_validation
+
     document = validate_document(validate_csv(csv))
     if as_json:
         _emit_json(document)

@@ -49,27 +49,30 @@ def split_k_attention_track(ctx: Context) -> Proposal:
                 "should reach ≥1 and its time fall")
     cal = ctx.calibration
     blocks = getattr(cal, "attention_blocks_per_sm", None)
-    if cal is None or blocks is None:
+    knob = (getattr(cal, "knobs", None) or {}).get("attention")
+    if cal is None or blocks is None or knob is None:
         return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
-                              "bandwidth; calibrate on a trace to see blocks per SM", "engine upgrade", validate)
+                              "efficiency; calibrate on a trace to see blocks per SM", "engine upgrade", validate)
     if blocks >= 1.0:
         return not_applicable(kind, f"attention already fills the GPU ({blocks:.2f} blocks per SM in the trace)",
                               "engine upgrade", validate)
     from servescope.perfmodel import default_efficiency
 
     sc = ctx.scenario
-    full = default_efficiency(str(sc.gpu.generation), sc.backend).attn_bw_eff
-    if sc.efficiency.attn_bw_eff >= full * 0.95:
-        return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches "
-                              "the full-occupancy bandwidth efficiency", "engine upgrade", validate)
+    full = getattr(default_efficiency(str(sc.gpu.generation), sc.backend), knob)
+    fitted = getattr(sc.efficiency, knob)
+    if fitted >= full * 0.95:
+        return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches the "
+                              f"full-occupancy efficiency ({knob} {fitted:.2f})", "engine upgrade", validate)
 
     def change(s: Any) -> Any:
-        return s.with_(efficiency=s.efficiency.scaled(attn_bw_eff=full))
+        return s.with_(efficiency=s.efficiency.scaled(**{knob: full}))
 
-    pre = (f"the trace's attention kernel runs {blocks:.2f} blocks per SM (< 1): SMs idle",)
-    note = f"achieved attention bandwidth ≈{min(1.0, blocks):.0%} of a full-occupancy kernel"
+    pre = (f"the trace's attention kernels run {blocks:.2f} blocks per SM (< 1): most SMs idle",)
+    note = (f"{knob} {fitted:.3f} → {full:.2f} (full occupancy); achieved bandwidth now ≈{min(1.0, blocks):.0%} "
+            "of a full-occupancy kernel")
     return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
-                    note=note, details={"blocks_per_sm": blocks})
+                    note=note, details={"blocks_per_sm": blocks, "knob": knob})
 
 
 def _quant_options(sc: Any) -> dict[str, Any]:

@@ -256,11 +256,11 @@ class Evaluator:
 
 
 def gain_bounds(gain: float, rel_uncertainty: float) -> tuple[float, float]:
-    """Bounds on a gain when the time it saves (or adds) is uncertain by ±rel_uncertainty.
+    """Bounds on a gain when the model's time for the change is uncertain by ±rel_uncertainty.
 
-    With baseline 1 and new time 1/g, saved time Δ = 1 − 1/g:  g_low = 1/(1/g + r|Δ|), g_high = 1/(1/g − r|Δ|).
+    Baseline 1, new time n = 1/g, change Δ = |1 − n|; the error is r·min(Δ, n): a small change is uncertain in
+    proportion to itself, a large one in proportion to the time that remains.  g_low = 1/(n + d), g_high = 1/(n − d).
     """
     new = 1.0 / gain
-    delta = abs(1.0 - new) * rel_uncertainty
-    high_new = max(new - delta, 1e-9)
-    return 1.0 / (new + delta), 1.0 / high_new
+    delta = rel_uncertainty * min(abs(1.0 - new), new)
+    return 1.0 / (new + delta), 1.0 / max(new - delta, 1e-12)
