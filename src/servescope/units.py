@@ -69,3 +69,7 @@ def gb_per_s_to_bytes_per_s(gb_per_s: float) -> float:
 
 def tflops_to_flops(tflops: float) -> float:
     return tflops * TERA
+
+
+def mib_to_bytes(mib: float) -> float:
+    return mib * float(2**20)

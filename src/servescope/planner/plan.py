@@ -129,6 +129,13 @@ class Plan:
     target: Verdict | None
     calibration: Any = None
     warnings: tuple[str, ...] = ()
+    measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
+
+    @property
+    def dominant_class(self) -> str:
+        """Largest kernel class of the baseline step (gemm, moe, attention, communication, norm, other)."""
+        classes = self.baseline.step.class_time_s
+        return max(classes, key=lambda k: classes[k]) if classes else self.baseline.step.dominant
 
     def track(self, kind: str) -> Track:
         for t in self.tracks:
@@ -164,13 +171,39 @@ def plan(
     r = _uncertainty(calibration)
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
+    measured = _measured_step(calibration)
+    if measured is not None:
+        tracks = [_on_measured(ev, t, proposals[i], measured) for i, t in enumerate(tracks)]
     ranked = tuple(sorted(tracks, key=_rank_key))
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
     ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
     warnings = tuple(getattr(calibration, "warnings", ()) or ())
     return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
-                ceiling, verdict, calibration, warnings)
+                ceiling, verdict, calibration, warnings, measured)
+
+
+def _measured_step(calibration: Any) -> dict[str, Any] | None:
+    steps = getattr(calibration, "steps", None)
+    if not steps:
+        return None
+    s = steps[0]
+    return {"index": s.index, "kind": s.kind, "tokens": s.tokens or s.batch or 1, "batch": s.batch or 1,
+            "measured_ms": s.measured_s["step"] * 1e3, "model_ms": s.predicted_s["step"] * 1e3}
+
+
+def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any]) -> Track:
+    """State a track's effect on the measured step: its time after the change, scaled to the measurement
+    (measured × model-after / model-before), and the gain on it."""
+    if not t.applicable or p.whatif is None:
+        return t
+    kind, tokens, batch = measured["kind"], int(measured["tokens"]), int(measured["batch"])
+    before = ev.step_like((), kind, tokens, batch)
+    after = ev.step_like((p.whatif,), kind, tokens, batch)
+    after_ms = measured["measured_ms"] * after / before
+    details = {**t.details, "measured_step_ms": measured["measured_ms"], "measured_step_ms_after": after_ms,
+               "gain_on_measured_step": measured["measured_ms"] / after_ms}
+    return Track(**{**t.__dict__, "details": details})
 
 
 def _uncertainty(calibration: Any) -> float:

@@ -234,6 +234,20 @@ class Evaluator:
             rate /= 1.0 + rate / sc.osl * self.prefill_s(sc)
         return Outcome(tpot, rate, batch, view, al)
 
+    def step_like(self, whatifs: tuple[WhatIf, ...], kind: str, tokens: int, batch: int) -> float:
+        """Seconds of one measured-like step (prefill of `tokens`, or decode of `batch` sequences) under the
+        what-ifs' scenario changes and step adjustments (speculation does not apply to a single step)."""
+        sc = self.scenario_of(whatifs)
+        if kind == "prefill":
+            pred = self.model.prefill(sc, tokens, batch=batch)
+        else:
+            per_seq = max(1, tokens // max(1, batch))
+            pred = self.model.decode(sc, batch, sc.isl + sc.osl / 2.0, per_seq)
+        view = StepView.of(pred)
+        for fn in (*self.base_adjusts, *(w.adjust for w in whatifs if w.adjust is not None)):
+            view = fn(sc, view)
+        return view.step_time_s
+
     def objective_value(self, whatifs: tuple[WhatIf, ...]) -> Outcome:
         """TPOT objective: the outcome at `concurrency`. Throughput: the best concurrency whose TPOT stays
         within `tpot_limit_s` (default: the baseline TPOT at `concurrency`), up to the memory limit."""
