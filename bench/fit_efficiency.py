@@ -2,7 +2,7 @@
 src/servescope/perfmodel/data/efficiency.toml (with how, when, on which rows and the resulting MAPE).
 
 Usage: .venv/bin/python bench/fit_efficiency.py [CSV] [--sweeps N] [--dry-run]
-Method: perfmodel.fit — least absolute log error of TPOT (+0.5 × TTFT), coordinate search over a shrinking
+Method: perfmodel.fit — MAPE of TPOT + 0.6 × MAPE of TTFT, coordinate search over a shrinking
 multiplicative grid, first globally, then per (GPU generation, backend) group with >= 40 rows. Dev rows only.
 """
 
@@ -47,7 +47,7 @@ def render(glob: FitResult, groups: dict[tuple[str, str], FitResult], csv_name: 
     lines = [
         "# Efficiency factors of the performance model, per (GPU generation, backend).",
         f"# Written by bench/fit_efficiency.py on {today} from {csv_name} (dev rows only, aggregated serving),",
-        "# objective: mean |ln(pred/meas TPOT)| + 0.5 * mean |ln(pred/meas TTFT)|, coordinate search over a",
+        "# objective: MAPE(TPOT) + 0.6 * MAPE(TTFT) (perfmodel.fit), coordinate search over a",
         f"# shrinking multiplicative grid within physical bounds ({', '.join(BOUNDS)}); {seconds:.0f} s.",
         "# Global fit first ([default]), then each generation.backend group with >= 40 rows starting from it.",
         "",

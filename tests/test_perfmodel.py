@@ -67,17 +67,19 @@ def test_kimi_k25_int4_rtx_pro_tp8() -> None:
     tpots = [p.tpot_s for p in points]
     toks = [p.output_tok_s for p in points]
     assert all(b >= a for a, b in zip(tpots, tpots[1:], strict=False))
-    assert toks[3] > toks[0] and toks[5] > toks[3]  # throughput rises with concurrency ...
-    assert toks[-1] / toks[-2] < min(1.10, toks[1] / toks[0])  # ... and saturates (memory caps the batch)
-    assert points[-1].batch <= points[-1].max_concurrency
+    gains = [b / a for a, b in zip(toks, toks[1:], strict=False)]
+    assert all(g >= 1.0 for g in gains)  # throughput never falls with concurrency ...
+    assert gains[-1] < 1.2 and gains[-1] < gains[0]  # ... and saturates (per-doubling gain shrinks)
+    assert points[-1].batch < 256  # memory caps the running batch
 
 
-def test_kimi_k25_step_at_concurrency_1_is_communication_heavy() -> None:
+def test_kimi_k25_step_at_concurrency_1_is_communication_dominated() -> None:
     sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="bf16", moe_quant="int4-w4a16")
     p = predict(sc, [1])[0]
-    # 123 all-reduces at >= 25 us each on PCIe (measured floor) -> over 3 ms per step
-    assert p.terms_s["communication"] > 3e-3
-    assert p.dominant in ("communication", "weights")
+    # 123 all-reduces at >= 25 us each on PCIe (measured isolated floor) -> over 3 ms per step even before the
+    # fitted in-situ latency scale; with the fitted efficiencies communication is the largest term.
+    assert p.terms_s["communication"] > 123 * 25e-6
+    assert p.dominant == "communication"
 
 
 def test_prefill_long_prompt_is_compute_bound() -> None:
@@ -142,3 +144,19 @@ def test_cuda_graphs_off_costs_more_overhead() -> None:
     on = decode_step(_llama8b(), 1, 128)
     off = decode_step(replace(_llama8b(), cuda_graphs=False), 1, 128)
     assert off.terms_s["overhead"] > on.terms_s["overhead"]
+
+
+def test_vectorised_collective_curves_equal_specs_collectives() -> None:
+    import numpy as np
+
+    from servescope.perfmodel.hw import CollectiveTimer
+    from servescope.specs.collectives import collective_time_s, load_collectives
+
+    sizes = np.array([512.0, 14336.0, 1.0e5, 1.0e6, 3.0e7, 1.0e9])
+    for gpu, n in (("rtx_pro_6000_server", 8), ("h200_sxm", 8), ("b200_sxm", 4)):
+        curves = load_collectives(gpu, n)
+        for coll in ("all_reduce", "all_to_all", "all_gather", "reduce_scatter"):
+            mine = CollectiveTimer(curves, coll, n).time_s(sizes)
+            backend = "vllm" if coll == "all_reduce" else "nccl"
+            theirs = [collective_time_s(curves, coll, float(b), n, backend=backend) for b in sizes]
+            assert np.allclose(mine, theirs, rtol=1e-9), (gpu, coll)

@@ -18,6 +18,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from servescope.errors import EmptyTrace, NotATrace, ServescopeError, TraceNotFound
 from servescope.trace import DeviceInfo, Trace, load_trace, load_traces
@@ -559,3 +561,198 @@ def test_real_two_rank_folder() -> None:
 def test_load_traces_on_a_file() -> None:
     [tr] = load_traces(NEWEST)
     assert tr.path == NEWEST
+
+
+# ---------------------------------------------------------------- fast path (chunks cut in the bytes)
+
+
+def _frame_of(path: Path) -> pl.DataFrame:
+    return load_trace(path).events
+
+
+def test_small_chunks_give_the_same_table(monkeypatch: pytest.MonkeyPatch, b200: Trace) -> None:
+    from servescope.trace import _split
+
+    monkeypatch.setattr(_split, "CHUNK_BYTES", 3000)  # hundreds of chunks instead of one
+    assert _frame_of(B200).equals(b200.events)
+
+
+def test_separator_inside_strings_falls_back(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from servescope.trace import _split
+
+    monkeypatch.setattr(_split, "CHUNK_BYTES", 10)  # cut after every event, often inside a name
+    events = [kernel(float(i)) | {"name": 'k}, {"ph": "X"}, {' * (i % 3)} for i in range(50)]
+    tr = load_trace(write(tmp_path / "t.json", {"traceEvents": events}))
+    assert tr.events["name"].to_list() == [e["name"] for e in events]
+
+
+def test_events_not_last_and_nested_key(tmp_path: Path) -> None:
+    doc = {
+        "INFO": {"traceEvents": [{"x": [1, 2]}]},  # same key, nested: the first regex match
+        "traceEvents": [kernel(1.0), kernel(2.0)],
+        "distributedInfo": {"rank": 5, "world_size": 8, "pg_config": [{"ranks": [0, 1]}, {"a": 2}]},
+        "deviceProperties": [{"id": 0, "name": "G", "numSms": 4}],
+    }
+    tr = load_trace(write(tmp_path / "t.json", doc))
+    assert (tr.rank, tr.world_size, tr.devices[0].num_sms) == (5, 8, 4)
+    assert tr.events["ts_us"].to_list() == [1.0, 2.0]
+    assert tr.events["blocks_per_sm"].to_list() == [2.0, 2.0]  # 8 blocks / 4 SMs
+
+
+# ---------------------------------------------------------------- property
+
+
+CATS = ["kernel", "Kernel", "cpu_op", "python_function", "cuda_runtime", "ac2g", "gpu_memcpy", None]
+_event = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(["X", "X", "X", "i", "s", "f", "M"]),
+        "cat": st.sampled_from(CATS),
+        "name": st.text(max_size=12),
+        "pid": st.one_of(st.integers(-1, 10**6), st.sampled_from(["Spans", "", "[TP00-DP01] 3"])),
+        "tid": st.one_of(st.integers(0, 10**6), st.just("stream 7")),
+        "ts": st.floats(0, 1e15, allow_nan=False),
+        "dur": st.floats(-5, 1e6, allow_nan=False),
+        "args": st.fixed_dictionaries({}, optional={"correlation": st.integers(0, 2**70)}),
+    }
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=st.lists(_event, min_size=1, max_size=30), gz=st.booleans())
+def test_property_rows_sorted_nonnegative(
+    tmp_path: Path, events: list[dict[str, Any]], gz: bool
+) -> None:
+    path = write(tmp_path / ("p.json.gz" if gz else "p.json"), {"traceEvents": events}, gz=gz)
+    expected = kept_raw(events)
+    if not expected:
+        with pytest.raises(EmptyTrace):
+            load_trace(path)
+        return
+    ev = load_trace(path).events
+    assert ev.height == len(expected)
+    assert dict(ev.schema) == CONTRACT
+    assert ev["ts_us"].is_sorted() and ev["dur_us"].min() >= 0
+    assert sorted(ev["ts_us"].to_list()) == sorted(e["ts"] for e in expected)
+    big = sum(1 for e in expected if e["args"].get("correlation", 0) >= 2**63)
+    assert (
+        ev["correlation"].null_count()
+        == sum(1 for e in expected if "correlation" not in e["args"]) + big
+    )
+
+
+def test_odd_top_level_values_are_ignored_with_warning(tmp_path: Path) -> None:
+    doc = {
+        "deviceProperties": "not a list",
+        "distributedInfo": {"rank": "3", "world_size": 4},
+        "traceEvents": [kernel(1.0)],
+    }
+    tr = load_trace(write(tmp_path / "t.json", doc))
+    assert tr.devices == {}
+    assert (tr.rank, tr.world_size) == (3, 4)  # a numeric string rank is read
+    assert any("deviceProperties" in w for w in tr.warnings)
+
+
+def test_float_and_odd_pids(tmp_path: Path) -> None:
+    k1 = kernel(1.0) | {"pid": 1.0, "tid": "7"}
+    k2 = kernel(2.0) | {"pid": "Spans", "tid": 7}
+    for k in (k1, k2):
+        del k["args"]["device"], k["args"]["stream"]
+    tr = load_trace(write(tmp_path / "t.json", {"traceEvents": [k1, k2]}))
+    assert tr.events["device"].to_list() == [1, None]
+    assert tr.events["stream"].to_list() == [7, 7]
+
+
+def test_bom_whitespace_and_nul_padding(tmp_path: Path) -> None:
+    data = b"\xef\xbb\xbf  \n" + json.dumps({"traceEvents": [kernel(1.0)]}).encode() + b"\n\x00\x00"
+    assert load_trace(_write_bytes(tmp_path / "t.json", data)).events.height == 1
+
+
+def test_multi_member_gzip(tmp_path: Path) -> None:
+    data = json.dumps({"traceEvents": [kernel(1.0), kernel(2.0)]}).encode()
+    half = len(data) // 2
+    path = _write_bytes(
+        tmp_path / "t.json.gz", gzip.compress(data[:half]) + gzip.compress(data[half:])
+    )
+    assert load_trace(path).events.height == 2
+
+
+def test_gzip_detected_by_content_not_name(tmp_path: Path) -> None:
+    data = gzip.compress(json.dumps({"traceEvents": [kernel(1.0)]}).encode())
+    assert load_trace(_write_bytes(tmp_path / "t.json", data)).events.height == 1
+
+
+def _write_bytes(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_folder_skips_non_traces_but_not_when_alone(tmp_path: Path) -> None:
+    write(tmp_path / "rank0.json", {"traceEvents": [kernel(1.0)]})
+    write(tmp_path / "config.json", {"model": "x"})
+    write(tmp_path / "empty.json", {"traceEvents": []})
+    [tr] = load_traces(tmp_path)
+    assert tr.rank == 0
+    assert any("skipped config.json" in w for w in tr.warnings)
+    assert any("skipped empty.json" in w for w in tr.warnings)
+    (tmp_path / "rank0.json").unlink()
+    with pytest.raises((NotATrace, EmptyTrace)):
+        load_traces(tmp_path)
+
+
+def test_cut_before_any_event_says_so(tmp_path: Path) -> None:
+    data, _ = _serialize([kernel(1.0), kernel(2.0)])
+    path = _write_bytes(tmp_path / "cut.json", data[: data.index(b'"dur"')])
+    with pytest.raises(EmptyTrace, match="after repair: truncated tail: kept 0 events"):
+        load_trace(path)
+
+
+def test_one_unreadable_event_in_the_middle_is_dropped(
+    tmp_path: Path, small_events: list[dict[str, Any]]
+) -> None:
+    data, ends = _serialize(small_events)
+    i = len(small_events) // 2  # break event i: an unescaped quote inside its name
+    start = ends[i - 1] + 2
+    name_at = data.index(b'"name": "', start) + len(b'"name": "')
+    data = data[:name_at] + b'x"y' + data[name_at:]
+    tr = _load_bytes(tmp_path, data)
+    expected = kept_raw(small_events[:i] + small_events[i + 1 :])
+    assert tr.events.height == len(expected)
+    assert any("dropped the event there" in w for w in tr.warnings)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.floats(0, 1),
+            st.sampled_from(
+                [b"", b"N/A", b"\x01", b"\xff", b",", b"}", b'"', b"[", b"\\udc80", b"1e999"]
+            ),
+            st.integers(0, 40),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    gz=st.booleans(),
+)
+def test_property_damage_loads_or_fails_clearly(
+    tmp_path: Path, edits: list[tuple[float, bytes, int]], gz: bool
+) -> None:
+    """Any damage to a real trace either loads (with warnings) or raises a ServescopeError."""
+    data = NEWEST.read_bytes()
+    for where, insert, n_deleted in edits:
+        pos = int(where * len(data))
+        data = data[:pos] + insert + data[pos + n_deleted :]
+    path = _write_bytes(tmp_path / "fuzz.json", gzip.compress(data) if gz else data)
+    try:
+        tr = load_trace(path)
+    except ServescopeError as exc:
+        assert "fuzz.json" in str(exc) and "\n" not in str(exc)
+        return
+    assert dict(tr.events.schema) == CONTRACT

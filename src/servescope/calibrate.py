@@ -10,7 +10,8 @@ one knob per kernel class so that the model's class time equals the measured one
   communication  collective_bw_scale when the bandwidth part dominates the model's time, else
                  collective_latency_scale
   overhead   launch_overhead_s (eager) or kernel_overhead_s (CUDA graphs), against the measured step span minus the
-             four classes above (small kernels — norm, cast, rotary, memory, ... — and idle gaps)
+             four classes above (small kernels — norm, cast, rotary, memory, ... — and idle gaps); the model's
+             per-step CPU time (scheduler, sampling) falls between GPU spans and is not compared
 Each knob is solved by bisection in log space (a class's time is monotone in its knob); of the knobs that reach
 the measurement, the one that moves least from its prior value wins (the most plausible cause); efficiencies stay in
 [0.005, 1.5] (above 1 the model over-counts work and a warning says so). Measured class times are interval unions
@@ -44,6 +45,7 @@ class CalibratedStep:
     batch: int | None
     measured_s: dict[str, float]  # per class and "step"
     predicted_s: dict[str, float]
+    context_len: float | None = None  # decode: context per sequence the step was priced at
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,12 @@ class Calibration:
         return scenario.with_(efficiency=self.efficiency, cuda_graphs=self.cuda_graphs)
 
 
-def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: int | None = None) -> Calibration:
-    """Fit `scenario`'s efficiencies to the breakdown's prefill/decode steps (or the one step `step`)."""
+def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: int | None = None,
+              context_len: float | None = None) -> Calibration:
+    """Fit `scenario`'s efficiencies to the breakdown's prefill/decode steps (or the one step `step`).
+
+    `context_len`: tokens of context per sequence in the decode steps (traces do not carry it; vLLM's step label
+    has the sum over sequences as `sk…`); default isl + osl/2 of the scenario, with a warning."""
     steps = _choose_steps(breakdown, step)
     warnings: list[str] = []
     if isinstance(breakdown, TraceBreakdown):
@@ -86,7 +92,7 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: in
     for s in steps:
         _check_step(s, scenario, warnings)
     measured = [_measured(s) for s in steps]
-    pricers = [_pricer(s, scenario, warnings) for s in steps]
+    pricers = [_pricer(s, scenario, warnings, context_len) for s in steps]
     for s, price in zip(steps, pricers, strict=True):
         _check_collectives(s, scenario, price(scenario))
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
@@ -101,7 +107,9 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: in
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
     residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}
     warnings += _eff_warnings(eff, knobs)
-    cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p)
+    ctx = context_len if context_len is not None else scenario.isl + scenario.osl / 2.0
+    cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p,
+                                     ctx if s.kind == "decode" else None)
                       for s, m, p in zip(steps, measured, predicted, strict=True))
     return Calibration(
         efficiency=eff.scaled(source=f"calibrated on {_source(breakdown)}") if hasattr(eff, "scaled") else eff,
@@ -186,7 +194,7 @@ def _measured(s: StepBreakdown) -> dict[str, float]:
     return out
 
 
-def _pricer(s: StepBreakdown, sc: Any, warnings: list[str]) -> Callable[[Any], Any]:
+def _pricer(s: StepBreakdown, sc: Any, warnings: list[str], context_len: float | None) -> Callable[[Any], Any]:
     from servescope.perfmodel import decode_step, prefill_step
 
     if s.kind == "prefill":
@@ -194,15 +202,19 @@ def _pricer(s: StepBreakdown, sc: Any, warnings: list[str]) -> Callable[[Any], A
         return lambda scen: prefill_step(scen, tokens, batch=batch, context_len=0)
     batch = int(s.batch_size or 1)
     per_seq = int(s.tokens // batch) if s.tokens else 1
-    ctx = sc.isl + sc.osl / 2.0
-    warnings.append(f"step {s.index}: context length not in the trace; assumed isl + osl/2 = {ctx:.0f} tokens")
+    ctx = context_len if context_len is not None else sc.isl + sc.osl / 2.0
+    if context_len is None:
+        warnings.append(f"step {s.index}: context length not in the trace; assumed isl + osl/2 = {ctx:.0f} tokens")
     return lambda scen: decode_step(scen, batch, ctx, tokens_per_seq=max(1, per_seq))  # type: ignore[arg-type]
 
 
 def _classes(pred: Any) -> dict[str, float]:
+    """Model seconds per class as a trace sees them: the per-step CPU time (perfmodel class `other`: scheduler,
+    sampling) happens between GPU spans, so it is left out of `overhead` and `step`."""
     out = {c: float(pred.class_time_s.get(c, 0.0)) for c in CLASSES[:4]}
-    out["overhead"] = float(pred.terms_s.get("overhead", 0.0))
-    out["step"] = float(pred.step_time_s)
+    cpu = float(pred.class_time_s.get("other", 0.0))
+    out["overhead"] = max(0.0, float(pred.terms_s.get("overhead", 0.0)) - cpu)
+    out["step"] = float(pred.step_time_s) - cpu
     return out
 
 
@@ -267,8 +279,17 @@ def _solve(knob: str, target_s: float, eff: Any, total: Callable[[Any], float]) 
     return eff.scaled(**{knob: (lo * hi) ** 0.5 if log else (lo + hi) / 2})
 
 
+# The perfmodel's launch_overhead_s defaults are 8-30 µs per kernel; a fitted gap above this threshold (a planner
+# assumption) is more than the launch itself, typically profiler overhead.
+LAUNCH_BOUND_S = 50e-6
+
+
 def _eff_warnings(eff: Any, knobs: dict[str, str]) -> list[str]:
     out = []
+    if knobs.get("overhead") == "launch_overhead_s" and eff.launch_overhead_s > LAUNCH_BOUND_S:
+        out.append(f"overhead: {eff.launch_overhead_s * 1e6:.0f} µs of GPU idle per kernel launch: the step is "
+                   "launch-bound; profiling with stacks/shapes inflates CPU launch time, so compare with an "
+                   "unprofiled run before planning on it")
     for cls, knob in knobs.items():
         value = getattr(eff, knob)
         if knob.endswith("_eff") and value > 1.0:

@@ -94,10 +94,15 @@ class CollectiveTimer:
         above = self._last_t + self._factor * (mb - self._last_x) / self._bw
         return np.where(mb >= self._last_x, above, inner)
 
-    def time_s(self, message_bytes: Any, lat_scale: float = 1.0, bw_scale: float = 1.0) -> np.ndarray:
+    def parts_s(self, message_bytes: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(latency floor, bandwidth part) of the curve time at each message size (elementwise)."""
         raw = self.raw_s(message_bytes)
-        floor = min(self.latency_s, float(np.min(raw))) if raw.size else self.latency_s
-        return floor * lat_scale + np.maximum(raw - floor, 0.0) / bw_scale
+        floor = np.minimum(self.latency_s, raw)
+        return floor, raw - floor
+
+    def time_s(self, message_bytes: Any, lat_scale: float = 1.0, bw_scale: float = 1.0) -> np.ndarray:
+        floor, bw_part = self.parts_s(message_bytes)
+        return floor * lat_scale + bw_part / bw_scale
 
 
 def _factor(collective: str, n: int) -> float:

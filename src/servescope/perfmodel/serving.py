@@ -1,8 +1,11 @@
 """Aggregated (continuous-batching) serving at a fixed concurrency: TPOT, TTFT, output tokens/s, memory.
 
 Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c_max), isl/osl per request:
-  decode step at batch c_eff = min(c, c_max) and mean context isl + osl/2 (step.py)
-  t_pf   = prefill of one request's isl tokens (one prefill step) + prefill_overhead_s
+  decode step at batch c_eff = min(c, c_max) and mean context isl + osl/2 (step.py); c_max is the number of
+  sequences whose KV at the mean context isl + osl/2 fits (engines allocate KV blocks as sequences grow, so in
+  steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
+  the full isl + osl
+  t_pf   = prefill of one request's isl tokens (one prefill step) / prefill_eff + prefill_overhead_s
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
@@ -50,24 +53,25 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays)."""
     eff = sc.efficiency
     c = np.maximum(np.asarray(concurrency, dtype=float), 1.0)
-    cap = max(memory.max_concurrency(sc), 1)
+    cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
     ce = np.minimum(c, cap)
     dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
     pf = step_arrays(sc, 1, 0, sc.isl, prefill=True)
-    t_pf = float(pf["step"]) + eff.prefill_overhead_s
-    t_marg = float(pf["step"] - pf["overhead"])
+    t_pf = float(pf["step"]) / eff.prefill_eff + eff.prefill_overhead_s
+    t_marg = float(pf["step"] - pf["overhead"]) / eff.prefill_eff
     share = eff.prefill_interference * (ce - 1.0) / sc.osl
-    terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k])) for k in TERMS}
+    terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
     ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) ** eff.ttft_queue_exp * t_marg
     life = ttft + (sc.osl - 1) * tpot
     ttft = ttft + np.maximum(c - cap, 0.0) / cap * life
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
-    mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv + eff.reserve_bytes
+    mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv * (sc.isl + sc.osl / 2.0) / (sc.isl + sc.osl)
+    mem = mem + eff.reserve_bytes
     return {
         "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
         "output_tok_s": ce * sc.osl / (ttft - np.maximum(c - cap, 0.0) / cap * life + (sc.osl - 1) * tpot),
-        "memory_bytes_per_gpu": mem, "max_concurrency": cap, "terms": terms, "step": dec["step"],
+        "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms, "step": dec["step"],
         "floor": dec["floor"], "collectives": dec["collectives"],
     }
 

@@ -81,13 +81,13 @@ _CACHE: dict[tuple, tuple[Any, _Model]] = {}
 
 
 def _key(sc: Any) -> tuple:
-    return (id(sc.model), id(sc.gpu), id(sc.quant), sc.tp, sc.ep, sc.pp, sc.dp, sc.interconnect)
+    return (id(sc.model), id(sc.gpu), sc.quant, sc.tp, sc.ep, sc.pp, sc.dp, sc.interconnect)
 
 
 def model_for(sc: Any) -> _Model:
     key = _key(sc)
     hit = _CACHE.get(key)
-    if hit is not None and hit[0].model is sc.model and hit[0].gpu is sc.gpu and hit[0].quant is sc.quant:
+    if hit is not None and hit[0].model is sc.model and hit[0].gpu is sc.gpu:
         return hit[1]
     if len(_CACHE) > 4096:
         _CACHE.clear()
@@ -96,10 +96,11 @@ def model_for(sc: Any) -> _Model:
     return m
 
 
-def _collectives(mdl: _Model, eff: Any, t_rank: np.ndarray, t_glob: np.ndarray, peak: bool) -> dict[str, tuple]:
-    """{name: (calls, bytes per call array, time array)} for one step with t_rank tokens per attention rank."""
+def _collectives(mdl: _Model, eff: Any, t_rank: np.ndarray, t_glob: np.ndarray) -> dict[str, tuple]:
+    """{name: (calls, bytes per call, time with efficiencies, time on the measured curve)} for one step with
+    t_rank tokens per attention rank (all arrays)."""
     sc, o = mdl.sc, mdl.ops
-    lat, bws = (1.0, 1.0) if peak else (eff.collective_latency_scale, eff.collective_bw_scale)
+    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
     timers = mdl.timers
     h = o.hidden
     out: dict[str, tuple] = {}
@@ -114,7 +115,8 @@ def _collectives(mdl: _Model, eff: Any, t_rank: np.ndarray, t_glob: np.ndarray, 
             calls, msg = o.moe_a2a_layers, t_glob * h * ACT_BYTES
         else:  # send_recv between PP stages
             calls, msg = sc.pp - 1, t_rank * h * ACT_BYTES
-        out[name] = (calls, msg, calls * timers[name].time_s(msg, lat, bws))
+        floor, bw_part = timers[name].parts_s(msg)
+        out[name] = (calls, msg, calls * (floor * lat + bw_part / bws), calls * (floor + bw_part))
     return out
 
 
@@ -148,7 +150,7 @@ def step_arrays(sc: Any, batch: Any, ctx: Any, tokens_per_seq: Any, prefill: boo
     attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.ctx_terms)
     m_attn = kv_bytes / (bw * eff.attn_bw_eff)
     c_attn = attn_fl / (o.attn_peak_flops * eff.attn_compute_eff)
-    comm = _collectives(mdl, eff, t_rank, t_glob, peak=False)
+    comm = _collectives(mdl, eff, t_rank, t_glob)
     comm_s = sum((v[2] for v in comm.values()), np.zeros_like(t_rank))
     # Prefill chunks run eagerly in vLLM/SGLang/TRT-LLM (graphs are captured for decode batch sizes only).
     per_kernel = eff.kernel_overhead_s if (sc.cuda_graphs and not prefill) else eff.launch_overhead_s
@@ -160,11 +162,10 @@ def step_arrays(sc: Any, batch: Any, ctx: Any, tokens_per_seq: Any, prefill: boo
             + np.where(m_attn < c_attn, c_attn, 0.0))
     over = kern_s + cpu_s
     step = w + kv + comp + comm_s + over
-    peak_comm = _collectives(mdl, eff, t_rank, t_glob, peak=True)
     mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes) / bw
     fl_peak = (t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak
                + attn_fl / o.attn_peak_flops)
-    floor = np.maximum(mem_peak, fl_peak) + sum((v[2] for v in peak_comm.values()), np.zeros_like(t_rank))
+    floor = np.maximum(mem_peak, fl_peak) + sum((v[3] for v in comm.values()), np.zeros_like(t_rank))
     return {
         "step": step, "weights": w, "kv": kv, "compute": comp, "communication": comm_s, "overhead": over,
         "gemm": np.maximum(m_gemm, c_gemm), "moe": np.maximum(m_moe, c_moe),

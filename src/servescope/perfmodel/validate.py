@@ -7,7 +7,8 @@ system, backend and model, and the worst rows. Every row it cannot model is list
 (disaggregated rows; layouts no engine runs; models that do not fit).
 Row conventions (documented in docs/model.md §Validation):
   * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`);
-  * KV cache fp8 for trtllm rows with fp8/fp4 weights, else bf16 (the engines' defaults);
+  * KV cache fp8 for rows with fp8/fp4 weights, else bf16 (the published benchmark recipes for fp8/fp4
+    checkpoints pass an fp8 KV-cache dtype; with bf16 KV several measured concurrencies would not fit);
   * some dump rows multiply sizes (e.g. tp_size 64 with moe_tp 8 × moe_ep 8 on an 8-GPU node, id "tp8_ep8"):
     when tp·dp exceeds the GPUs of one node (8 for *_sxm) and moe_tp == moe_ep, the layout is read as
     tp/moe_tp (or dp/moe_tp) with ep = moe_ep, which the row ids confirm.
@@ -27,11 +28,14 @@ import numpy as np
 
 from servescope.errors import BadConfig, ScenarioError, SpecError
 from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.memory import max_concurrency
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays
 from servescope.units import MS_PER_S
 
 SCHEMA = "servescope.validate/1"
+OVER_CAPACITY = 2.0  # rows claiming more in-flight sequences than this multiple of the KV capacity are skipped
+DISAGG = "disaggregated prefill/decode is not modelled"
 _NODE_GPUS = {"gb200": 72, "gb300": 72}
 _QUANT = {"fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "int4_wo": "int4-w4a16", "mxfp4": "mxfp4"}
 _REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
@@ -126,19 +130,21 @@ def _quant(r: dict[str, str]) -> tuple[str, str | None, str | None]:
     weights = "native" if not g else ("bf16" if g == "int4_wo" else _QUANT.get(g, g))
     experts = _QUANT.get(e, e) if e else None
     low = g in ("fp8", "fp8_block", "nvfp4")
-    kv = "fp8" if (r["backend"] == "trtllm" and low) else "bf16"
+    kv = "fp8" if low else "bf16"
     return weights, experts, kv
 
 
 def parse_row(r: dict[str, str], cache: dict[tuple, Scenario | str] | None = None) -> Row:
     """A CSV row -> Row with a Scenario, or with the reason it is skipped. Rows with equal settings share one
     Scenario object through `cache` (so evaluation groups them into one vectorised call)."""
-    base = dict(id=r["id"], system=r["system"], backend=r["backend"], model=r["model_path"],
-                concurrency=_concurrency(r), tpot_ms=_num(r["silicon_tpot_ms"]), ttft_ms=_num(r["silicon_ttft_ms"]))
+    def row(scenario: Scenario | None, reason: str = "") -> Row:
+        return Row(r["id"], r["system"], r["backend"], r["model_path"], _concurrency(r),
+                   _num(r["silicon_tpot_ms"]), _num(r["silicon_ttft_ms"]), scenario, reason)
+
     if r["mode"] != "agg":
-        return Row(**base, scenario=None, reason="disaggregated prefill/decode is not modelled")
-    if base["tpot_ms"] <= 0 or base["ttft_ms"] <= 0:
-        return Row(**base, scenario=None, reason="no measured TPOT/TTFT")
+        return row(None, DISAGG)
+    if _num(r["silicon_tpot_ms"]) <= 0 or _num(r["silicon_ttft_ms"]) <= 0:
+        return row(None, "no measured TPOT/TTFT")
     tp, ep, pp, dp = layout(r)
     w, e, kv = _quant(r)
     isl, osl = int(_num(r["isl"])), int(_num(r["osl"]))
@@ -152,8 +158,12 @@ def parse_row(r: dict[str, str], cache: dict[tuple, Scenario | str] | None = Non
             cache[key] = str(exc)
     sc = cache[key]
     if isinstance(sc, str):
-        return Row(**base, scenario=None, reason=sc)
-    return Row(**base, scenario=sc)
+        return row(None, sc)
+    cap = max_concurrency(sc, sc.isl + sc.osl / 2.0)
+    if _concurrency(r) > OVER_CAPACITY * cap:
+        return row(None, f"concurrency {_concurrency(r)} is over {OVER_CAPACITY:g}x the {cap} sequences whose KV cache "
+                         f"fits this layout (mean context {sc.isl + sc.osl // 2}): the row cannot have held them")
+    return row(sc)
 
 
 def read_rows(path: str | Path) -> list[Row]:
@@ -192,7 +202,7 @@ def evaluate(rows: list[Row], efficiency: dict[tuple[str, str], Efficiency] | No
             out.append(RowResult(r.id, r.system, r.backend, r.model, r.concurrency, r.tpot_ms, r.ttft_ms,
                                  float(a["tpot_s"][i]) * MS_PER_S, float(a["ttft_s"][i]) * MS_PER_S, dom))
     skipped = [(r.id, r.reason) for r in rows if r.scenario is None]
-    n_agg = sum(1 for r in rows if r.reason != "disaggregated prefill/decode is not modelled")
+    n_agg = sum(1 for r in rows if r.reason != DISAGG)
     return ValidationResult(out, skipped, n_agg)
 
 

@@ -1,12 +1,12 @@
 """Mitigation planning: what-ifs on a (calibrated) scenario, ranked by gain, combined, with ceiling and verdict.
 
-Public API: plan, Plan, Track, combine, plan_document, SpecConfig, parse_target, parse_forbid, parse_acceptance,
-parse_spec_method, TRACK_KINDS. See docs/plan.md.
+Public API: plan, Plan, Track, combine, plan_document, plan_lines, SpecConfig, parse_target, parse_forbid, parse_acceptance,
+parse_spec_method, spec_from_options, TRACK_KINDS. See docs/plan.md.
 """
 
-from servescope.planner.document import plan_document
+from servescope.planner.document import plan_document, plan_lines
 from servescope.planner.plan import Plan, Track, combine, plan
-from servescope.planner.speculative import SpecConfig, parse_spec_method
+from servescope.planner.speculative import SpecConfig, parse_spec_method, spec_from_options
 from servescope.planner.target import (
     TRACK_KINDS,
     Target,
@@ -28,4 +28,6 @@ __all__ = [
     "parse_target",
     "plan",
     "plan_document",
+    "plan_lines",
+    "spec_from_options",
 ]

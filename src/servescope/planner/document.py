@@ -55,3 +55,37 @@ def plan_document(plan: Plan) -> dict[str, Any]:
                     "binding": ceil.binding, "tracks": list(ceil.tracks)},
         "target": target,
     }
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """Plain-text lines of a plan (no styling; the report package may render it richer)."""
+    unit = "TPOT" if plan.objective == "tpot" else "output tok/s"
+    b = plan.baseline
+    head = "calibrated on a trace" if plan.calibrated else "uncalibrated (model defaults; no trace)"
+    lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}, ±{plan.uncertainty:.0%} on "
+             "each change",
+             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms, {b.output_tok_s:.0f} tok/s, dominant term "
+             f"{b.step.dominant}, largest kernel class {plan.dominant_class}"]
+    if plan.measured_step:
+        m = plan.measured_step
+        lines.append(f"measured {m['kind']} step {m['index']}: {m['measured_ms']:.2f} ms (model "
+                     f"{m['model_ms']:.2f} ms); gains below also state their effect on it")
+    for t in plan.tracks:
+        if t.gain is None:
+            lines.append(f"  -  {t.kind}: not applicable: {t.why_not}")
+            continue
+        on_step = t.details.get("gain_on_measured_step")
+        measured = f"; measured step ×{on_step:.2f}" if on_step else ""
+        extra = f" — {t.why_not}" if t.why_not else (f" — {t.note}" if t.note else "")
+        flag = " [precision-lowering]" if t.precision_lowering else ""
+        lines.append(f"  {t.gain:5.2f}x ({t.gain_low:.2f}–{t.gain_high:.2f}) {t.kind} [{t.effort}]{flag}"
+                     f"{measured}{extra}")
+    c, ceil = plan.combined, plan.ceiling
+    lines.append(f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
+                 f"{c.outcome.output_tok_s:.0f} tok/s ({c.gain:.2f}x on {unit})")
+    lines.append(f"ceiling: TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, {ceil.outcome.output_tok_s:.0f} tok/s at "
+                 f"the physical floor, bound by {ceil.binding}")
+    if plan.target is not None:
+        lines.append(f"target {plan.target.target.text}: {plan.target.text}")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    return lines

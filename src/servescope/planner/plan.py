@@ -51,6 +51,8 @@ from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, 
 # models miss by tens of percent (perf-model-landscape.md §7: LLM-Viewer#4 1.7-1.9x optimistic; AIC users 30-45%).
 UNCALIBRATED_UNCERTAINTY = 0.3
 MIN_UNCERTAINTY = 0.05
+# A calibration on prefill steps only says little about decode: its efficiencies are extrapolated (assumption).
+OTHER_KIND_UNCERTAINTY = 0.2
 PAYS = 1.001  # a track "pays" above this gain
 
 TRACKS: dict[str, Callable[[Context], Proposal]] = {
@@ -129,13 +131,19 @@ class Plan:
     target: Verdict | None
     calibration: Any = None
     warnings: tuple[str, ...] = ()
+    spec: SpecConfig | None = None
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
+    tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
 
     @property
     def dominant_class(self) -> str:
-        """Largest kernel class of the baseline step (gemm, moe, attention, communication, norm, other)."""
-        classes = self.baseline.step.class_time_s
-        return max(classes, key=lambda k: classes[k]) if classes else self.baseline.step.dominant
+        """Largest kernel class of the baseline step: gemm, moe, attention, communication, or overhead (the
+        perfmodel's launch gaps, class `norm`, plus its per-step CPU time, class `other`)."""
+        classes = dict(self.baseline.step.class_time_s)
+        if not classes:
+            return self.baseline.step.dominant
+        classes["overhead"] = classes.pop("norm", 0.0) + classes.pop("other", 0.0)
+        return max(classes, key=lambda k: classes[k])
 
     def track(self, kind: str) -> Track:
         for t in self.tracks:
@@ -179,8 +187,10 @@ def plan(
     ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
     warnings = tuple(getattr(calibration, "warnings", ()) or ())
+    limit = tpot_limit_s if tpot_limit_s is not None else (
+        ev.at((), concurrency).tpot_s if objective == "throughput" else None)
     return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
-                ceiling, verdict, calibration, warnings, measured)
+                ceiling, verdict, calibration, warnings, spec, measured, limit)
 
 
 def _measured_step(calibration: Any) -> dict[str, Any] | None:
@@ -189,6 +199,7 @@ def _measured_step(calibration: Any) -> dict[str, Any] | None:
         return None
     s = steps[0]
     return {"index": s.index, "kind": s.kind, "tokens": s.tokens or s.batch or 1, "batch": s.batch or 1,
+            "context_len": getattr(s, "context_len", None),
             "measured_ms": s.measured_s["step"] * 1e3, "model_ms": s.predicted_s["step"] * 1e3}
 
 
@@ -198,8 +209,9 @@ def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any])
     if not t.applicable or p.whatif is None:
         return t
     kind, tokens, batch = measured["kind"], int(measured["tokens"]), int(measured["batch"])
-    before = ev.step_like((), kind, tokens, batch)
-    after = ev.step_like((p.whatif,), kind, tokens, batch)
+    ctx = measured.get("context_len")
+    before = ev.step_like((), kind, tokens, batch, ctx)
+    after = ev.step_like((p.whatif,), kind, tokens, batch, ctx)
     after_ms = measured["measured_ms"] * after / before
     details = {**t.details, "measured_step_ms": measured["measured_ms"], "measured_step_ms_after": after_ms,
                "gain_on_measured_step": measured["measured_ms"] / after_ms}
@@ -207,10 +219,15 @@ def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any])
 
 
 def _uncertainty(calibration: Any) -> float:
+    """Relative uncertainty of a track's time change: the largest calibration residual, at least
+    MIN_UNCERTAINTY, and OTHER_KIND_UNCERTAINTY when no decode step was calibrated (the plan prices decode)."""
     if calibration is None:
         return UNCALIBRATED_UNCERTAINTY
     residuals = [abs(v) for v in (getattr(calibration, "residuals", {}) or {}).values()]
-    return max([MIN_UNCERTAINTY, *residuals])
+    r = max([MIN_UNCERTAINTY, *residuals])
+    if not any(getattr(s, "kind", "") == "decode" for s in getattr(calibration, "steps", ()) or ()):
+        r = max(r, OTHER_KIND_UNCERTAINTY)
+    return r
 
 
 def _propose(ctx: Context) -> list[Proposal]:
@@ -287,8 +304,9 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
         t = p.track(k)
         if not t.applicable:
             raise PlanError(f"track {k} does not apply: {t.why_not}")
-    ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, None, (imbalance_adjust,))
-    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, None)
+    ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
+                   (imbalance_adjust,))
+    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec)
     proposals = {k: TRACKS[k](ctx) for k in names}
     whatifs = {k: pr.whatif for k, pr in proposals.items() if pr.whatif is not None}
     reason = compatible(list(names), whatifs)

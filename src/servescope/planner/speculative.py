@@ -23,7 +23,7 @@ from functools import lru_cache
 from importlib import resources
 
 from servescope.errors import PlanError
-from servescope.planner.target import check_acceptance
+from servescope.planner.target import check_acceptance, parse_acceptance
 
 METHODS = ("eagle", "eagle3", "mtp", "draft")
 DEFAULT_MAX_K = 8
@@ -60,6 +60,21 @@ def parse_spec_method(text: str) -> tuple[str, str | None]:
     if method not in METHODS:
         raise PlanError(f"unknown speculative method {text!r}; valid: eagle3, eagle, mtp, draft:MODEL")
     return method, (model.strip() or None)
+
+
+def spec_from_options(
+    method: str | None = None,
+    k: int | None = None,
+    acceptance: str | None = None,
+    acceptance_rate: float | str | None = None,
+) -> SpecConfig | None:
+    """CLI options (--spec-method, --spec-k, --acceptance, --acceptance-rate) → SpecConfig, or None when none
+    is given (the planner then picks MTP or EAGLE-3 and the bundled curve). Bad combinations raise PlanError."""
+    if method is None and k is None and acceptance is None and acceptance_rate is None:
+        return None
+    name, draft = parse_spec_method(method or "eagle3")
+    positions = parse_acceptance(acceptance, acceptance_rate, k)
+    return SpecConfig(name, k if k is not None else (len(positions) if positions else None), positions, draft)
 
 
 @dataclass(frozen=True)

@@ -2,16 +2,18 @@
 
 Does: decide whether each applies on this system and engine (the vLLM rules in hardware-and-models.md §2c),
 and express it as a what-if:
-  custom_allreduce   every all-reduce call below vLLM's 8 MiB limit costs
-                     min(current, one-shot, two-shot) with
+  custom_allreduce   every all-reduce call below vLLM's 8 MiB limit costs min(current, custom path): the
+                     measured PCIe one-shot curve of specs.collectives (`pcie_oneshot`, R6K-ONESHOT) where it
+                     exists, else min(one-shot, two-shot) with
                      one-shot  t = floor + (n−1)·bytes / bw_in      (each rank reads every peer's buffer)
                      two-shot  t = 2·floor + 2(n−1)/n · bytes / bw_in (reduce-scatter + all-gather)
                      PCIe: floor by GPU count (2: 4.1 µs AIC-COMM vLLM graph AR; 4: 6.1 µs, 8: 7.5 µs
                      R6K-ONESHOT), bw_in 28 GB/s (DERIVED: R6K-ONESHOT 8 GPUs, 256 KB in 73.6 µs);
                      NVLink: floor 4.6 µs (AIC-COMM H100 custom AR, 1 KB), bw_in 0.78 × NVLink per direction
                      (DERIVED: AIC-COMM H100 custom AR 16 MB in 92.4 µs).
-  nccl_tuning        collective bus bandwidth ×(tuned / measured-default) and the latency floor back to the
-                     measured floor when calibration found it inflated (R6K-NCCL; NVIDIA/nccl-tests#212).
+  nccl_tuning        all-reduce on the measured tuned-NCCL curve (`nccl_tuned`, R6K-NCCL) where it exists, else
+                     bus bandwidth ×(tuned / default) (R6K-NCCL; NVIDIA/nccl-tests#212 for NVLS); and the
+                     latency floor back to the measured floor when calibration found it inflated.
   collective_fusion  fused all-reduce + residual-add + RMSNorm: one norm kernel (and its launch) fewer per
                      all-reduce (FlashInfer fusion, SM90/SM100 only: local-inference-lab/vllm#261).
   expert_parallel    the perfmodel prices EP (all-to-all dispatch + combine) directly; two layouts are tried:
@@ -22,11 +24,12 @@ Does not: model NVLS/multicast or symmetric-memory all-reduce separately (they f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
-from servescope.errors import ServescopeError
+from servescope.errors import ScenarioError
 from servescope.planner.track import Context, Proposal, not_applicable
-from servescope.planner.whatif import Collective, StepView, WhatIf
+from servescope.planner.whatif import Adjust, Collective, StepView, WhatIf
 from servescope.units import GIGA
 
 VLLM_CUSTOM_AR_MAX_BYTES = 8192 * 1024  # VLLM-CAR max_size
@@ -65,6 +68,48 @@ def _ar_calls(ctx: Context) -> float:
     return coll.calls_per_step if coll else 0.0
 
 
+CallCost = Callable[[float], tuple[float, float]]  # message bytes -> (latency floor s, time s) of one call
+
+
+def _alternative_call_s(curves: Any, backend: str) -> CallCost | None:
+    """A measured alternative all-reduce path (specs.collectives: min(that, NCCL)), if the system has one."""
+    alt = (getattr(curves, "alternatives", None) or {}).get(backend)
+    if alt is None:
+        return None
+    from servescope.specs.collectives import collective_time_s
+
+    def cost(nbytes: float) -> tuple[float, float]:
+        t = float(collective_time_s(curves, "all_reduce", nbytes, backend=backend))
+        return min(float(alt.latency_floor_s), t), t
+
+    return cost
+
+
+def _formula_call_s(n: int, link: str, nvlink_bw: float) -> CallCost:
+    def cost(nbytes: float) -> tuple[float, float]:
+        return custom_ar_call_s(0.0, n, link, nvlink_bw), custom_ar_call_s(nbytes, n, link, nvlink_bw)
+
+    return cost
+
+
+def _ar_adjust(call: CallCost, max_bytes: float) -> Adjust:
+    """Every all-reduce call below `max_bytes` costs min(current, new path), the new path scaled like the
+    perfmodel scales curves: floor · latency_scale + (t − floor) / bw_scale (in-situ rank skew stays)."""
+
+    def adjust(sc: Any, view: StepView) -> StepView:
+        old = view.collectives.get("all_reduce")
+        if old is None or old.calls_per_step == 0 or old.bytes_per_call >= max_bytes:
+            return view
+        eff = sc.efficiency
+        floor, t = call(old.bytes_per_call)
+        new = floor * eff.collective_latency_scale + max(t - floor, 0.0) / eff.collective_bw_scale
+        per_call = min(old.time_s / old.calls_per_step, new)
+        return view.with_collective("all_reduce", Collective(old.calls_per_step, old.bytes_per_call,
+                                                             per_call * old.calls_per_step))
+
+    return adjust
+
+
 def custom_allreduce_track(ctx: Context) -> Proposal:
     kind, sc, link = "custom_allreduce", ctx.scenario, ctx.link
     validate = ("trace one decode step (servescope trace) and compare all-reduce µs per call; vLLM: A/B with "
@@ -77,29 +122,26 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     if link == "pcie" and not bool(sc.gpu.p2p):
         return not_applicable(kind, f"{sc.gpu.name} has no GPU peer-to-peer access over PCIe; custom "
                               "all-reduce needs P2P (vLLM gpu_p2p_access_check)", "new kernel", validate)
-    if bool(getattr(_curves(ctx), "custom_allreduce_available", False)):
+    curves = _curves(ctx)
+    if bool(getattr(curves, "custom_allreduce_available", False)):
         return not_applicable(kind, "already in use: vLLM enables its custom all-reduce on this system "
                               f"({'NVLink' if link == 'nvlink' else '2 PCIe GPUs'})", "config change", validate)
     effort = "engine upgrade" if link == "pcie" else "config change"
-    pre = ("GPU peer-to-peer access (P2P) between all TP ranks",)
-    note = ""
+    pre: tuple[str, ...] = ("GPU peer-to-peer access (P2P) between all TP ranks",)
+    note = str(getattr(curves, "custom_allreduce_reason", "") or "")
     if link == "pcie":
         pre += ("an engine build that allows one-shot all-reduce on >2 PCIe GPUs (vLLM disables it: 'not "
                 "supported on more than two PCIe-only GPUs'); e.g. local-inference-lab/vllm#261 "
                 "VLLM_ENABLE_PCIE_ALLREDUCE=1, VLLM_PCIE_ALLREDUCE_BACKEND=cpp",)
-        note = "vLLM upstream vetoes custom all-reduce on more than two PCIe-only GPUs"
-    nvl = float(sc.gpu.nvlink_bw_bytes_per_s or 0.0)
-    n = int(sc.tp)
-
-    def adjust(_sc: Any, view: StepView) -> StepView:
-        old = view.collectives.get("all_reduce")
-        if old is None or old.calls_per_step == 0 or old.bytes_per_call >= VLLM_CUSTOM_AR_MAX_BYTES:
-            return view
-        per_call = min(old.time_s / old.calls_per_step, custom_ar_call_s(old.bytes_per_call, n, link, nvl))
-        return view.with_collective("all_reduce", Collective(old.calls_per_step, old.bytes_per_call,
-                                                             per_call * old.calls_per_step))
-
-    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=adjust), note=note)
+    nvl, n = float(sc.gpu.nvlink_bw_bytes_per_s or 0.0), int(sc.tp)
+    measured = _alternative_call_s(curves, "pcie_oneshot")
+    call_s = measured or _formula_call_s(n, link, nvl)
+    source = ("measured one-shot curve (specs.collectives pcie_oneshot, R6K-ONESHOT)" if measured
+              else "one-shot/two-shot formula (module docstring)")
+    max_bytes = float(getattr(curves, "custom_allreduce_max_bytes", 0.0) or VLLM_CUSTOM_AR_MAX_BYTES)
+    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=_ar_adjust(call_s, max_bytes)),
+                    note=f"{note}; priced with the {source}" if note else f"priced with the {source}",
+                    details={"source": source})
 
 
 def nccl_tuning_track(ctx: Context) -> Proposal:
@@ -108,40 +150,52 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
         return not_applicable(kind, "single GPU: no collectives", "config change")
     eff = sc.efficiency
     curves = _curves(ctx)
-    base_bw = float(getattr(curves, "busbw", 0.0) or 0.0) or _curve_busbw(curves) or PCIE_DEFAULT_BUSBW
-    if link == "pcie":
-        bw_scale = max(eff.collective_bw_scale, PCIE_TUNED_BUSBW / base_bw)
+    tuned = _alternative_call_s(curves, "nccl_tuned")
+    env = "NCCL_MIN_NCHANNELS=8, NCCL_PROTO=LL for small messages, NCCL_TOPO_FILE=<xml> on dual-socket hosts"
+    adjust: Adjust | None = None
+    bw_scale = eff.collective_bw_scale
+    if tuned is not None:
+        adjust = _ar_adjust(tuned, float("inf"))
+        source = "measured tuned-NCCL all-reduce curve (specs.collectives nccl_tuned, R6K-NCCL)"
+    elif link == "pcie":
+        bw_scale = max(bw_scale, PCIE_TUNED_BUSBW / (_curve_busbw(curves) or PCIE_DEFAULT_BUSBW))
         source = "R6K-NCCL: 41.1 GB/s all-reduce busbw on 8 PCIe GPUs (3 switches, NCCL_MIN_NCHANNELS=8)"
-        env = "NCCL_MIN_NCHANNELS=8, NCCL_PROTO=LL for small messages, NCCL_TOPO_FILE=<xml> on dual-socket hosts"
     else:
-        bw_scale = max(eff.collective_bw_scale, NVLS_OVER_RING)
+        bw_scale = max(bw_scale, NVLS_OVER_RING)
         source = "NVIDIA/nccl-tests#212: NVLS ~480 GB/s vs ring ~370 GB/s on 8x H100"
         env = "NCCL_NVLS_ENABLE=1 (NVSwitch systems), NCCL_ALGO=NVLS,Ring"
-    lat_scale = min(eff.collective_latency_scale, 1.0)
-    if bw_scale <= eff.collective_bw_scale * 1.001 and lat_scale >= eff.collective_latency_scale:
+    inflated = eff.collective_latency_scale > 1.0
+    if adjust is None and bw_scale <= eff.collective_bw_scale * 1.001 and not inflated:
         return not_applicable(kind, "collectives already at the tuned bus bandwidth and latency floor",
                               "config change")
 
-    def change(s: Any) -> Any:
-        e = s.efficiency.scaled(collective_bw_scale=bw_scale, collective_latency_scale=lat_scale)
-        return s.with_(efficiency=e)
+    def change(s: Any, reset_latency: bool = False) -> Any:
+        e = s.efficiency
+        lat = min(1.0, e.collective_latency_scale) if reset_latency else e.collective_latency_scale
+        return s.with_(efficiency=e.scaled(collective_bw_scale=max(bw_scale, e.collective_bw_scale),
+                                           collective_latency_scale=lat))
 
+    def optimistic(s: Any) -> Any:
+        return change(s, reset_latency=True)
+
+    nominal = WhatIf(kind, scenario=change, adjust=adjust)
+    best = WhatIf(kind, scenario=optimistic, adjust=adjust) if inflated else nominal
     validate = f"nccl-tests all_reduce_perf -b 8 -e 512M on the TP group before/after; set {env}"
     pre = (f"bus bandwidth reachable on this topology ({source})",)
-    note = ("latency-bound small messages gain little; the floor (≈24 µs on 8 PCIe GPUs) stays"
-            if link == "pcie" else "")
-    return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change),
-                    note=note, details={"bw_scale": bw_scale, "latency_scale": lat_scale, "source": source})
+    note = "latency-bound small messages gain little" if link == "pcie" else ""
+    if inflated:
+        note += (f"{'; ' if note else ''}upper bound: the in-situ latency (×{eff.collective_latency_scale:.2f} the "
+                 "isolated floor) falls back to the floor if it is protocol choice (dual-socket 48 → 26 µs, "
+                 "R6K-NCCL), not rank skew")
+    return Proposal(kind, True, None, "config change", pre, validate, whatif=nominal, bounds=(nominal, best),
+                    note=note, details={"bw_scale": bw_scale, "source": source})
 
 
 def _curve_busbw(curves: Any) -> float:
-    for attr in ("bus_bw_bytes_per_s", "busbw_bytes_per_s"):
-        value = getattr(curves, attr, None)
-        if isinstance(value, dict):
-            value = value.get("all_reduce")
-        if isinstance(value, int | float) and value > 0:
-            return float(value)
-    return 0.0
+    """All-reduce bus bandwidth of the NCCL curve (specs.collectives) or the perfmodel's fallback."""
+    inner = (getattr(curves, "curves", None) or {}).get("all_reduce")
+    value = getattr(inner, "bus_bw_bytes_per_s", None) or getattr(curves, "busbw", None)
+    return float(value) if value else 0.0
 
 
 def collective_fusion_track(ctx: Context) -> Proposal:
@@ -194,59 +248,97 @@ def expert_parallel_track(ctx: Context) -> Proposal:
         return not_applicable(kind, "one GPU: nothing to distribute experts over", "config change", validate)
     if sc.ep == n:
         return not_applicable(kind, f"already expert-parallel (EP={sc.ep})", "config change", validate)
-    layouts = {"EP with TP attention": {"ep": n}, "EP with attention data parallel": {"tp": 1, "dp": n, "ep": n}}
     options: list[tuple[float, str, WhatIf]] = []
-    for name, changes in layouts.items():
-        whatif = WhatIf(kind, scenario=_with(changes), exclusive=("parallelism_change",))
+    unfit: list[tuple[str, WhatIf, str]] = []
+    for name, changes in _ep_layouts(sc, n):
+        whatif = WhatIf(kind, scenario=_with(changes, check=True), exclusive=("parallelism_change",))
         try:
             gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
-        except ServescopeError:
+        except ScenarioError as exc:
+            unfit.append((name, WhatIf(kind, scenario=_with(changes, check=False)), str(exc)))
             continue
         options.append((gain, name, whatif))
+    explain = _explain_ep(ctx, options, unfit)
     if not options:
-        return not_applicable(kind, f"no expert-parallel layout of {n} GPUs fits {sc.model.name}",
+        return not_applicable(kind, f"no expert-parallel layout of {n} GPUs fits {sc.model.name}: {explain}",
                               "config change", validate)
     gain, name, whatif = max(options, key=lambda o: o[0])
-    why = None if gain > 1.0 else _why_ep_does_not_pay(ctx, options)
+    why = None if gain > 1.0 else f"does not pay at batch {ctx.concurrency} over {_link(ctx)}: {explain}"
     pre = (f"{sc.model.n_routed_experts} experts divisible by EP={n}",
            "expert load balanced across GPUs (EPLB) at high concurrency")
     return Proposal(kind, True, why, "config change", pre, validate, whatif=whatif, note=name,
-                    details={"layout": name, "options": {o[1]: o[0] for o in options}})
+                    details={"layout": name, "options": {o[1]: o[0] for o in options},
+                             "explanation": explain, "unfit": [u[0] for u in unfit]})
 
 
-def _why_ep_does_not_pay(ctx: Context, options: list[tuple[float, str, WhatIf]]) -> str:
+def _ep_layouts(sc: Any, n: int) -> list[tuple[str, dict[str, int]]]:
+    """EP over all n GPUs: with the current TP attention, and with attention TP t × DP n/t for smaller t."""
+    out = [("EP with TP attention", {"ep": n})]
+    for t in (d for d in range(1, int(sc.tp)) if n % d == 0 and sc.model.n_heads % d == 0):
+        out.append((f"EP with attention TP{t}×DP{n // t}", {"tp": t, "dp": n // t, "ep": n}))
+    return out
+
+
+def _link(ctx: Context) -> str:
+    return "PCIe" if ctx.link == "pcie" else "NVLink"
+
+
+def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
+                unfit: list[tuple[str, WhatIf, str]]) -> str:
     """Plain words from the numbers: what each EP layout adds and saves at this batch on this link."""
-    link = "PCIe" if ctx.link == "pcie" else "NVLink"
+    base = ctx.baseline.step
+    parts = []
+    a2a_layouts = []
+    for gain, name, whatif in sorted(options, key=lambda o: -o[0]):
+        new = ctx.evaluator.at((whatif,), ctx.concurrency).step
+        if new.collectives.get("all_to_all") is None:
+            moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
+            parts.append(f"{name} keeps every all-reduce and holds whole experts per GPU, so the busiest GPU's "
+                         f"experts take {_ms(moe_new)} instead of {_ms(moe_old)} (load imbalance; gain {gain:.2f})")
+        else:
+            a2a_layouts.append((name, new, f"gain {gain:.2f}"))
+    for name, whatif, _reason in unfit:
+        try:
+            new = ctx.evaluator.at((whatif,), ctx.concurrency).step
+        except ScenarioError:
+            continue
+        if new.collectives.get("all_to_all") is not None:
+            a2a_layouts.append((name, new, "does not fit in memory: attention replicated per DP rank"))
+    if a2a_layouts:
+        name, new, verdict = a2a_layouts[0]
+        parts.append(_a2a_sentence(ctx, name, new, verdict))
+    return "; ".join(parts)
+
+
+def _a2a_sentence(ctx: Context, name: str, new: StepView, verdict: str) -> str:
     base = ctx.baseline.step
     ar = base.collectives.get("all_reduce")
-    parts = []
-    for _gain, name, whatif in options:
-        new = ctx.evaluator.at((whatif,), ctx.concurrency).step
-        a2a = new.collectives.get("all_to_all")
-        if a2a is not None and a2a.calls_per_step:
-            per_call_us = a2a.time_s / a2a.calls_per_step * 1e6
-            text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {a2a.calls_per_step:.0f} "
-                    f"{link} all-to-all calls (dispatch + combine, {per_call_us:.0f} µs each on "
-                    f"{a2a.bytes_per_call / 1e3:.0f} KB messages: latency-bound at batch {ctx.concurrency})")
-            weights_old, weights_new = base.terms_s.get("weights", 0.0), new.terms_s.get("weights", 0.0)
-            if weights_new > weights_old * 1.05:
-                text += (f", but each request's attention then runs on one GPU that reads its weights alone "
-                         f"({_ms(weights_old)} → {_ms(weights_new)} of weight reads)")
-        else:
-            moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
-            text = (f"{name} keeps every all-reduce and holds whole experts per GPU, so the busiest GPU's "
-                    f"experts take {_ms(moe_new)} instead of {_ms(moe_old)} (load imbalance at small batch)")
-        parts.append(text)
-    return f"does not pay at batch {ctx.concurrency} over {link}: " + "; ".join(parts)
+    a2a = new.collectives["all_to_all"]
+    per_call_us = a2a.time_s / max(1.0, a2a.calls_per_step) * 1e6
+    # below ~128 KB a PCIe/NVLink collective costs about its latency floor (hardware-and-models.md §2a)
+    bound = f": latency-bound at batch {ctx.concurrency}" if a2a.bytes_per_call < 128e3 else ""
+    text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {a2a.calls_per_step:.0f} "
+            f"{_link(ctx)} all-to-all calls (dispatch + combine, {per_call_us:.0f} µs each on "
+            f"{a2a.bytes_per_call / 1e3:.0f} KB messages{bound})")
+    w_old, w_new = base.terms_s.get("weights", 0.0), new.terms_s.get("weights", 0.0)
+    if w_new > w_old * 1.05:
+        text += (f", while each request's attention runs on fewer GPUs that read its weights "
+                 f"({_ms(w_old)} → {_ms(w_new)} of weight reads)")
+    return f"{text} ({verdict})"
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
-def _with(changes: dict[str, int]) -> Any:
+def _with(changes: dict[str, int], check: bool = False) -> Any:
     def change(s: Any) -> Any:
-        return s.with_(**changes)
+        new = s.with_(**changes)
+        if check:
+            from servescope.perfmodel.memory import check_fits
+
+            check_fits(new)
+        return new
 
     return change
 

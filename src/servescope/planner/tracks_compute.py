@@ -3,10 +3,10 @@
 
 Does: express each as a scenario change the performance model prices:
   cuda_graphs        per-kernel CPU launch (launch_overhead_s) → graph replay gap (kernel_overhead_s).
-  split_k_attention  only with a trace: when the calibrated attention kernel runs below one block per SM and its
-                     fitted bandwidth efficiency sits below the full-occupancy default, split-K/flash-decoding
-                     brings it back to that default (achieved bandwidth ≈ min(1, blocks per SM) of full: an SM
-                     without a block pulls nothing).
+  split_k_attention  only with a trace: when the calibrated attention kernels run below one block per SM,
+                     split-K/flash-decoding fills every SM: achieved bandwidth ≈ min(1, blocks per SM) of a
+                     full-occupancy kernel, so the fitted attention efficiency is divided by that fraction
+                     (capped at the full-occupancy default).
   quantization       KV cache to FP8; 16-bit weights to FP8; routed experts to FP4 on Blackwell (precision-lowering,
                      can be forbidden); the best of these.
   pd_disaggregation  decode no longer absorbs other requests' prefills (the perfmodel's interference term);
@@ -18,6 +18,7 @@ Does not: price accuracy loss of quantization, or prefill-pool sizing beyond the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from servescope.errors import ScenarioError, ServescopeError
@@ -38,7 +39,7 @@ def cuda_graphs_track(ctx: Context) -> Proposal:
         return s.with_(cuda_graphs=True)
 
     pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
-           "memory for the graph pool (≈1-2 GB per GPU)")
+           "GPU memory for the CUDA graph pool")
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change))
 
 
@@ -61,46 +62,49 @@ def split_k_attention_track(ctx: Context) -> Proposal:
     sc = ctx.scenario
     full = getattr(default_efficiency(str(sc.gpu.generation), sc.backend), knob)
     fitted = getattr(sc.efficiency, knob)
-    if fitted >= full * 0.95:
+    # an SM without a block pulls nothing: achieved ≈ min(1, blocks per SM) of a full-occupancy kernel, so
+    # filling every SM divides the attention time by that fraction (capped at the full-occupancy default)
+    target = min(full, fitted / max(occupancy(blocks), 1e-3))
+    if target <= fitted * 1.01:
         return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches the "
                               f"full-occupancy efficiency ({knob} {fitted:.2f})", "engine upgrade", validate)
 
     def change(s: Any) -> Any:
-        return s.with_(efficiency=s.efficiency.scaled(**{knob: full}))
+        return s.with_(efficiency=s.efficiency.scaled(**{knob: target}))
 
     pre = (f"the trace's attention kernels run {blocks:.2f} blocks per SM (< 1): most SMs idle",)
-    note = (f"{knob} {fitted:.3f} → {full:.2f} (full occupancy); achieved bandwidth now ≈{min(1.0, blocks):.0%} "
-            "of a full-occupancy kernel")
+    note = (f"achieved attention bandwidth ≈{occupancy(blocks):.0%} of a full-occupancy kernel; "
+            f"{knob} {fitted:.3f} → {target:.3f}")
     return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
                     note=note, details={"blocks_per_sm": blocks, "knob": knob})
 
 
+def occupancy(blocks_per_sm: float) -> float:
+    """Fraction of full-occupancy bandwidth a kernel reaches with `blocks_per_sm` blocks per SM: min(1, b)
+    (planner assumption: SMs without a block pull nothing; one block per SM reaches its share)."""
+    return min(1.0, max(0.0, blocks_per_sm))
+
+
 def _quant_options(sc: Any) -> dict[str, Any]:
-    qc, gpu = sc.quant, sc.gpu
-    flops = dict(getattr(gpu, "flops_per_s", {}) or {})
-    out: dict[str, Any] = {}
+    """Lower-precision layouts the GPU has tensor-core paths for: KV → FP8, 16-bit weights → FP8, experts →
+    NVFP4, and all of them together."""
+    qc, flops = sc.quant, dict(getattr(sc.gpu, "flops_per_s", {}) or {})
+    steps: dict[str, dict[str, Any]] = {}
     if qc.kv.bytes_per_param >= 2 and flops.get("fp8", 0) > 0:
-        out["KV cache to FP8"] = qc.with_kv("fp8")
-    fp8 = q.SCHEMES["fp8"]
-    parts = {p: getattr(qc, p) for p in ("attention", "dense_mlp", "shared_experts", "experts")}
-    lowered = {p: fp8 for p, s in parts.items() if s.bytes_per_param >= 2}
-    if lowered and flops.get("fp8", 0) > 0:
-        out["16-bit weights to FP8"] = _replace(qc, **lowered)
+        steps["KV cache to FP8"] = {"kv": q.SCHEMES["fp8"]}
+    parts = ("attention", "dense_mlp", "shared_experts", "experts")
+    wide = {p: q.SCHEMES["fp8"] for p in parts if getattr(qc, p).bytes_per_param >= 2}
+    if wide and flops.get("fp8", 0) > 0:
+        steps["16-bit weights to FP8"] = wide
     if sc.model.is_moe and qc.experts.bytes_per_param > 0.6 and flops.get("fp4", 0) > 0:
-        out["routed experts to NVFP4"] = _replace(qc, experts=q.SCHEMES["nvfp4"])
-    if len(out) > 1:
-        both = qc
-        for opt in out.values():
-            both = _replace(both, **{p: getattr(opt, p) for p in ("attention", "dense_mlp", "shared_experts",
-                                                                   "experts", "kv") if getattr(opt, p) != getattr(qc, p)})
-        out["all of the above"] = both
+        steps["routed experts to NVFP4"] = {"experts": q.SCHEMES["nvfp4"]}
+    out = {name: replace(qc, **changes) for name, changes in steps.items()}
+    if len(steps) > 1:
+        merged: dict[str, Any] = {}
+        for changes in steps.values():  # later steps win (experts: NVFP4 over FP8)
+            merged.update(changes)
+        out["all of the above"] = replace(qc, **merged)
     return out
-
-
-def _replace(qc: Any, **parts: Any) -> Any:
-    from dataclasses import replace
-
-    return replace(qc, **parts)
 
 
 def quantization_track(ctx: Context) -> Proposal:

@@ -77,12 +77,14 @@ def drafter(method: str, draft_model: str | None) -> Any:
     """A function from the target scenario to the drafter scenario."""
 
     def build(sc: Any) -> Any:
+        # dense drafters take no expert parallelism (ep=1); they run on the target's TP ranks
         if method in ("eagle", "eagle3"):
-            return replace(sc, model=eagle_drafter(sc.model), quant=_bf16_quant(sc.quant.kv))
+            return replace(sc, model=eagle_drafter(sc.model), quant=_bf16_quant(sc.quant.kv), ep=1)
         if method == "mtp":
             return replace(sc, model=mtp_drafter(sc.model))
         spec = load_model(str(draft_model))
-        return replace(sc, model=spec, quant=spec.native_quant or _bf16_quant(sc.quant.kv))
+        return replace(sc, model=spec, quant=spec.native_quant or _bf16_quant(sc.quant.kv),
+                       ep=sc.ep if spec.is_moe else 1)
 
     return build
 

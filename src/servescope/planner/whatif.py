@@ -97,7 +97,8 @@ class StepView:
         name = cls or term
         if name in classes:
             classes[name] = max(0.0, classes[name] + delta_s)
-        step = max(self.floor_s, self.step_time_s + delta_s)
+        # no clamp at floor_s: it prices the unadjusted collectives (a faster all-reduce lowers it too)
+        step = max(0.0, self.step_time_s + delta_s)
         return replace(self, step_time_s=step, terms_s=terms, class_time_s=classes,
                        dominant=max(terms, key=lambda t: terms[t]), **changes)
 
@@ -234,19 +235,22 @@ class Evaluator:
             rate /= 1.0 + rate / sc.osl * self.prefill_s(sc)
         return Outcome(tpot, rate, batch, view, al)
 
-    def step_like(self, whatifs: tuple[WhatIf, ...], kind: str, tokens: int, batch: int) -> float:
-        """Seconds of one measured-like step (prefill of `tokens`, or decode of `batch` sequences) under the
-        what-ifs' scenario changes and step adjustments (speculation does not apply to a single step)."""
+    def step_like(self, whatifs: tuple[WhatIf, ...], kind: str, tokens: int, batch: int,
+                  context_len: float | None = None) -> float:
+        """GPU-visible seconds of one measured-like step (prefill of `tokens`, or decode of `batch` sequences)
+        under the what-ifs' scenario changes and step adjustments (speculation does not apply to one step).
+        The model's per-step CPU time (class `other`) is left out, as a trace's GPU span leaves it out."""
         sc = self.scenario_of(whatifs)
         if kind == "prefill":
             pred = self.model.prefill(sc, tokens, batch=batch)
         else:
             per_seq = max(1, tokens // max(1, batch))
-            pred = self.model.decode(sc, batch, sc.isl + sc.osl / 2.0, per_seq)
+            ctx = context_len if context_len is not None else sc.isl + sc.osl / 2.0
+            pred = self.model.decode(sc, batch, ctx, per_seq)
         view = StepView.of(pred)
         for fn in (*self.base_adjusts, *(w.adjust for w in whatifs if w.adjust is not None)):
             view = fn(sc, view)
-        return view.step_time_s
+        return view.step_time_s - view.class_time_s.get("other", 0.0)
 
     def objective_value(self, whatifs: tuple[WhatIf, ...]) -> Outcome:
         """TPOT objective: the outcome at `concurrency`. Throughput: the best concurrency whose TPOT stays

@@ -1,7 +1,7 @@
 """Turn decoded events into the Events table of docs/architecture.md §1 (Polars, one row per event).
 
-What it does: keeps complete (`ph: X`) events except `python_function`; maps `cat` to `kind` (current,
-2021 and ROCm spellings); builds each column from a Python list in one pass and lets Polars cast the
+What it does: takes the complete (`ph: X`), non-python_function events `_read` kept; maps `cat` to
+`kind` (current, 2021 and ROCm spellings); builds each column from a Python list in one pass and lets Polars cast the
 loose values (`strict=False`: a string pid becomes text, a non-numeric ts becomes null, an integer
 beyond int64 becomes null — each counted into a warning). GPU-side rows get `device`/`stream` from args,
 else from a numeric pid/tid (also the trailing number of SGLang merged pids like "[TP00-DP01] 3").
@@ -28,6 +28,11 @@ KIND_BY_CAT = {
     "Memset": "memset",
     "cuda_runtime": "runtime",
     "Runtime": "runtime",
+    "xpu_runtime": "runtime",  # Intel GPUs
+    "privateuse1_runtime": "runtime",  # out-of-tree backends
+    "mtia_runtime": "runtime",
+    "xpu_driver": "driver",
+    "privateuse1_driver": "driver",
     "cuda_driver": "driver",
     "cpu_op": "cpu_op",
     "Operator": "cpu_op",
@@ -69,7 +74,7 @@ def build_events(
     """The events table, sorted by ts_us, from already-filtered complete events; `num_sms`
     (device → SM count) fills blocks_per_sm."""
     kept = events
-    if not kept:
+    if not kept:  # load_trace raises EmptyTrace first; kept for direct callers
         return empty_events()
     args = [e.args or _NO_ARGS for e in kept]
     frame = pl.DataFrame(
@@ -155,13 +160,13 @@ def _series(
 
 def _id_columns(name: str, values: list[Any]) -> dict[str, pl.Series]:
     """pid/tid as text plus its number: all-int columns (the usual case) take the fast path; string
-    ids give the trailing number ("[TP00-DP01] 3" → 3, "Spans" → null)."""
+    ids give the trailing number ("[TP00-DP01] 3" → 3, "1.0" → 1, "Spans" → null)."""
     try:
         number = pl.Series(values, dtype=pl.Int64)
         return {name: number.cast(pl.Utf8), f"{name}_num": number}
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
         text = pl.Series(values, dtype=pl.Utf8, strict=False)
-        number = text.str.extract(r"(-?\d+)\s*$").cast(pl.Int64, strict=False)
+        number = text.str.extract(r"(-?\d+)(?:\.0*)?\s*$").cast(pl.Int64, strict=False)
         return {name: text, f"{name}_num": number}
 
 

@@ -1,22 +1,21 @@
-"""Read a trace file into a `TraceDoc`: gzip or plain, fast typed decode, then repairs if needed.
+"""Read a trace file into its top-level keys and kept events: gzip or plain, typed decode, repairs.
 
 What it does: reads the file once into bytes (gzip is detected by its magic bytes, not the name, and a
 truncated gzip stream keeps what could be inflated), decodes with msgspec into the typed structs of
 `_schema`, and on a JSON syntax error applies the repairs of `_repair` one by one and retries. Each
-repair adds a human-readable warning. The first pass decodes the top level and keeps the event array
-as one raw slice (syntax checked, nothing built); the array is then cut into ~2 MB chunks at `},{`
-between events and each chunk is decoded into typed structs, dropping python_function / flow /
-instant / metadata events at once, so the dropped majority never exists all at the same time. (A cut
-that lands inside a string fails to decode; then the exact, slower split via raw slices is used.) A
-type mismatch msgspec cannot accept (e.g. `args` that is a list) falls back to an untyped decode of
-that chunk, converting event by event.
+repair adds a human-readable warning. Events are decoded ~2 MB (or 8192 events) at a time into typed
+structs and python_function / flow / instant / metadata events are dropped at once, so the dropped
+majority never exists all at the same time. `fast_decode` streams the file through `_split` (never
+holding it whole); when that cannot vouch for the file, `decode` reads it whole and takes the exact
+path: a full parse that keeps each event as a raw slice, then the same chunked decode. A type
+mismatch msgspec cannot accept (e.g. `args` that is a list) falls back to an untyped decode of that
+chunk, converting event by event.
 What it does not do: build the events table (`_frame.py`) or decide ranks (`load.py`).
 """
 
 from __future__ import annotations
 
 import gc
-import re
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -27,7 +26,8 @@ from typing import Any
 import msgspec
 
 from servescope.errors import NotATrace, TraceNotFound
-from servescope.trace import _repair
+from servescope.trace import _repair, _split
+from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
     EVENTS_DECODER,
     RAW_DOC_DECODER,
@@ -40,10 +40,10 @@ from servescope.trace._schema import (
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_REPAIR_ROUNDS = 12
+INFLATE_PIECE_BYTES = 8 << 20
 # Events decoded at once; bounds the memory held by dropped events (~1-2 MB of JSON).
 CHUNK_EVENTS = 8192
-CHUNK_BYTES = 2_000_000
-_EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
+
 # Events never needed downstream; with_stack=True makes python_function the majority of events.
 DROPPED_CATS = frozenset({"python_function"})
 
@@ -61,12 +61,16 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_bytes(path: Path, warnings: list[str]) -> bytes:
-    """The file's JSON bytes: gunzipped when it is gzip; raises for missing or non-trace files."""
+def check_path(path: Path) -> None:
     if not path.exists():
         raise TraceNotFound(f"{path}: no such file or folder")
     if path.is_dir():
         raise NotATrace(f"{path}: is a folder; use load_traces() for a folder of rank files")
+
+
+def read_bytes(path: Path, warnings: list[str]) -> Buffer:
+    """The whole file's JSON bytes: gunzipped when it is gzip; raises for missing or non-trace files."""
+    check_path(path)
     raw = path.read_bytes()
     if raw.startswith(SQLITE_MAGIC):
         raise NotATrace(f"{path}: Nsight Systems SQLite export; Nsight SQLite is not supported yet")
@@ -75,31 +79,33 @@ def read_bytes(path: Path, warnings: list[str]) -> bytes:
     return raw
 
 
-def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytes:
-    """Inflate all gzip members; a cut-off stream keeps what inflated (the tail repair does the rest)."""
-    parts: list[bytes] = []
+def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytearray:
+    """Inflate all gzip members into one growing bytearray, in bounded pieces, so the JSON exists
+    once (a join of parts would hold it twice). A cut-off stream keeps what inflated; the tail
+    repair does the rest."""
+    out = bytearray()
     data = raw
     while data:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
-            parts.append(inflater.decompress(data))
+            while data:
+                out += inflater.decompress(data, INFLATE_PIECE_BYTES)
+                data = inflater.unconsumed_tail
+            out += inflater.flush()
         except zlib.error as exc:
-            if not parts:
+            if not out:
                 raise NotATrace(f"{path}: gzip file is corrupt ({exc})") from None
-            warnings.append(
-                f"gzip data corrupt after {sum(map(len, parts)):,} bytes; kept what came before"
-            )
+            warnings.append(f"gzip data corrupt after {len(out):,} bytes; kept what came before")
             break
         if not inflater.eof:
-            parts.append(inflater.flush())
-            if not any(parts):
+            if not out:
                 raise NotATrace(f"{path}: gzip file is corrupt or cut off before any data")
             warnings.append(
-                f"gzip stream ends early (file cut off): read {sum(map(len, parts)):,} bytes of JSON"
+                f"gzip stream ends early (file cut off): read {len(out):,} bytes of JSON"
             )
             break
         data = inflater.unused_data.lstrip(b"\x00")
-    return b"".join(parts)
+    return out
 
 
 @dataclass
@@ -110,78 +116,76 @@ class Decoded:
     events: list[Event]
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
-    n_with_ph: int = 0  # events that have a "ph" key (0: a JSON list of something else)
+    any_ph: bool = False  # False: no element has a "ph" key (a JSON list of something else)
 
 
-def decode(path: Path, buf: bytes, warnings: list[str]) -> Decoded:
-    """Decode `buf`, repairing syntax damage; raises NotATrace when beyond repair."""
+def fast_decode(path: Path, warnings: list[str]) -> Decoded | None:
+    """Stream the file through `_split` and decode its chunks; None when the fast path cannot vouch
+    for the file (odd layout, damage, truncated gzip): the caller then reads it whole (`decode`)."""
+    with path.open("rb") as fh:
+        magic = fh.read(len(SQLITE_MAGIC))
+    if magic.startswith(SQLITE_MAGIC):
+        raise NotATrace(f"{path}: Nsight Systems SQLite export; Nsight SQLite is not supported yet")
+    blocks = _split.gzip_blocks(path) if magic.startswith(GZIP_MAGIC) else _split.file_blocks(path)
+    splitter = _split.Splitter(blocks)
+    try:
+        with gc_paused():
+            result = _decode_chunks(splitter.chunks())
+    except _split.BadSplit:
+        return None
+    assert splitter.top is not None  # set when chunks() is exhausted
+    return _finish(splitter.top, result, warnings)
+
+
+def decode(path: Path, buf: Buffer, warnings: list[str], try_fast: bool = True) -> Decoded:
+    """Decode the whole file `buf`, repairing syntax damage; raises NotATrace when beyond repair.
+    `try_fast=False` skips the chunked attempt on the first round (it already failed on the file)."""
     buf = _repair.strip_bom_and_padding(buf)
     if not buf:
         raise NotATrace(f"{path}: file is empty")
     if buf[:1] not in (b"{", b"["):
-        raise NotATrace(f"{path}: not JSON (starts with {buf[:16]!r})")
+        raise NotATrace(f"{path}: not JSON (starts with {bytes(buf[:16])!r})")
     done: set[str] = set()
     for _ in range(MAX_REPAIR_ROUNDS):
         try:
             with gc_paused():
-                return _decode_valid(path, buf, warnings)
+                return _decode_valid(path, buf, warnings, try_fast)
         except msgspec.DecodeError as exc:
             fixed = _repair.repair(buf, str(exc), done, warnings)
             if fixed is None:
                 raise NotATrace(
                     f"{path}: not valid JSON and could not be repaired ({exc})"
                 ) from None
-            buf = fixed
+            buf, try_fast = fixed, True
     raise NotATrace(f"{path}: not valid JSON after {MAX_REPAIR_ROUNDS} repairs")
 
 
-def _decode_valid(path: Path, buf: bytes, warnings: list[str]) -> Decoded:
-    """Pass 1 checks the syntax of the whole file and finds the event array without building events;
-    pass 2 decodes the events chunk by chunk into typed structs, keeping only what the table needs."""
+def _decode_valid(path: Path, buf: Buffer, warnings: list[str], try_fast: bool) -> Decoded:
+    """Chunked attempt via `_split` on the buffer, else the exact path: parse the whole buffer
+    keeping each event as a raw slice, then decode those in chunks; syntax errors surface here as
+    DecodeError for repair."""
+    if try_fast:
+        splitter = _split.Splitter(_split.buffer_blocks(buf))
+        try:
+            result = _decode_chunks(splitter.chunks())
+            assert splitter.top is not None
+            return _finish(splitter.top, result, warnings)
+        except _split.BadSplit:
+            pass
     raws: list[msgspec.Raw] | None
     if buf[:1] == b"[":
         return _decode_raws(TopLevel(), RAW_LIST_DECODER.decode(buf), warnings)
     try:
         doc = RAW_DOC_DECODER.decode(buf)
+        top, raws = _top_only(doc), doc.traceEvents
     except msgspec.ValidationError:
         top, raws = _untyped_top(path, buf, warnings)
-        return _decode_raws(top, raws, warnings)
-    top, array = _top_only(doc), doc.traceEvents
-    if not len(array):
-        return Decoded(top, [], 0, has_events_key=False)
-    try:
-        return _finish(top, _decode_chunks(_split_array(array)), warnings)
-    except _BadSplit:  # a separator inside a string: split exactly via raw slices (slower)
-        try:
-            raws = RAW_LIST_DECODER.decode(array)
-        except msgspec.ValidationError:
-            raise NotATrace(f"{path}: 'traceEvents' is not a list") from None
-        return _decode_raws(top, raws, warnings)
-
-
-class _BadSplit(Exception):
-    """A guessed chunk boundary was not between two events."""
+    return _decode_raws(top, raws, warnings)
 
 
 def _top_only(doc: RawDoc) -> TopLevel:
     fields = {name: getattr(doc, name) for name in TopLevel.__struct_fields__}
     return TopLevel(**fields)
-
-
-def _split_array(array: msgspec.Raw) -> Iterator[bytes]:
-    """Chunks `[ev,...]` of about CHUNK_BYTES of a JSON array, cut at `},{` between events. A cut
-    inside a string or a nested value leaves an unbalanced chunk, which fails to decode (→ _BadSplit).
-    """
-    view = memoryview(array)
-    first, last = bytes(view[:1]), bytes(view[-1:])
-    if first != b"[" or last != b"]":
-        raise _BadSplit
-    start, end = 1, len(view) - 1
-    while start < end:
-        match = _EVENT_SEP.search(view, min(start + CHUNK_BYTES, end), end)
-        stop = match.start() + 1 if match else end
-        yield b"[" + view[start:stop] + b"]"
-        start = match.end() if match else end
 
 
 def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[str]) -> Decoded:
@@ -195,39 +199,41 @@ def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[s
 
 
 def _finish(
-    top: TopLevel, result: tuple[list[Event], int, int, int], warnings: list[str]
+    top: TopLevel, result: tuple[list[Event], int, bool, int], warnings: list[str]
 ) -> Decoded:
-    kept, n_events, n_with_ph, n_bad = result
+    kept, n_events, any_ph, n_bad = result
     if n_bad:
         warnings.append(f"{n_bad:,} events with unreadable fields were skipped")
-    return Decoded(top, kept, n_events, has_events_key=True, n_with_ph=n_with_ph)
+    return Decoded(top, kept, n_events, has_events_key=True, any_ph=any_ph)
 
 
 def _decode_chunks(
-    chunks: Iterable[bytes], exact: bool = False
-) -> tuple[list[Event], int, int, int]:
-    """(kept events, all events, 1 if any event has a "ph" key else 0, events skipped as unreadable)."""
+    chunks: Iterable[bytes | bytearray], exact: bool = False
+) -> tuple[list[Event], int, bool, int]:
+    """(kept events, all events, whether any event has a "ph" key, events skipped as unreadable)."""
     kept: list[Event] = []
-    n_events = n_with_ph = n_bad = 0
+    n_events = n_bad = 0
+    any_ph = False
     for chunk in chunks:
         try:
-            events = EVENTS_DECODER.decode(chunk)
-        except msgspec.ValidationError:
-            events, bad = _convert_events(msgspec.json.decode(chunk))
-            n_bad += bad
+            try:
+                events = EVENTS_DECODER.decode(chunk)
+            except msgspec.ValidationError:  # a type msgspec cannot accept, maybe before bad syntax
+                events, bad = _convert_events(msgspec.json.decode(chunk))
+                n_bad += bad
         except msgspec.DecodeError:
             if exact:
                 raise
-            raise _BadSplit from None
+            raise _split.BadSplit from None
         n_events += len(events)
-        if not n_with_ph:  # short-circuits at the first real event
-            n_with_ph = int(any(e.ph is not None for e in events))
+        if not any_ph:  # short-circuits at the first real event
+            any_ph = any(e.ph is not None for e in events)
         kept += [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
-    return kept, n_events, n_with_ph, n_bad
+    return kept, n_events, any_ph, n_bad
 
 
 def _untyped_top(
-    path: Path, buf: bytes, warnings: list[str]
+    path: Path, buf: Buffer, warnings: list[str]
 ) -> tuple[TopLevel, list[msgspec.Raw] | None]:
     """Slow path for well-formed JSON whose top-level values have unexpected types."""
     obj = msgspec.json.decode(buf, type=dict[str, msgspec.Raw] | list[msgspec.Raw])

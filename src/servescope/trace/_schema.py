@@ -109,11 +109,9 @@ class TopLevel(Struct, gc=False):
 
 
 class RawDoc(TopLevel, gc=False):
-    """A trace object whose event array is kept as one raw slice of the input (no objects built):
-    it is decoded in chunks afterwards so dropped events never all exist at once. An empty Raw means
-    the key is missing."""
+    """A trace object whose events are kept as raw JSON slices of the input (no objects built)."""
 
-    traceEvents: msgspec.Raw = msgspec.Raw(b"")
+    traceEvents: list[msgspec.Raw] | None = None
 
 
 RAW_DOC_DECODER = msgspec.json.Decoder(RawDoc)

@@ -15,10 +15,17 @@ from pathlib import Path
 
 import polars as pl
 
-from servescope.errors import EmptyTrace, NotATrace
+from servescope.errors import EmptyTrace, NotATrace, TraceError
 from servescope.trace._files import list_trace_files, rank_from_name
 from servescope.trace._frame import build_events
-from servescope.trace._read import decode, gc_paused, read_bytes
+from servescope.trace._read import (
+    Decoded,
+    check_path,
+    decode,
+    fast_decode,
+    gc_paused,
+    read_bytes,
+)
 from servescope.trace._schema import METADATA_KEYS, Num, TopLevel
 
 GPU_EVENT_KINDS = ("kernel", "memcpy", "memset")
@@ -34,7 +41,7 @@ class DeviceInfo:
     max_threads_per_sm: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq/hash by identity: a DataFrame has no truth value
 class Trace:
     """One loaded trace file (one rank). `events` follows docs/architecture.md §1."""
 
@@ -60,19 +67,13 @@ def load_trace(path: str | Path) -> Trace:
     """
     path = Path(path)
     warnings: list[str] = []
-    buf = read_bytes(path, warnings)
-    decoded = decode(path, buf, warnings)
-    del buf  # the JSON bytes are the biggest object alive; free them before building the table
-    if not decoded.has_events_key:
-        raise NotATrace(f"{path}: JSON object has no 'traceEvents' list; not a Kineto/Chrome trace")
-    if decoded.n_events == 0:
-        raise EmptyTrace(f"{path}: the trace holds no events")
-    if decoded.n_with_ph == 0:
-        raise NotATrace(f"{path}: JSON holds no trace events (no element has a 'ph' key)")
-    if not decoded.events:
-        raise EmptyTrace(
-            f"{path}: none of the {decoded.n_events:,} events is a complete (ph 'X') event"
-        )
+    check_path(path)
+    decoded = fast_decode(path, warnings)
+    if decoded is None:  # odd layout or damage: read the whole file, repair if needed
+        buf = read_bytes(path, warnings)
+        decoded = decode(path, buf, warnings, try_fast=False)
+        del buf  # the JSON bytes are the biggest object alive; free them before the table
+    _check_has_events(path, decoded, warnings)
     top = decoded.top
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
@@ -83,24 +84,55 @@ def load_trace(path: str | Path) -> Trace:
     return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
 
 
+def _check_has_events(path: Path, decoded: Decoded, warnings: list[str]) -> None:
+    """Raise NotATrace / EmptyTrace when nothing usable was decoded; the message ends with the
+    last repair, if any (a cut-off file often fails only because the cut left no events)."""
+    problem: tuple[type[TraceError], str] | None = None
+    if not decoded.has_events_key:
+        problem = NotATrace, "JSON object has no 'traceEvents' list; not a Kineto/Chrome trace"
+    elif decoded.n_events == 0:
+        problem = EmptyTrace, "the trace holds no events"
+    elif not decoded.any_ph:
+        problem = NotATrace, "JSON holds no trace events (no element has a 'ph' key)"
+    elif not decoded.events:
+        problem = (
+            EmptyTrace,
+            f"none of the {decoded.n_events:,} events is a complete (ph 'X') event",
+        )
+    if problem is not None:
+        error, message = problem
+        repaired = f" (after repair: {warnings[-1]})" if warnings else ""
+        raise error(f"{path}: {message}{repaired}")
+
+
 def load_traces(path: str | Path) -> list[Trace]:
     """A file → [Trace]; a folder → one Trace per rank file, sorted by rank (unknown ranks last).
 
-    vLLM front-end files (`*.async_llm.*`, CPU only) are skipped; the skip is noted in the warnings
-    of the first returned trace. If `distributedInfo` gives every file the same rank but the file
-    names give distinct ranks, the names win (with a warning).
+    In a folder, vLLM front-end files (`*.async_llm.*`, CPU only) are skipped, and so are files that
+    fail as not-a-trace or empty as long as another file loads (a stray config.json must not sink the
+    run; if none loads, the first error is raised). Skips are noted in the warnings of the first
+    returned trace. If `distributedInfo` gives every file the same rank but the file names give
+    distinct ranks, the names win (with a warning).
     """
     path = Path(path)
     if not path.is_dir():
         return [load_trace(path)]
     files, frontend = list_trace_files(path)
-    traces = _fix_duplicate_ranks([load_trace(f) for f in files])
+    notes = [f"skipped vLLM front-end trace without GPU events: {p.name}" for p in frontend]
+    traces: list[Trace] = []
+    errors: list[TraceError] = []
+    for file in files:
+        try:
+            traces.append(load_trace(file))
+        except (NotATrace, EmptyTrace) as exc:
+            errors.append(exc)
+            notes.append(f"skipped {file.name}: {str(exc).removeprefix(f'{file}: ')}")
+    if not traces:
+        raise errors[0]
+    traces = _fix_duplicate_ranks(traces)
     traces.sort(key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.path.name))
-    if frontend:
-        note = f"skipped {len(frontend)} vLLM front-end trace(s) without GPU events: " + ", ".join(
-            p.name for p in frontend
-        )
-        traces[0] = replace(traces[0], warnings=(*traces[0].warnings, note))
+    if notes:
+        traces[0] = replace(traces[0], warnings=(*traces[0].warnings, *notes))
     return traces
 
 

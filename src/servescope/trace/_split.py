@@ -1,0 +1,155 @@
+"""Fast path: stream a trace in blocks and cut its `traceEvents` array into chunks of whole events.
+
+What it does: reads blocks (from the file, a gzip stream or an in-memory buffer), finds
+`"traceEvents": [` (or the `[` of a bare-list file), then cuts the array into ~2 MB chunks at `},{`
+between events as blocks arrive; at the end it finds the array's closing `]` among the last few `]`
+and decodes the top-level keys from the document with `[]` in place of the array. The file is never
+held in memory whole: only the current block and the unfinished event.
+Correctness does not rest on the guesses: if the document with `[]` in place of the array decodes and
+every chunk decodes as an array, the file is that document with those events (JSON has one parse).
+A wrong guess (a `},{` inside a string) can only make something fail to decode; the caller then
+takes the exact path (`_read.py`), which also reports syntax errors for repair.
+What it does not do: decode events (`_read.py`) or repair anything (`_repair.py`).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import msgspec
+
+from servescope.trace._repair import Buffer
+from servescope.trace._schema import RAW_DOC_DECODER, TopLevel
+
+BLOCK_BYTES = 2 << 20  # read / inflate size; chunks are cut at the last event end of a block
+CHUNK_BYTES = 1 << 20  # cut once this much is pending
+HEAD_LIMIT_BYTES = 16 << 20  # "traceEvents" must start within this many bytes
+BOM = b"\xef\xbb\xbf"
+_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
+_LEAD = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
+_PAD = b" \t\r\n\x00"
+_CUT_TRIES = 64
+_CLOSE_TRIES = 16
+
+
+class BadSplit(Exception):
+    """The fast path cannot vouch for this file; use the exact path."""
+
+
+def file_blocks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while block := fh.read(BLOCK_BYTES):
+            yield block
+
+
+def gzip_blocks(path: Path) -> Iterator[bytes]:
+    """Inflated blocks of every gzip member; a cut-off or corrupt stream raises BadSplit (the exact
+    path then reports and repairs it)."""
+    data = path.read_bytes()
+    while data:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            while data:
+                yield inflater.decompress(data, BLOCK_BYTES)
+                data = inflater.unconsumed_tail
+            yield inflater.flush()
+        except zlib.error:
+            raise BadSplit from None
+        if not inflater.eof:
+            raise BadSplit
+        data = inflater.unused_data.lstrip(b"\x00")
+
+
+def buffer_blocks(buf: Buffer) -> Iterator[memoryview]:
+    view = memoryview(buf)
+    for start in range(0, len(view), BLOCK_BYTES):
+        yield view[start : start + BLOCK_BYTES]
+
+
+class Splitter:
+    """`chunks()` yields `[ev,...]` chunks; once it is exhausted, `top` holds the top-level keys."""
+
+    def __init__(self, blocks: Iterable[bytes | memoryview]) -> None:
+        self._blocks = iter(blocks)
+        self.top: TopLevel | None = None
+
+    def chunks(self) -> Iterator[bytearray]:
+        head, pending = self._head()
+        for block in self._blocks:
+            pending += block
+            while len(pending) >= CHUNK_BYTES:
+                cut = _last_event_end(pending)
+                if cut is None:  # one event longer than the pending bytes: read on
+                    break
+                yield _chunk(pending, cut[0])
+                del pending[: cut[1]]
+        close, self.top = _close(head, pending)
+        if pending[:close].strip():
+            yield _chunk(pending, close)
+
+    def _head(self) -> tuple[bytes, bytearray]:
+        """(bytes up to and including the array's `[`, what follows it)."""
+        buf = bytearray()
+        for block in self._blocks:
+            buf += block
+            lead = match.end() if (match := _LEAD.match(buf)) else 0
+            first = buf[lead : lead + 1]
+            if first == b"[":
+                return b"[", buf[lead + 1 :]
+            if first not in (b"", b"{"):
+                break
+            key = _KEY.search(buf, lead)
+            if key is not None:
+                return bytes(buf[lead : key.end()]), buf[key.end() :]
+            if len(buf) > HEAD_LIMIT_BYTES:
+                break
+        raise BadSplit
+
+
+def _last_event_end(pending: bytearray) -> tuple[int, int] | None:
+    """(end of the last complete event, start of the next one) in `pending`, or None."""
+    pos = len(pending)
+    for _ in range(_CUT_TRIES):
+        pos = pending.rfind(b"}", 0, pos)
+        if pos < 0:
+            return None
+        sep = _EVENT_SEP.match(pending, pos)
+        if sep is not None:
+            return pos + 1, sep.end()
+    return None
+
+
+def _chunk(pending: bytearray, end: int) -> bytearray:
+    chunk = bytearray(b"[")
+    with memoryview(pending) as view:
+        chunk += view[:end]
+    chunk += b"]"
+    return chunk
+
+
+def _close(head: bytes, pending: bytearray) -> tuple[int, TopLevel]:
+    """Where the array closes in the last bytes, and the top-level keys around it."""
+    end = len(pending.rstrip(_PAD))
+    close = end
+    for _ in range(_CLOSE_TRIES):
+        close = pending.rfind(b"]", 0, close)
+        if close < 0:
+            break
+        top = _top_without_events(head, bytes(pending[close:end]))
+        if top is not None:
+            return close, top
+    raise BadSplit
+
+
+def _top_without_events(head: bytes, tail: bytes) -> TopLevel | None:
+    if head == b"[":
+        return TopLevel() if tail == b"]" else None
+    try:
+        raw = RAW_DOC_DECODER.decode(head + tail)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return TopLevel(**{name: getattr(raw, name) for name in TopLevel.__struct_fields__})

@@ -1,0 +1,160 @@
+"""Calibration on the real B200 trace (vLLM gpt-oss-120b, 8x B200 TP=8, one eager prefill of 888 tokens) and
+the refusals when trace and scenario disagree. Independent numbers come from the raw JSON (tests/independent.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from independent import DATA, gpu_events, raw_events, union_us
+from servescope.breakdown import CollectiveStats, breakdown
+from servescope.calibrate import CLASSES, calibrate, calibration_table
+from servescope.errors import PlanError
+from servescope.perfmodel import Efficiency, Scenario
+from servescope.planner import plan, plan_document
+from servescope.trace import load_trace
+
+TRACE = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
+DECODE = DATA / "traces" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
+GPT_OSS_20B = DATA / "planner" / "openai--gpt-oss-20b_config.json"
+DECODE_CONTEXT = 55086 / 32  # step label: 32 sequences, sk55086 KV tokens in all
+
+
+@pytest.fixture(scope="module")
+def trace_breakdown():  # type: ignore[no-untyped-def]
+    return breakdown(load_trace(TRACE))
+
+
+@pytest.fixture(scope="module")
+def gpt_oss() -> Scenario:
+    return Scenario.build("gpt-oss-120b", "b200", tp=8, quant="native", efficiency=Efficiency())
+
+
+@pytest.fixture(scope="module")
+def cal(trace_breakdown, gpt_oss):  # type: ignore[no-untyped-def]
+    return calibrate(trace_breakdown, gpt_oss)
+
+
+def test_trace_is_what_the_scenario_says(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    step = trace_breakdown.steps[0]
+    assert (step.kind, step.tokens, step.batch_size) == ("prefill", 888, 1)
+    # gpt-oss-120b has 36 layers: 2 all-reduces per layer + 1 (vocab-parallel embedding) at TP=8
+    assert gpt_oss.model.n_layers == 36
+    assert step.collectives["all_reduce"].calls == 2 * 36 + 1
+
+
+def test_reproduces_the_measured_step_class_by_class(cal) -> None:  # type: ignore[no-untyped-def]
+    for cls in (*CLASSES, "step"):
+        assert abs(cal.residuals[cls]) < 0.05, (cls, cal.residuals[cls])
+    assert not cal.cuda_graphs  # the trace is eager
+    assert cal.knobs["overhead"] == "launch_overhead_s"
+    assert any("launch-bound" in w for w in cal.warnings)  # 146 µs per launch: profiler-inflated
+    rows = {r["class"]: r for r in calibration_table(cal)}
+    assert rows["moe"]["model_us"] == pytest.approx(rows["moe"]["measured_us"], rel=0.05)
+
+
+def test_measured_numbers_match_the_raw_trace(cal) -> None:  # type: ignore[no-untyped-def]
+    """Communication and span recomputed from the raw JSON: every all-reduce/all-gather kernel, and the
+    first-to-last GPU event of the annotated step."""
+    events = gpu_events(raw_events(TRACE))
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in events
+            if "all_reduce" in e["name"] or "AllGather" in e["name"]]
+    assert len(comm) == 74
+    assert cal.measured_s["communication"] * 1e6 == pytest.approx(union_us(comm), rel=0.01)
+    step = [e for e in raw_events(TRACE) if e.get("cat") == "gpu_user_annotation"
+            and e["name"].startswith("execute_context")][0]
+    assert cal.measured_s["step"] * 1e6 == pytest.approx(step["dur"], rel=0.02)
+
+
+def test_plan_on_the_calibrated_model(cal, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    p = plan(gpt_oss, concurrency=1, calibration=cal)
+    doc = plan_document(p)
+    assert doc["calibrated"] is True
+    assert p.measured_step is not None
+    assert p.measured_step["measured_ms"] == pytest.approx(cal.measured_s["step"] * 1e3)
+    for t in p.tracks:
+        if t.applicable and t.gain is not None:
+            after = t.details["measured_step_ms_after"]
+            assert t.details["gain_on_measured_step"] == pytest.approx(p.measured_step["measured_ms"] / after)
+    # a calibrated plan is tighter than the uncalibrated default uncertainty
+    assert p.uncertainty < 0.3
+    # NVLink B200: vLLM already runs its custom all-reduce
+    assert "already in use" in (p.track("custom_allreduce").why_not or "")
+    uncal = plan_document(plan(gpt_oss, concurrency=1))
+    assert uncal["calibrated"] is False
+
+
+def _step(trace_breakdown, **changes):  # type: ignore[no-untyped-def]
+    return replace(trace_breakdown.steps[0], **changes)
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [({"kind": "mixed"}, "pure prefill or decode"),
+     ({"tokens": None}, "token count"),
+     ({"collectives": {"all_reduce": CollectiveStats(20, 600.0, 30.0, 30.0, 30.0)}}, "all-reduce calls")],
+)
+def test_refuses_steps_that_disagree(trace_breakdown, gpt_oss, changes, words) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(PlanError, match=words) as err:
+        calibrate(_step(trace_breakdown, **changes), gpt_oss)
+    assert "\n" not in str(err.value)
+
+
+def test_refuses_scenarios_that_disagree(trace_breakdown) -> None:  # type: ignore[no-untyped-def]
+    eff = Efficiency()
+    step = trace_breakdown.steps[0]
+    tp1 = Scenario.build("gpt-oss-120b", "b200", tp=1, quant="native", efficiency=eff)
+    with pytest.raises(PlanError, match="all-reduce calls per step, but gpt-oss-120b at TP=1"):
+        calibrate(step, tp1)  # a single step carries no world size: the all-reduce count catches it
+    with pytest.raises(PlanError, match="world size 8"):
+        calibrate(trace_breakdown, tp1)
+    h100 = Scenario.build("gpt-oss-120b", "h100_sxm", tp=8, quant="native", efficiency=eff)
+    with pytest.raises(PlanError, match="B200"):
+        calibrate(trace_breakdown, h100)
+    dense = Scenario.build("llama-3.1-70b", "b200", tp=8, efficiency=eff)
+    with pytest.raises(PlanError, match="dense"):
+        calibrate(trace_breakdown, dense)
+
+
+def test_calibration_only_applies_to_its_own_setup(cal) -> None:  # type: ignore[no-untyped-def]
+    other = Scenario.build("gpt-oss-120b", "b200", tp=4, quant="native", efficiency=Efficiency())
+    with pytest.raises(PlanError, match="cannot be applied"):
+        plan(other, calibration=cal)
+
+
+def test_decode_step_under_cuda_graphs() -> None:
+    """MI300X, vLLM FULL graph decode of 32 sequences, gpt-oss-20b on one GPU (no collectives)."""
+    b = breakdown(load_trace(DECODE))
+    step = b.steps[0]
+    assert (step.kind, step.batch_size, step.graph_launches) == ("decode", 32, 1)
+    # isl + osl/2 = the trace's context, so the plan's decode step is the measured one
+    sc = Scenario.build(str(GPT_OSS_20B), "mi300x", tp=1, quant="native", isl=1000, osl=1443,
+                        efficiency=Efficiency())
+    cal = calibrate(b, sc, context_len=DECODE_CONTEXT)
+    assert cal.cuda_graphs and cal.knobs["overhead"] == "kernel_overhead_s"
+    assert not cal.warnings
+    for cls in ("gemm", "moe", "attention", "overhead", "step"):
+        assert abs(cal.residuals[cls]) < 0.05, (cls, cal.residuals[cls])
+    assert "communication" not in cal.residuals  # TP=1: nothing measured, nothing fitted
+    assert cal.knobs["moe"] == "moe_bw_eff"  # decode: the bandwidth knob first
+    p = plan(sc, concurrency=32, calibration=cal)
+    assert p.uncertainty == pytest.approx(0.05)  # a decode step was calibrated, residuals ~0
+    step_s = p.baseline.step.step_time_s - p.baseline.step.class_time_s["other"]  # GPU part, no CPU time
+    assert step_s == pytest.approx(step.gpu_span_us / 1e6, rel=0.05)
+    with pytest.raises(PlanError, match="world size 1"):
+        calibrate(b, Scenario.build(str(GPT_OSS_20B), "mi300x", tp=2, quant="native", efficiency=Efficiency()))
+
+
+def test_split_k_on_the_low_occupancy_attention(cal, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    """The B200 prefill's fmha kernels run a 4×8 grid on 148 SMs: 32/148 = 0.216 blocks per SM. Filling every
+    SM divides the attention time by that fraction: the measured step loses attention × (1 − 32/148)."""
+    events = gpu_events(raw_events(TRACE))
+    fmha = [e for e in events if e["name"].startswith("fmhaSm100")]
+    assert {tuple(e["args"]["grid"]) for e in fmha} == {(4, 8, 1)}
+    assert cal.attention_blocks_per_sm == pytest.approx(32 / 148, rel=1e-4)
+    t = plan(gpt_oss, concurrency=1, calibration=cal).track("split_k_attention")
+    assert t.applicable and t.effort == "engine upgrade"
+    attention_ms = cal.measured_s["attention"] * 1e3
+    expected = cal.measured_s["step"] * 1e3 - attention_ms * (1 - 32 / 148)
+    assert t.details["measured_step_ms_after"] == pytest.approx(expected, rel=1e-3)

@@ -1,0 +1,241 @@
+"""The plan on the real performance model: Kimi-K2.5 INT4 at TP=8 on 8x RTX PRO 6000 Server (PCIe), the
+speculative gain derived by hand from the bundled Kimi-K2.5 EAGLE-3 curve, where speculation stops paying,
+targets, bad combinations and the JSON document. Efficiencies are fixed (Efficiency()) so refits of the
+model's defaults do not move these expectations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from servescope.errors import PlanError
+from servescope.perfmodel import TERMS, Efficiency, Scenario, decode_step
+from servescope.planner import (
+    TRACK_KINDS,
+    SpecConfig,
+    combine,
+    parse_acceptance,
+    plan,
+    plan_document,
+    plan_lines,
+)
+from servescope.planner.tracks_spec import eagle_drafter
+from servescope.specs import quant as q
+
+# hardware-and-models.md §4a, IX-AL kimik2.5_eagle3.yaml, thinking off: AL(k) for k = 1..8
+KIMI_EAGLE3_AL = [1.80, 2.33, 2.75, 3.06, 3.25, 3.43, 3.46, 3.51]
+
+
+@pytest.fixture(scope="module")
+def kimi() -> Scenario:
+    return Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="native", efficiency=Efficiency())
+
+
+@pytest.fixture(scope="module")
+def kimi_plan(kimi: Scenario):  # type: ignore[no-untyped-def]
+    return plan(kimi, objective="tpot", concurrency=1, forbid="quantization")
+
+
+def test_scenario_is_int4_experts_on_pcie(kimi: Scenario) -> None:
+    assert kimi.quant.experts.name == "int4-w4a16" and kimi.quant.attention.name == "bf16"
+    assert kimi.gpu.interconnect == "pcie" and kimi.tp == 8
+
+
+def test_communication_dominates_the_baseline(kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    step = kimi_plan.baseline.step
+    # 2 all-reduces per layer (61 layers) + the vocab-parallel embedding one, ~27 µs each on 8 PCIe GPUs
+    assert step.collectives["all_reduce"].calls_per_step == 2 * 61 + 1
+    assert kimi_plan.dominant_class == "communication"
+    comm = step.class_time_s["communication"]
+    assert comm > step.class_time_s["gemm"] and comm > step.class_time_s["moe"]
+    assert comm / kimi_plan.baseline.tpot_s > 0.25
+    doc = plan_document(kimi_plan)
+    assert doc["baseline"]["dominant"] == max(step.terms_s, key=step.terms_s.get)
+
+
+def test_with_the_shipped_efficiencies_communication_is_the_dominant_term() -> None:
+    """The fitted defaults (perfmodel/data/efficiency.toml) carry the in-situ all-reduce cost (rank skew);
+    with them the all-reduces are the largest term of the step, not only the largest kernel class."""
+    sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="native")
+    p = plan(sc, concurrency=1, forbid="quantization")
+    assert plan_document(p)["baseline"]["dominant"] == "communication"
+    order = [t.kind for t in p.tracks]
+    assert order.index("custom_allreduce") < order.index("expert_parallel")
+    assert order.index("speculative_decoding") < order.index("expert_parallel")
+
+
+def test_ranking_on_pcie_at_batch_1(kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    order = [t.kind for t in kimi_plan.tracks]
+    assert set(order) == set(TRACK_KINDS)
+    assert order.index("custom_allreduce") < order.index("expert_parallel")
+    assert order.index("speculative_decoding") < order.index("expert_parallel")
+    ep = kimi_plan.track("expert_parallel")
+    assert ep.applicable and ep.gain is not None and ep.gain < 1.0
+    assert ep.why_not is not None
+    assert all(w in ep.why_not for w in ("PCIe", "all-to-all", "batch 1"))
+    car = kimi_plan.track("custom_allreduce")
+    assert car.pays and car.effort == "engine upgrade"
+    assert any("more than two PCIe" in p for p in car.preconditions)
+
+
+def test_forbidden_quantization_is_not_recommended(kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    quant = kimi_plan.track("quantization")
+    assert not quant.applicable and "forbidden" in (quant.why_not or "")
+    assert "quantization" not in kimi_plan.combined.tracks
+    assert "quantization" not in kimi_plan.ceiling.tracks
+    doc = plan_document(kimi_plan)
+    assert [t for t in doc["tracks"] if t["kind"] == "quantization"][0]["gain"] is None
+
+
+def _hand_gain(sc: Scenario, batch: int, k: int) -> float:
+    """baseline TPOT / ((t_verify + k·t_draft) / AL(k)) from decode_step and the reference curve."""
+    ctx = sc.isl + sc.osl / 2
+    base = decode_step(sc, batch, ctx).step_time_s
+    verify = decode_step(sc, batch, ctx, tokens_per_seq=k + 1).step_time_s
+    b16 = q.SCHEMES["bf16"]
+    draft_sc = replace(sc, model=eagle_drafter(sc.model), quant=q.QuantConfig(b16, b16, b16, b16, b16, sc.quant.kv))
+    draft = decode_step(draft_sc, batch, ctx).step_time_s
+    return base / ((verify + k * draft) / KIMI_EAGLE3_AL[k - 1])
+
+
+def test_speculative_gain_by_hand(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    spec = kimi_plan.track("speculative_decoding")
+    k = spec.details["k"]
+    assert spec.details["accepted_length"] == pytest.approx(KIMI_EAGLE3_AL[k - 1])
+    assert spec.gain == pytest.approx(_hand_gain(kimi, 1, k), rel=1e-9)  # c = 1: no prefill interference
+    assert spec.gain_low < spec.gain < spec.gain_high
+    best_k = max(range(1, 9), key=lambda kk: _hand_gain(kimi, 1, kk))
+    assert k == best_k
+    # the gain falls with concurrency: verifying (k+1) tokens per sequence stops being free. For a sparse MoE
+    # the first cause is experts: B·(k+1) tokens touch more of the 384 experts than B tokens do ...
+    gains = [_hand_gain(kimi, c, k) for c in (1, 2, 4, 8)]
+    assert all(a > b for a, b in zip(gains, gains[1:], strict=False))
+    # ... until every expert is read anyway, when the extra tokens are nearly free again
+    assert _hand_gain(kimi, 64, k) > gains[-1]
+
+
+def test_speculation_stops_paying_at_high_concurrency() -> None:
+    sc = Scenario.build("llama-3.1-70b", "h100_sxm", tp=4, quant="fp8", efficiency=Efficiency())
+    spec = SpecConfig("eagle3", k=3, acceptance=parse_acceptance(rate=0.7, k=3))
+    p = plan(sc, concurrency=1, spec=spec)
+    t = p.track("speculative_decoding")
+    stop = t.details["breakeven_concurrency"]
+    assert stop is not None and 1 < stop < t.details["max_concurrency_checked"]
+    al = 1 + 0.7 + 0.49 + 0.343
+
+    def gain(c: int) -> float:
+        ctx = sc.isl + sc.osl / 2
+        base = decode_step(sc, c, ctx).step_time_s
+        verify = decode_step(sc, c, ctx, tokens_per_seq=4).step_time_s
+        b16 = q.SCHEMES["bf16"]
+        d_sc = replace(sc, model=eagle_drafter(sc.model), quant=q.QuantConfig(b16, b16, b16, b16, b16, sc.quant.kv))
+        return base / ((verify + 3 * decode_step(d_sc, c, ctx).step_time_s) / al)
+
+    assert gain(1) > 1.0 > gain(int(stop * 2))
+    assert gain(max(1, int(stop / 2))) > 1.0
+
+
+def test_far_target_is_not_reachable(kimi: Scenario) -> None:
+    p = plan(kimi, concurrency=1, forbid="quantization", target="1ms")
+    assert p.target is not None and not p.target.reachable
+    assert "not reachable" in p.target.text and p.ceiling.binding in p.target.text
+    doc = plan_document(p)
+    assert doc["target"]["reachable"] is False and doc["target"]["gap"] > 1.0
+    assert doc["target"]["value"] == pytest.approx(1.0)
+    assert doc["ceiling"]["binding"] in TERMS
+    assert doc["ceiling"]["tpot_ms"] <= doc["combined"]["tpot_ms"] <= doc["baseline"]["tpot_ms"]
+    lines = plan_lines(p)
+    assert "uncalibrated" in lines[0]
+    assert any("not reachable" in line for line in lines)
+
+
+def test_near_target_is_reachable_with_named_tracks(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    goal_ms = kimi_plan.baseline.tpot_s * 1e3 * 0.9
+    p = plan(kimi, concurrency=1, forbid="quantization", target=f"{goal_ms:.3f}ms")
+    assert p.target is not None and p.target.reachable and p.target.gap == 1.0
+    assert p.target.tracks and set(p.target.tracks) <= set(p.combined.tracks)
+
+
+def test_bad_combinations_and_inputs(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    for kinds, words in [(["expert_parallel", "parallelism_change"], "parallel layout"),
+                         (["quantization"], "does not apply"), (["warp_speed"], "unknown track"),
+                         (["cuda_graphs"], "does not apply")]:
+        with pytest.raises(PlanError, match=words) as err:
+            combine(kimi_plan, kinds)
+        assert "\n" not in str(err.value)
+    with pytest.raises(PlanError, match="rate"):
+        plan(kimi, objective="tpot", target="1000tok/s")
+    with pytest.raises(PlanError, match="unknown track"):
+        plan(kimi, forbid="quantisation")
+    with pytest.raises(PlanError, match="no MTP layers|exceeds"):
+        p = plan(kimi, spec=SpecConfig("eagle3", k=12))
+    p = plan(kimi, spec=SpecConfig("mtp"))
+    assert "no MTP layers" in (p.track("speculative_decoding").why_not or "")
+    both = combine(kimi_plan, ["speculative_decoding", "custom_allreduce"])
+    assert both.gain > max(kimi_plan.track("custom_allreduce").gain, 1.0)
+
+
+def test_document_shape_and_determinism(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    doc = plan_document(kimi_plan)
+    assert list(doc) == ["schema", "calibrated", "baseline", "tracks", "combined", "ceiling", "target"]
+    assert doc["schema"] == "servescope.plan/1" and doc["calibrated"] is False and doc["target"] is None
+    assert set(doc["baseline"]) == {"tpot_ms", "output_tok_s", "dominant"}
+    assert set(doc["combined"]) == {"tracks", "tpot_ms", "output_tok_s", "gain"}
+    assert set(doc["ceiling"]) == {"tpot_ms", "output_tok_s", "binding", "tracks"}
+    for t in doc["tracks"]:
+        assert set(t) == {"kind", "applicable", "why_not", "gain", "gain_low", "gain_high", "effort",
+                          "preconditions", "validate"}
+        assert t["effort"] in ("config change", "engine upgrade", "new kernel")
+        if t["gain"] is not None:
+            assert t["gain_low"] <= t["gain"] <= t["gain_high"]
+    gains = [t["gain"] for t in doc["tracks"] if t["gain"] is not None]
+    assert gains == sorted(gains, reverse=True)
+    assert plan_document(plan(kimi, concurrency=1, forbid="quantization")) == doc
+
+
+def test_throughput_objective(kimi: Scenario) -> None:
+    p = plan(kimi, objective="throughput", concurrency=32, forbid="quantization", target="50tok/s")
+    base = p.baseline
+    assert base.output_tok_s == pytest.approx(base.concurrency / base.tpot_s)
+    assert p.combined.gain >= max([t.gain for t in p.tracks if t.pays] or [1.0]) - 1e-9
+    assert p.target is not None and p.target.reachable
+
+
+def test_mtp_and_draft_model_drafters() -> None:
+    """DeepSeek-V3 has one MTP layer: the planner picks MTP with the tech report's 85-90 % second-token
+    acceptance (AL 1.875, k = 1). A draft model is priced as its own model at the target's TP."""
+    ds = Scenario.build("deepseek-v3", "h200_sxm", tp=8, quant="native", efficiency=Efficiency())
+    t = plan(ds, concurrency=1).track("speculative_decoding")
+    assert t.details["method"] == "mtp" and t.details["k"] == 1
+    assert t.details["accepted_length"] == pytest.approx(1.875)
+    assert 1.0 < t.gain < 1.875
+    llama = Scenario.build("llama-3.1-70b", "h100_sxm", tp=4, quant="fp8", efficiency=Efficiency())
+    spec = SpecConfig("draft", k=4, acceptance=parse_acceptance(rate=0.6, k=4), draft_model="llama-3.1-8b")
+    d = plan(llama, concurrency=1, spec=spec).track("speculative_decoding")
+    assert d.applicable and d.details["k"] == 4
+    assert d.details["accepted_length"] == pytest.approx(1 + 0.6 + 0.36 + 0.216 + 0.1296)
+    assert "llama-3.1-8b" in d.validate
+    no_acc = plan(llama, concurrency=1, spec=SpecConfig("draft", draft_model="llama-3.1-8b"))
+    assert "no measured acceptance" in (no_acc.track("speculative_decoding").why_not or "")
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "quant", "c"),
+    [("llama-3.1-8b", "h100_sxm", 1, "bf16", 8), ("qwen3-30b-a3b", "rtx_pro_6000_server", 2, "bf16", 32),
+     ("deepseek-v3", "h200_sxm", 8, "native", 64), ("gpt-oss-120b", "l40s", 4, "native", 1)],
+)
+def test_plans_across_systems_are_consistent(model: str, gpu: str, tp: int, quant: str, c: int) -> None:
+    sc = Scenario.build(model, gpu, tp=tp, quant=quant, efficiency=Efficiency())
+    p = plan(sc, concurrency=c)
+    for t in p.tracks:
+        if t.gain is None:
+            assert not t.applicable and t.why_not
+            continue
+        assert t.gain_low <= t.gain <= t.gain_high
+        if t.kind in ("custom_allreduce", "nccl_tuning", "collective_fusion", "cuda_graphs"):
+            assert t.gain >= 1.0 - 1e-9, t.kind  # these only take time away
+    assert p.combined.gain >= 1.0
+    assert p.ceiling.outcome.tpot_s <= p.combined.outcome.tpot_s * (1 + 1e-9)
+    if tp == 1:
+        assert not p.track("custom_allreduce").applicable and not p.track("nccl_tuning").applicable
