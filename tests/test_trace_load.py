@@ -570,11 +570,21 @@ def _frame_of(path: Path) -> pl.DataFrame:
     return load_trace(path).events
 
 
-def test_small_chunks_give_the_same_table(monkeypatch: pytest.MonkeyPatch, b200: Trace) -> None:
+@pytest.mark.parametrize(("block", "chunk"), [(7, 5), (4096, 3000), (1 << 16, 1 << 15)])
+def test_small_blocks_give_the_same_table(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, b200: Trace, block: int, chunk: int
+) -> None:
+    """Streaming in tiny blocks (the key and events straddle block ends) changes nothing."""
     from servescope.trace import _split
 
-    monkeypatch.setattr(_split, "CHUNK_BYTES", 3000)  # hundreds of chunks instead of one
-    assert _frame_of(B200).equals(b200.events)
+    bare = write(tmp_path / "bare.json", raw_doc(NEWEST)["traceEvents"])
+    expected = {NEWEST: load_trace(NEWEST).events, bare: load_trace(bare).events}
+    if block >= 4096:  # the 14 MB B200 trace in 7-byte blocks would be slow
+        expected[B200] = b200.events
+    monkeypatch.setattr(_split, "BLOCK_BYTES", block)
+    monkeypatch.setattr(_split, "CHUNK_BYTES", chunk)
+    for path, frame in expected.items():
+        assert load_trace(path).events.equals(frame), path
 
 
 def test_separator_inside_strings_falls_back(
@@ -582,6 +592,7 @@ def test_separator_inside_strings_falls_back(
 ) -> None:
     from servescope.trace import _split
 
+    monkeypatch.setattr(_split, "BLOCK_BYTES", 64)
     monkeypatch.setattr(_split, "CHUNK_BYTES", 10)  # cut after every event, often inside a name
     events = [kernel(float(i)) | {"name": 'k}, {"ph": "X"}, {' * (i % 3)} for i in range(50)]
     tr = load_trace(write(tmp_path / "t.json", {"traceEvents": events}))
