@@ -38,9 +38,7 @@ def _pct(part: float, whole: float) -> str:
 
 
 def _classes_table(k: KindSummary) -> Table:
-    t = Table(title=f"{k.kind}: {k.steps} step(s), GPU busy {k.gpu_busy_us / 1e3:.2f} ms of span "
-                    f"{k.gpu_span_us / 1e3:.2f} ms (idle {_pct(k.idle_us, k.gpu_span_us)} of span)",
-              title_justify="left")
+    t = Table(title=f"{k.kind}: time per class", title_justify="left")
     t.add_column("class")
     t.add_column("union ms", justify="right")
     t.add_column("% of GPU busy", justify="right")
@@ -92,6 +90,8 @@ def _rank_renderables(b: TraceBreakdown) -> list:
                 f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
     out: list = [head, _steps_table(b)]
     for k in b.kinds:
+        out.append(Text(f"\n{k.kind}: {k.steps} step(s), GPU busy {k.gpu_busy_us / 1e3:.2f} ms of span "
+                        f"{k.gpu_span_us / 1e3:.2f} ms (idle {_pct(k.idle_us, k.gpu_span_us)} of span)", style="bold"))
         out += [x for x in (_classes_table(k), _collectives_table(k), _kernels_table(k, b.num_sms)) if x is not None]
     return out
 
