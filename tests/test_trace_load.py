@@ -767,3 +767,14 @@ def test_property_damage_loads_or_fails_clearly(
         assert "fuzz.json" in str(exc) and "\n" not in str(exc)
         return
     assert dict(tr.events.schema) == CONTRACT
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz"))), ids=str
+)
+def test_real_layouts_take_the_streaming_path(path: Path) -> None:
+    """Every real file layout we have (Kineto native with INFO lines after the events, TraceLens
+    re-dumps, compact SGLang JSON, 2021 files) streams without reading the file whole."""
+    from servescope.trace._read import fast_decode
+
+    assert fast_decode(path, []) is not None

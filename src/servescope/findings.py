@@ -14,7 +14,7 @@ from servescope.breakdown import COMMUNICATION, KindSummary, TraceBreakdown
 # Thresholds, as shares of GPU busy time (or of step GPU span for idle). Chosen so that a finding means
 # "this is where a fix pays": below ~10% a class rarely justifies work; comm ≥ 25% of busy is the point where
 # vLLM/SGLang users start reaching for custom all-reduce or EP (see docs/metrics.md).
-COMM_SHARE_MEDIUM, COMM_SHARE_HIGH = 0.25, 0.40
+COMM_SHARE_LOW, COMM_SHARE_MEDIUM, COMM_SHARE_HIGH = 0.15, 0.25, 0.40
 LOW_OCC_MIN_SHARE = 0.10
 IDLE_SHARE_MEDIUM, IDLE_SHARE_HIGH = 0.20, 0.40
 CAST_SHARE_MEDIUM, CAST_SHARE_HIGH = 0.10, 0.30
@@ -53,7 +53,7 @@ def _severity(share: float, medium: float, high: float) -> str | None:
 def communication_bound(s: KindSummary, rank: int | None) -> Finding | None:
     comm_us = s.classes_us.get(COMMUNICATION, 0.0)
     share = _share(comm_us, s.gpu_busy_us)
-    severity = _severity(share, COMM_SHARE_MEDIUM, COMM_SHARE_HIGH)
+    severity = _severity(share, COMM_SHARE_MEDIUM, COMM_SHARE_HIGH) or ("low" if share >= COMM_SHARE_LOW else None)
     if severity is None or not s.collectives:
         return None
     name, top = max(s.collectives.items(), key=lambda kv: kv[1].total_us)

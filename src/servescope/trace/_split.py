@@ -2,8 +2,8 @@
 
 What it does: reads blocks (from the file, a gzip stream or an in-memory buffer), finds
 `"traceEvents": [` (or the `[` of a bare-list file), then cuts the array into ~2 MB chunks at `},{`
-between events as blocks arrive; at the end it finds the array's closing `]` among the last few `]`
-and decodes the top-level keys from the document with `[]` in place of the array. The file is never
+between events as blocks arrive; at the end it finds the array's closing `]` (the first `}]` that
+works) and decodes the top-level keys from the document with `[]` in place of the array. The file is never
 held in memory whole: only the current block and the unfinished event.
 Correctness does not rest on the guesses: if the document with `[]` in place of the array decodes and
 every chunk decodes as an array, the file is that document with those events (JSON has one parse).
@@ -30,10 +30,11 @@ HEAD_LIMIT_BYTES = 16 << 20  # "traceEvents" must start within this many bytes
 BOM = b"\xef\xbb\xbf"
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
+_ARRAY_END = re.compile(rb"(?:^|\})\s*\]")
 _LEAD = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 _PAD = b" \t\r\n\x00"
 _CUT_TRIES = 64
-_CLOSE_TRIES = 16
+_CLOSE_TRIES = 64
 
 
 class BadSplit(Exception):
@@ -132,22 +133,25 @@ def _chunk(pending: bytearray, end: int) -> bytearray:
 
 
 def _close(head: bytes, pending: bytearray) -> tuple[int, TopLevel]:
-    """Where the array closes in the last bytes, and the top-level keys around it."""
+    """Where the array closes in the last bytes, and the top-level keys around it. The close is a
+    `]` right after an event's `}` (or at the start, for an empty array); keys may follow it
+    (Kineto writes "INFO" log lines full of `]` after the events), so candidates go forward."""
     end = len(pending.rstrip(_PAD))
-    close = end
-    for _ in range(_CLOSE_TRIES):
-        close = pending.rfind(b"]", 0, close)
-        if close < 0:
-            break
+    if head == b"[":
+        if pending[end - 1 : end] != b"]":
+            raise BadSplit
+        return end - 1, TopLevel()
+    for n_try, match in enumerate(_ARRAY_END.finditer(pending, 0, end)):
+        close = match.end() - 1
         top = _top_without_events(head, bytes(pending[close:end]))
         if top is not None:
             return close, top
+        if n_try >= _CLOSE_TRIES:
+            break
     raise BadSplit
 
 
 def _top_without_events(head: bytes, tail: bytes) -> TopLevel | None:
-    if head == b"[":
-        return TopLevel() if tail == b"]" else None
     try:
         raw = RAW_DOC_DECODER.decode(head + tail)
     except (msgspec.DecodeError, msgspec.ValidationError):
