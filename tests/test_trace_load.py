@@ -778,3 +778,27 @@ def test_real_layouts_take_the_streaming_path(path: Path) -> None:
     from servescope.trace._read import fast_decode
 
     assert fast_decode(path, []) is not None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        NEWEST,
+        OLD_FLOW,
+        ROCM,
+        SAMPLED / "sampled_rank-0.json.gz",
+        TRACES / "hta/triton_example/triton_example.json.gz",
+    ],
+    ids=str,
+)
+def test_streaming_and_exact_paths_agree(path: Path) -> None:
+    from servescope.trace import _frame, _read
+
+    w_fast: list[str] = []
+    w_exact: list[str] = []
+    fast = _read.fast_decode(path, w_fast)
+    exact = _read.decode(path, _read.read_bytes(path, w_exact), w_exact, try_fast=False)
+    assert fast is not None
+    assert (fast.top, fast.n_events, w_fast) == (exact.top, exact.n_events, w_exact)
+    a = _frame.finish_events(fast.parts, {}, fast.lost, [])
+    assert a.equals(_frame.finish_events(exact.parts, {}, exact.lost, []))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.serving import predict_arrays
+from servescope.perfmodel.serving import predict_arrays, ttft_s
 from servescope.perfmodel.validate import Row
 
 # (lower, upper) bounds; every fitted field is physical: a fraction of a peak, a scale or an overhead in s.
@@ -95,12 +95,44 @@ def _step(x: float, f: float, lo: float, hi: float) -> float:
     return min(max(x * f, lo), hi)
 
 
+TTFT_PARAMS = ("prefill_eff", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp")
+
+
+def _ttft_grid(groups: list, eff: Efficiency) -> Efficiency:
+    """Exhaustive grid over the four TTFT-only constants (TTFT MAPE, closed form in serving.ttft_s; TPOT held at
+    its current prediction). Cheap: every candidate is one numpy broadcast over all rows."""
+    parts = []
+    for sc, conc, _, ttft in groups:
+        a = predict_arrays(replace(sc, efficiency=eff), conc)
+        p = a["parts"]
+        parts.append((np.full_like(conc, p["pf_step"]), np.full_like(conc, p["pf_overhead"]), p["dec_step"],
+                      conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl), ttft))
+    pf, po, dec, c, cap, tpot, osl, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
+    ov = np.concatenate([[0.0], np.geomspace(1e-3, BOUNDS["prefill_overhead_s"][1], 13)])[:, None, None, None]
+    qf = np.concatenate([[0.0], np.geomspace(0.01, 1.0, 15)])[None, :, None, None]
+    qe = np.linspace(BOUNDS["ttft_queue_exp"][0], 1.0, 8)[None, None, :, None]
+    best: tuple[float, dict[str, float]] = (np.inf, {})
+    for pe in np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 12):
+        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, pe, ov, qf, qe)
+        mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
+        i = np.unravel_index(int(np.argmin(mape)), mape.shape)
+        if mape[i] < best[0]:
+            best = (float(mape[i]), {"prefill_eff": float(pe), "prefill_overhead_s": float(ov.ravel()[i[0]]),
+                                     "ttft_queue_frac": float(qf.ravel()[i[1]]),
+                                     "ttft_queue_exp": float(qe.ravel()[i[2]])})
+    return eff.scaled(**best[1])
+
+
 def fit_group(rows: list[Row], start: Efficiency, params: tuple[str, ...] = tuple(BOUNDS),
               sweeps: int = 3, w_ttft: float = W_TTFT) -> FitResult:
-    """Coordinate search of `params` on the rows, starting from `start`."""
+    """TTFT grid, then coordinate search of `params` (TTFT grid again after each sweep), from `start`."""
     groups = _by_scenario(rows)
     eff = start
-    before = best = objective(groups, eff, w_ttft)
+    before = objective(groups, eff, w_ttft)
+    eff = _ttft_grid(groups, eff)
+    best = objective(groups, eff, w_ttft)
+    if best > before:
+        eff, best = start, before
     for sweep in range(sweeps):
         grid = [f ** (1.0 / (sweep + 1)) for f in _GRID]
         for name in params:
@@ -111,6 +143,10 @@ def fit_group(rows: list[Row], start: Efficiency, params: tuple[str, ...] = tupl
                 j = objective(groups, cand, w_ttft)
                 if j < best - 1e-9:
                     best, eff = j, cand
+        cand = _ttft_grid(groups, eff)
+        j = objective(groups, cand, w_ttft)
+        if j < best - 1e-9:
+            best, eff = j, cand
     _, _, at, af = _errors(groups, eff)
     return FitResult(eff, len(at), before, best, float(np.mean(at)), float(np.mean(af)))
 

@@ -49,30 +49,43 @@ class ServingPoint:
     batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
 
 
+def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any,
+           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any) -> Any:
+    """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
+    efficiency fit can evaluate many candidate constants at once."""
+    ce = np.minimum(c, cap)
+    t_pf = pf_step / prefill_eff + prefill_overhead_s
+    t_marg = (pf_step - pf_overhead) / prefill_eff
+    ttft = t_pf + dec_step + queue_frac * (ce - 1.0) ** queue_exp * t_marg
+    over = np.maximum(c - cap, 0.0) / cap
+    return ttft + over * (ttft + (osl - 1) * tpot)
+
+
 def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
-    """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays)."""
+    """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays and the TTFT parts)."""
     eff = sc.efficiency
     c = np.maximum(np.asarray(concurrency, dtype=float), 1.0)
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
     ce = np.minimum(c, cap)
     dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
     pf = step_arrays(sc, 1, 0, sc.isl, prefill=True)
-    t_pf = float(pf["step"]) / eff.prefill_eff + eff.prefill_overhead_s
-    t_marg = float(pf["step"] - pf["overhead"]) / eff.prefill_eff
+    pf_step, pf_over = float(pf["step"]), float(pf["overhead"])
     share = eff.prefill_interference * (ce - 1.0) / sc.osl
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = t_pf + dec["step"] + eff.ttft_queue_frac * (ce - 1.0) ** eff.ttft_queue_exp * t_marg
-    life = ttft + (sc.osl - 1) * tpot
-    ttft = ttft + np.maximum(c - cap, 0.0) / cap * life
+    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, eff.prefill_eff, eff.prefill_overhead_s,
+                  eff.ttft_queue_frac, eff.ttft_queue_exp)
+    over = np.maximum(c - cap, 0.0) / cap
+    wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
     mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv * (sc.isl + sc.osl / 2.0) / (sc.isl + sc.osl)
     mem = mem + eff.reserve_bytes
     return {
         "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
-        "output_tok_s": ce * sc.osl / (ttft - np.maximum(c - cap, 0.0) / cap * life + (sc.osl - 1) * tpot),
-        "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms, "step": dec["step"],
-        "floor": dec["floor"], "collectives": dec["collectives"],
+        "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
+        "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms,
+        "step": dec["step"], "floor": dec["floor"], "collectives": dec["collectives"],
+        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap},
     }
 
 

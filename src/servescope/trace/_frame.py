@@ -1,17 +1,19 @@
 """Turn decoded events into the Events table of docs/architecture.md §1 (Polars, one row per event).
 
-What it does: takes the complete (`ph: X`), non-python_function events `_read` kept; maps `cat` to
-`kind` (current, 2021 and ROCm spellings); builds each column from a Python list in one pass and lets Polars cast the
-loose values (`strict=False`: a string pid becomes text, a non-numeric ts becomes null, an integer
-beyond int64 becomes null — each counted into a warning). GPU-side rows get `device`/`stream` from args,
-else from a numeric pid/tid (also the trailing number of SGLang merged pids like "[TP00-DP01] 3").
+What it does: `chunk_frame` turns one chunk of the complete (`ph: X`), non-python_function events
+`_read` kept into raw columns — `cat` mapped to `kind` (current, 2021 and ROCm spellings), each column
+built from a Python list and cast by Polars (`strict=False`: a string pid becomes text, a non-numeric
+ts becomes null, an integer beyond int64 becomes null — each counted into a warning).
+`finish_events` concatenates the chunks and derives the rest: GPU-side rows get `device`/`stream` from
+args, else from a numeric pid/tid (also the trailing number of SGLang merged pids like
+"[TP00-DP01] 3"), blocks_per_sm, µs, sort.
 What it does not do: classify kernels or find steps; it never reads the file (see `_read.py`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
 from typing import Any
 
 import polars as pl
@@ -68,32 +70,25 @@ def empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA)
 
 
-def build_events(
-    events: Sequence[Event], num_sms: dict[int, int], warnings: list[str]
-) -> pl.DataFrame:
-    """The events table, sorted by ts_us, from already-filtered complete events; `num_sms`
-    (device → SM count) fills blocks_per_sm."""
-    kept = events
-    if not kept:  # load_trace raises EmptyTrace first; kept for direct callers
-        return empty_events()
-    args = [e.args or _NO_ARGS for e in kept]
-    frame = pl.DataFrame(
+def chunk_frame(events: list[Event], lost: Counter[str]) -> pl.DataFrame:
+    """Raw columns of one chunk of kept events (complete, non-python_function); values that do not
+    cast are counted into `lost` by column. `finish_events` derives the final table."""
+    args = [e.args or _NO_ARGS for e in events]
+    return pl.DataFrame(
         {
-            "kind": pl.Series([e.cat for e in kept], dtype=pl.Utf8, strict=False).replace_strict(
-                KIND_BY_CAT, default="other", return_dtype=pl.Utf8
-            ),
-            "name": pl.Series([e.name for e in kept], dtype=pl.Utf8, strict=False),
-            "ts_us": _series([e.ts for e in kept], pl.Float64, "ts", warnings),
-            "dur_us": _series([e.dur for e in kept], pl.Float64, "dur", warnings),
-            **_id_columns("pid", [e.pid for e in kept]),
-            **_id_columns("tid", [e.tid for e in kept]),
+            "cat": pl.Series([e.cat for e in events], dtype=pl.Utf8, strict=False),
+            "name": pl.Series([e.name for e in events], dtype=pl.Utf8, strict=False),
+            "ts_us": _series([e.ts for e in events], pl.Float64, "ts", lost),
+            "dur_us": _series([e.dur for e in events], pl.Float64, "dur", lost),
+            **_id_columns("pid", [e.pid for e in events]),
+            **_id_columns("tid", [e.tid for e in events]),
             # ROCm runtime rows carry stream "0x0": only GPU rows use these, so no warning here.
             "arg_device": pl.Series([a.device for a in args], dtype=pl.Int64, strict=False),
             "arg_stream": pl.Series([a.stream for a in args], dtype=pl.Int64, strict=False),
             "correlation": _series(
-                [a.correlation for a in args], pl.Int64, "args.correlation", warnings
+                [a.correlation for a in args], pl.Int64, "args.correlation", lost
             ),
-            "external_id": _series(_external_ids(args), pl.Int64, "args.External id", warnings),
+            "external_id": _series(_external_ids(args), pl.Int64, "args.External id", lost),
             "grid_blocks": pl.Series(
                 _products([a.grid for a in args]), dtype=pl.Int64, strict=False
             ),
@@ -101,9 +96,26 @@ def build_events(
                 _products([a.block for a in args]), dtype=pl.Int64, strict=False
             ),
             "arg_bps": _series(
-                [a.blocks_per_sm for a in args], pl.Float64, "args.blocks per SM", warnings
+                [a.blocks_per_sm for a in args], pl.Float64, "args.blocks per SM", lost
             ),
         }
+    )
+
+
+def finish_events(
+    parts: list[pl.DataFrame], num_sms: dict[int, int], lost: Counter[str], warnings: list[str]
+) -> pl.DataFrame:
+    """The events table, sorted by ts_us, from the chunk frames; `num_sms` (device → SM count)
+    fills blocks_per_sm."""
+    for what, n_lost in lost.items():
+        warnings.append(
+            f"{n_lost:,} values of {what} could not be read as numbers and were set to null"
+        )
+    if not parts:  # load_trace raises EmptyTrace first; kept for direct callers
+        return empty_events()
+    frame = pl.concat(parts, how="vertical", rechunk=False)
+    frame = frame.with_columns(
+        kind=pl.col("cat").replace_strict(KIND_BY_CAT, default="other", return_dtype=pl.Utf8)
     )
     return _finish(frame, num_sms, warnings)
 
@@ -146,15 +158,13 @@ def _ns_to_us(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
 
 
 def _series(
-    values: list[Any], dtype: pl.DataType | type[pl.DataType], what: str, warnings: list[str]
+    values: list[Any], dtype: pl.DataType | type[pl.DataType], what: str, lost: Counter[str]
 ) -> pl.Series:
     """A typed Series from loose values; values that do not cast become null and are counted."""
     series = pl.Series(values, dtype=dtype, strict=False)
     n_lost = series.null_count() - values.count(None)
     if n_lost:
-        warnings.append(
-            f"{n_lost:,} values of {what} could not be read as {series.dtype} and were set to null"
-        )
+        lost[what] += n_lost
     return series
 
 

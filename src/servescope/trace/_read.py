@@ -10,23 +10,27 @@ holding it whole); when that cannot vouch for the file, `decode` reads it whole 
 path: a full parse that keeps each event as a raw slice, then the same chunked decode. A type
 mismatch msgspec cannot accept (e.g. `args` that is a list) falls back to an untyped decode of that
 chunk, converting event by event.
-What it does not do: build the events table (`_frame.py`) or decide ranks (`load.py`).
+Kept events become column frames chunk by chunk (`_frame.chunk_frame`).
+What it does not do: derive columns or sort (`_frame.finish_events`) or decide ranks (`load.py`).
 """
 
 from __future__ import annotations
 
 import gc
 import zlib
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import polars as pl
 
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
+from servescope.trace._frame import chunk_frame
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
     EVENTS_DECODER,
@@ -110,10 +114,13 @@ def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytearray:
 
 @dataclass
 class Decoded:
-    """What `decode` returns: the top-level keys and the kept events (complete, not python_function)."""
+    """What `decode` returns: the top-level keys and the kept events (complete, not python_function)
+    as raw column frames, one per chunk (`_frame.chunk_frame`), with per-column counts of values lost
+    in casting."""
 
     top: TopLevel
-    events: list[Event]
+    parts: list[pl.DataFrame]
+    lost: Counter[str]
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
     any_ph: bool = False  # False: no element has a "ph" key (a JSON list of something else)
@@ -190,7 +197,7 @@ def _top_only(doc: RawDoc) -> TopLevel:
 
 def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[str]) -> Decoded:
     if raws is None:
-        return Decoded(top, [], 0, has_events_key=False)
+        return Decoded(top, [], Counter(), 0, has_events_key=False)
     chunks = (
         b"[" + b",".join(raws[i : i + CHUNK_EVENTS]) + b"]"
         for i in range(0, len(raws), CHUNK_EVENTS)
@@ -198,38 +205,46 @@ def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[s
     return _finish(top, _decode_chunks(chunks, exact=True), warnings)
 
 
-def _finish(
-    top: TopLevel, result: tuple[list[Event], int, bool, int], warnings: list[str]
-) -> Decoded:
-    kept, n_events, any_ph, n_bad = result
-    if n_bad:
-        warnings.append(f"{n_bad:,} events with unreadable fields were skipped")
-    return Decoded(top, kept, n_events, has_events_key=True, any_ph=any_ph)
+def _finish(top: TopLevel, result: _Chunked, warnings: list[str]) -> Decoded:
+    if result.n_bad:
+        warnings.append(f"{result.n_bad:,} events with unreadable fields were skipped")
+    return Decoded(
+        top, result.parts, result.lost, result.n_events, has_events_key=True, any_ph=result.any_ph
+    )
 
 
-def _decode_chunks(
-    chunks: Iterable[bytes | bytearray], exact: bool = False
-) -> tuple[list[Event], int, bool, int]:
-    """(kept events, all events, whether any event has a "ph" key, events skipped as unreadable)."""
-    kept: list[Event] = []
-    n_events = n_bad = 0
-    any_ph = False
+@dataclass
+class _Chunked:
+    parts: list[pl.DataFrame] = field(default_factory=list)
+    lost: Counter[str] = field(default_factory=Counter)
+    n_events: int = 0
+    any_ph: bool = False  # whether any event has a "ph" key
+    n_bad: int = 0  # events skipped as unreadable
+
+
+def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> _Chunked:
+    """Decode each chunk, keep complete non-python_function events and turn them into a column
+    frame right away, so their Python objects are freed chunk by chunk."""
+    out = _Chunked()
     for chunk in chunks:
         try:
             try:
                 events = EVENTS_DECODER.decode(chunk)
             except msgspec.ValidationError:  # a type msgspec cannot accept, maybe before bad syntax
                 events, bad = _convert_events(msgspec.json.decode(chunk))
-                n_bad += bad
+                out.n_bad += bad
         except msgspec.DecodeError:
             if exact:
                 raise
             raise _split.BadSplit from None
-        n_events += len(events)
-        if not any_ph:  # short-circuits at the first real event
-            any_ph = any(e.ph is not None for e in events)
-        kept += [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
-    return kept, n_events, any_ph, n_bad
+        out.n_events += len(events)
+        if not out.any_ph:  # short-circuits at the first real event
+            out.any_ph = any(e.ph is not None for e in events)
+        kept = [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
+        del events
+        if kept:
+            out.parts.append(chunk_frame(kept, out.lost))
+    return out
 
 
 def _untyped_top(

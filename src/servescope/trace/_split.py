@@ -5,8 +5,9 @@ What it does: reads blocks (from the file, a gzip stream or an in-memory buffer)
 between events as blocks arrive; at the end it finds the array's closing `]` (the first `}]` that
 works) and decodes the top-level keys from the document with `[]` in place of the array. The file is never
 held in memory whole: only the current block and the unfinished event.
-Correctness does not rest on the guesses: if the document with `[]` in place of the array decodes and
-every chunk decodes as an array, the file is that document with those events (JSON has one parse).
+Correctness does not rest on the guesses: if the document with a placeholder in place of the array
+decodes with the placeholder as its top-level `traceEvents`, and every chunk decodes as an array, the
+file is that document with those events (JSON has one parse).
 A wrong guess (a `},{` inside a string) can only make something fail to decode; the caller then
 takes the exact path (`_read.py`), which also reports syntax errors for repair.
 What it does not do: decode events (`_read.py`) or repair anything (`_repair.py`).
@@ -35,6 +36,7 @@ _LEAD = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 _PAD = b" \t\r\n\x00"
 _CUT_TRIES = 64
 _CLOSE_TRIES = 64
+_PLACEHOLDER = b'"servescope: the event array"'
 
 
 class BadSplit(Exception):
@@ -152,8 +154,13 @@ def _close(head: bytes, pending: bytearray) -> tuple[int, TopLevel]:
 
 
 def _top_without_events(head: bytes, tail: bytes) -> TopLevel | None:
+    """The top-level keys of head + [placeholder] + tail, if that decodes and the placeholder is
+    the top-level `traceEvents` (not a nested key of the same name)."""
     try:
-        raw = RAW_DOC_DECODER.decode(head + tail)
+        raw = RAW_DOC_DECODER.decode(head + _PLACEHOLDER + tail)
     except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    events = raw.traceEvents
+    if events is None or len(events) != 1 or bytes(events[0]) != _PLACEHOLDER:
         return None
     return TopLevel(**{name: getattr(raw, name) for name in TopLevel.__struct_fields__})

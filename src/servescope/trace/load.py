@@ -17,7 +17,7 @@ import polars as pl
 
 from servescope.errors import EmptyTrace, NotATrace, TraceError
 from servescope.trace._files import list_trace_files, rank_from_name
-from servescope.trace._frame import build_events
+from servescope.trace._frame import finish_events
 from servescope.trace._read import (
     Decoded,
     check_path,
@@ -78,7 +78,7 @@ def load_trace(path: str | Path) -> Trace:
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
     with gc_paused():
-        events = build_events(decoded.events, num_sms, warnings)
+        events = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
     del decoded
     rank, world = _rank(top, path)
     return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
@@ -94,7 +94,7 @@ def _check_has_events(path: Path, decoded: Decoded, warnings: list[str]) -> None
         problem = EmptyTrace, "the trace holds no events"
     elif not decoded.any_ph:
         problem = NotATrace, "JSON holds no trace events (no element has a 'ph' key)"
-    elif not decoded.events:
+    elif not decoded.parts:
         problem = (
             EmptyTrace,
             f"none of the {decoded.n_events:,} events is a complete (ph 'X') event",
