@@ -7,7 +7,7 @@ lint:
 types:
 	$(PY) -m mypy
 contracts:
-	lint-imports
+	$(dir $(shell command -v $(PY)))lint-imports
 test:
 	$(PY) -m pytest
 bench:
