@@ -64,10 +64,13 @@ def render(glob: FitResult, groups: dict[tuple[str, str], FitResult], csv_name: 
                 continue
             lines += [f"[{gen}.{be}]", _stats(r), *_values(r.efficiency, glob.efficiency), ""]
     lines += [
-        "# RTX PRO 6000 (GDDR7, sm_120) has no rows in the dev set: keep the global fit, but its memory system",
-        "# reaches ~0.8 of spec bandwidth (aiconfigurator's empirical factor, hardware-and-models.md §1b).",
+        "# RTX PRO 6000 (GDDR7, sm_120) has no rows in the dev set: it takes the Blackwell fit except for memory",
+        "# bandwidth. aiconfigurator uses 0.8 x 1.792 TB/s (= 0.9 of the Server Edition's 1.597), LLMServingSim",
+        "# calibrated 1.597 TB/s (1.0); hardware-and-models.md §1b-2b. 0.85 of 1.597 sits between (a judgement).",
         "[rtx_pro_6000_server]",
-        f"gemm_bw_eff = {min(0.8, glob.efficiency.gemm_bw_eff):.6g}",
+        "gemm_bw_eff = 0.85",
+        "moe_bw_eff = 0.85",
+        "attn_bw_eff = 0.85",
         "",
     ]
     return "\n".join(lines)

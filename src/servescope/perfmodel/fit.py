@@ -106,14 +106,15 @@ def _ttft_grid(groups: list, eff: Efficiency) -> Efficiency:
         a = predict_arrays(replace(sc, efficiency=eff), conc)
         p = a["parts"]
         parts.append((np.full_like(conc, p["pf_step"]), np.full_like(conc, p["pf_overhead"]), p["dec_step"],
-                      conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl), ttft))
-    pf, po, dec, c, cap, tpot, osl, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
+                      conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl),
+                      np.full_like(conc, sc.dp), ttft))
+    pf, po, dec, c, cap, tpot, osl, dp, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
     ov = np.concatenate([[0.0], np.geomspace(1e-3, BOUNDS["prefill_overhead_s"][1], 13)])[:, None, None, None]
     qf = np.concatenate([[0.0], np.geomspace(0.01, 1.0, 15)])[None, :, None, None]
     qe = np.linspace(BOUNDS["ttft_queue_exp"][0], 1.0, 8)[None, None, :, None]
     best: tuple[float, dict[str, float]] = (np.inf, {})
     for pe in np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 12):
-        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, pe, ov, qf, qe)
+        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov, qf, qe)
         mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
         i = np.unravel_index(int(np.argmin(mape)), mape.shape)
         if mape[i] < best[0]:

@@ -5,11 +5,12 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   sequences whose KV at the mean context isl + osl/2 fits (engines allocate KV blocks as sequences grow, so in
   steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
   the full isl + osl
-  t_pf   = prefill of one request's isl tokens (one prefill step) / prefill_eff + prefill_overhead_s
+  t_pf   = prefill of one request's isl tokens on each attention-DP rank (dp requests in parallel, one prefill
+           step) / prefill_eff + prefill_overhead_s
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
-  TPOT   = decode step + prefill_interference · (c_eff − 1)/osl · t_pf'
+  TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
-  TTFT   = t_pf + decode step (a new request waits for the running step) + q · (c_eff − 1)^a · t_pf'
+  TTFT   = t_pf + decode step (a new request waits for the running step) + q · ((c_eff − 1)/dp)^a · t_pf'
            (q = ttft_queue_frac: 0 = arrivals perfectly staggered, 0.5 with a = 1: synchronised waves of c
            requests; a = ttft_queue_exp < 1 when waves spread out as the benchmark runs;
            + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
@@ -49,14 +50,14 @@ class ServingPoint:
     batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
 
 
-def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any,
+def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any, dp: Any,
            prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any) -> Any:
     """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
     efficiency fit can evaluate many candidate constants at once."""
     ce = np.minimum(c, cap)
     t_pf = pf_step / prefill_eff + prefill_overhead_s
     t_marg = (pf_step - pf_overhead) / prefill_eff
-    ttft = t_pf + dec_step + queue_frac * (ce - 1.0) ** queue_exp * t_marg
+    ttft = t_pf + dec_step + queue_frac * ((ce - 1.0) / dp) ** queue_exp * t_marg
     over = np.maximum(c - cap, 0.0) / cap
     return ttft + over * (ttft + (osl - 1) * tpot)
 
@@ -68,12 +69,12 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
     ce = np.minimum(c, cap)
     dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
-    pf = step_arrays(sc, 1, 0, sc.isl, prefill=True)
+    pf = step_arrays(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
     pf_step, pf_over = float(pf["step"]), float(pf["overhead"])
-    share = eff.prefill_interference * (ce - 1.0) / sc.osl
+    share = eff.prefill_interference * (ce - 1.0) / (sc.osl * sc.dp)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, eff.prefill_eff, eff.prefill_overhead_s,
+    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, eff.prefill_overhead_s,
                   eff.ttft_queue_frac, eff.ttft_queue_exp)
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
