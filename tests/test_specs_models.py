@@ -80,7 +80,7 @@ def test_every_bundled_name_loads() -> None:
     names = list_models()
     assert len(names) >= 20
     for n in names:
-        assert load_model(n).params.total > 1e9
+        assert load_model(n).params.total > 1e8
 
 
 def test_unknown_model_lists_known_names() -> None:
@@ -120,3 +120,21 @@ def test_quant_bytes_per_param() -> None:
     assert quant.scheme("int4_wo").gemm_dtype == "bf16"  # Marlin W4A16 runs BF16 tensor cores
     with pytest.raises(UnknownName):
         quant.scheme("fp3")
+
+
+def test_more_architectures_match_their_published_sizes() -> None:
+    # Published totals / actives (model cards): Nemotron-3 Super 120B-A12B (latent MoE, relu2 experts),
+    # Nemotron-3 Nano 30B-A3B (31.6B), Llama-4 Maverick 400B-A17B (MoE every other layer), MiMo-V2-Flash 309B-A15B
+    # (per-layer MoE flags), Mixtral-8x7B 46.7B-A12.9B.
+    sup = load_model("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8")
+    assert sup.params.total == pytest.approx(120e9, rel=0.03) and sup.active_params == pytest.approx(12e9, rel=0.1)
+    assert load_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16").params.total == pytest.approx(31.6e9, rel=0.02)
+    mav = load_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert mav.n_moe_layers == 24 and mav.params.total == pytest.approx(400e9, rel=0.03)
+    assert load_model("xiaomimimo/mimo-v2-flash").params.total == pytest.approx(309e9, rel=0.02)
+    mix = load_model("mixtral-8x7b-v0.1")
+    assert mix.params.total == pytest.approx(46.7e9, rel=0.01) and mix.active_params == pytest.approx(12.9e9, rel=0.03)
+    glm52 = load_model("nvidia/GLM-5.2-NVFP4")  # layer_types "deepseek_sparse_attention"
+    assert glm52.n_attn("full") == 78 and glm52.native_quant.experts.name == "nvfp4"
+    q36 = load_model("nvidia/Qwen3.6-27B-NVFP4")  # modelopt MIXED_PRECISION
+    assert q36.native_quant.dense_mlp.name == "nvfp4" and q36.native_quant.attention.name == "fp8"

@@ -10,6 +10,8 @@ from servescope.errors import BadConfig
 from servescope.perfmodel.validate import layout, read_rows, validate_csv, validate_document
 
 DEV = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
+TPOT_BOUND = 0.16  # achieved 0.146 (docs/model.md §6)
+TTFT_BOUND = 0.30  # achieved 0.274; the issue target 0.25 is not met
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +66,3 @@ def test_bad_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
         read_rows(p)
     with pytest.raises(BadConfig, match="no such file"):
         read_rows(tmp_path / "nope.csv")
-
-
-TPOT_BOUND = 0.25
-TTFT_BOUND = 5.0

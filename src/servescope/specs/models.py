@@ -140,15 +140,32 @@ def _int(cfg: dict[str, Any], path: str, *keys: str, default: int = 0, required:
         raise BadConfig(f"{path}: {keys[0]} is not an integer ({v!r})") from None
 
 
-def _layer_attention(cfg: dict[str, Any], path: str, n: int) -> tuple[str, ...]:
+_BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+_LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear",
+                "deepseek_sparse_attention": "full", "chunked_attention": "sliding"}
+
+
+def _pattern(cfg: dict[str, Any]) -> str | None:
+    """Nemotron-H block pattern (M mamba, * attention, - MLP, E MoE; one block per layer), from
+    `hybrid_override_pattern` or a `layers_block_type` list."""
     pattern = cfg.get("hybrid_override_pattern")
-    if isinstance(pattern, str):  # Nemotron-H: M mamba, * attention, - MLP, E MoE (one block each)
+    if isinstance(pattern, str):
+        return pattern
+    blocks = cfg.get("layers_block_type")
+    if isinstance(blocks, list) and all(b in _BLOCKS for b in blocks):
+        return "".join(_BLOCKS[b] for b in blocks)
+    return None
+
+
+def _layer_attention(cfg: dict[str, Any], path: str, n: int) -> tuple[str, ...]:
+    pattern = _pattern(cfg)
+    if pattern is not None:
         return tuple({"M": "mamba", "*": "full"}.get(c, "none") for c in pattern)
     types = cfg.get("layer_types")
     if isinstance(types, list):
         if len(types) != n:
             raise BadConfig(f"{path}: layer_types has {len(types)} entries for {n} layers")
-        known = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "linear"}
+        known = _LAYER_TYPES
         out = []
         for t in types:
             if t not in known:
@@ -163,13 +180,18 @@ def _layer_attention(cfg: dict[str, Any], path: str, n: int) -> tuple[str, ...]:
 
 
 def _layer_mlp(cfg: dict[str, Any], path: str, n: int, n_experts: int) -> tuple[str, ...]:
-    pattern = cfg.get("hybrid_override_pattern")
-    if isinstance(pattern, str):
+    pattern = _pattern(cfg)
+    if pattern is not None:
         return tuple({"-": "dense", "E": "moe"}.get(c, "none") for c in pattern)
     if n_experts == 0:
         return ("dense",) * n
+    flags = next((cfg[k] for k in ("decoder_sparse_step", "moe_layer_freq") if isinstance(cfg.get(k), list)), None)
+    if flags is not None:  # per-layer 0/1 list (MiniMax-M3, MiMo-V2)
+        if len(flags) != n:
+            raise BadConfig(f"{path}: per-layer MoE flags have {len(flags)} entries for {n} layers")
+        return tuple("moe" if f else "dense" for f in flags)
     first_dense = _int(cfg, path, "first_k_dense_replace", default=0)
-    step = _int(cfg, path, "decoder_sparse_step", "moe_layer_freq", default=1) or 1
+    step = _int(cfg, path, "decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", default=1) or 1
     mlp_only = set(cfg.get("mlp_only_layers") or [])
     out = []
     for i in range(n):
@@ -221,7 +243,9 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     outer = cfg
     c = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
     assert isinstance(c, dict)
-    n = _int(c, path, "num_hidden_layers", "n_layer", "num_layers", required=True)
+    pattern = _pattern(c)
+    n = len(pattern) if pattern is not None else _int(c, path, "num_hidden_layers", "n_layer", "num_layers",
+                                                     required=True)
     h = _int(c, path, "hidden_size", "d_model", "n_embd", required=True)
     vocab = _int(c, path, "vocab_size", required=True)
     nh = _int(c, path, "num_attention_heads", "n_head", required=True)
@@ -231,10 +255,11 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
         raise BadConfig(f"{path}: non-positive layer/hidden/head/vocab count")
     n_exp = _int(c, path, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     top_k = _int(c, path, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0)
-    inter = _int(c, path, "intermediate_size", "ffn_hidden_size", default=4 * h)
-    moe_inter = _int(c, path, "moe_intermediate_size", default=inter if n_exp else 0)
+    inter = _int(c, path, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size", default=4 * h)
+    moe_inter = _int(c, path, "moe_intermediate_size", "intermediate_size", default=inter if n_exp else 0)
     n_shared = _int(c, path, "n_shared_experts", "num_shared_experts", default=0)
-    shared_inter = _int(c, path, "shared_expert_intermediate_size", "shared_intermediate_size", default=0)
+    shared_inter = _int(c, path, "shared_expert_intermediate_size", "shared_intermediate_size",
+                        "moe_shared_expert_intermediate_size", default=0)
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
     attn_layers = _layer_attention(c, path, n)
@@ -254,14 +279,17 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     n_lin = sum(1 for a in attn_layers if a in ("linear", "mamba"))
     n_moe = sum(1 for m in mlp_layers if m == "moe")
     n_dense = sum(1 for m in mlp_layers if m == "dense")
-    per_expert = 3.0 * h * moe_inter
+    mats = _mlp_mats(c)
+    latent = _int(c, path, "moe_latent_size")  # Nemotron-3 latent MoE: experts work in a smaller space
+    per_expert = mats * (latent or h) * moe_inter
+    latent_proj = 2.0 * h * latent if latent else 0.0  # h -> latent -> h per MoE layer, always active
     tied = bool(_get(c, path, "tie_word_embeddings", default=_get(outer, path, "tie_word_embeddings", default=False)))
     params = ParamCounts(
         attention=attn_p * n_full + lin_p * n_lin,
         attention_replicated=attn_repl * n_full,
-        dense_mlp=_mlp_mats(c) * h * inter * n_dense,
+        dense_mlp=mats * h * inter * n_dense,
         routed_experts=per_expert * n_exp * n_moe,
-        shared_experts=3.0 * h * shared_inter * n_moe,
+        shared_experts=(mats * h * shared_inter + latent_proj) * n_moe,
         embedding=float(vocab * h),
         lm_head=0.0 if tied else float(vocab * h),
         other=float(2 * h * n + h + h * n_exp * n_moe),
@@ -304,8 +332,21 @@ def _with_mtp(p: ParamCounts, n_mtp: int, per_layer: float, h: int) -> ParamCoun
 # ---------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _aliases() -> dict[str, Any]:
-    text = resources.files(_PKG).joinpath("data", "models", "aliases.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    """Names -> bundled file stems: every `<org>--<model>_config.json` answers to `org/model` and, when unique,
+    to `model` (lower case); aliases.toml adds more names and the NVFP4 repacks that are not bundled."""
+    root = resources.files(_PKG).joinpath("data", "models")
+    table = tomllib.loads(root.joinpath("aliases.toml").read_text(encoding="utf-8"))
+    stems = sorted(f.name[: -len("_config.json")] for f in root.iterdir()
+                   if f.name.endswith("_config.json") and not f.name.endswith("_hf_quant_config.json"))
+    auto: dict[str, str] = {}
+    shorts: dict[str, list[str]] = {}
+    for stem in stems:
+        org, _, model = stem.partition("--")
+        auto[f"{org}/{model}".lower()] = stem
+        shorts.setdefault(model.lower(), []).append(stem)
+    auto.update({k: v[0] for k, v in shorts.items() if len(v) == 1 and k not in auto})
+    auto.update(table.get("aliases", {}))
+    return {"aliases": auto, "repacks": table.get("repacks", {})}
 
 
 def list_models() -> list[str]:
@@ -356,7 +397,12 @@ def load_model(name_or_path: str) -> ModelSpec:
     if stem is None:
         raise UnknownName(f"unknown model {name_or_path!r}; known: {', '.join(list_models())}")
     cfg, src, hq = _bundled(stem)
-    return parse_config(cfg, name_or_path, src, hq)
+    spec = parse_config(cfg, name_or_path, src, hq)
+    if stem.lower().endswith("-nvfp4") and spec.native_quant.experts.name == "bf16":
+        # Some NVIDIA NVFP4 repacks ship config.json without their quantization block (e.g. Kimi-K2.5-NVFP4):
+        # the name is the only record of the format.
+        spec = _requant(spec, "nvfp4")
+    return spec
 
 
 def _requant(spec: ModelSpec, scheme_name: str) -> ModelSpec:

@@ -161,6 +161,9 @@ def from_hf(config: dict[str, Any], path: str, hf_quant: dict[str, Any] | None =
         qq = hf_quant.get("quantization") or {}
         algo = str(qq.get("quant_algo", "")).lower()
         kv = SCHEMES["fp8"] if "fp8" in str(qq.get("kv_cache_quant_algo", "")).lower() else SCHEMES["bf16"]
+        if algo == "mixed_precision":  # per-layer mix (NVFP4 MLPs/experts, FP8 attention): the common case
+            nv = SCHEMES["nvfp4"]
+            return QuantConfig(SCHEMES["fp8"], nv, nv, nv, SCHEMES["bf16"], kv)
         s = scheme(algo) if algo else SCHEMES["bf16"]
         # modelopt NVFP4 repacks exclude the attention projections (at least the MLA ones) and lm_head.
         ex = [str(m) for m in qq.get("exclude_modules") or []]
