@@ -70,13 +70,14 @@ def render_spec(spec: Any, console: Console) -> None:
 
 
 def render_validation(doc: dict[str, Any], console: Console) -> None:
-    head = (f"TPOT MAPE {doc['tpot_mape']:.1f}% · TTFT MAPE {doc['ttft_mape']:.1f}% over {doc['rows']} rows "
-            f"({len(doc['skipped'])} skipped)")
+    # MAPEs in the document are fractions (0.15 = 15%).
+    head = (f"TPOT MAPE {100 * doc['tpot_mape']:.1f}% · TTFT MAPE {100 * doc['ttft_mape']:.1f}% over {doc['rows']} "
+            f"rows ({len(doc['skipped'])} skipped)")
     console.print(Text(head, style="bold"))
     for group in ("by_system", "by_backend", "by_model"):
         t = Table(title=group.replace("_", " "), title_justify="left")
         for col in ("name", "rows", "TPOT MAPE %", "TTFT MAPE %"):
             t.add_column(col, justify="left" if col == "name" else "right")
         for name, g in sorted(doc.get(group, {}).items()):
-            t.add_row(name, str(g.get("rows", "")), f"{g['tpot_mape']:.1f}", f"{g['ttft_mape']:.1f}")
+            t.add_row(name, str(g.get("rows", "")), f"{100 * g['tpot_mape']:.1f}", f"{100 * g['ttft_mape']:.1f}")
         console.print(t)
