@@ -160,3 +160,22 @@ def test_vectorised_collective_curves_equal_specs_collectives() -> None:
             backend = "vllm" if coll == "all_reduce" else "nccl"
             theirs = [collective_time_s(curves, coll, float(b), n, backend=backend) for b in sizes]
             assert np.allclose(mine, theirs, rtol=1e-9), (gpu, coll)
+
+
+def test_every_bundled_model_predicts_on_8_b200() -> None:
+    import math
+
+    from servescope.specs.models import _aliases
+
+    stems = sorted(set(_aliases()["aliases"].values()))
+    for stem in stems:
+        name = stem.replace("--", "/")
+        try:
+            sc = Scenario.build(name, "b200_sxm", tp=8, quant="native")
+        except ScenarioError as e:  # a layout the model cannot take (heads not divisible by 8, too large)
+            assert "does not" in str(e) or "neither" in str(e), (name, str(e))
+            continue
+        for p in predict(sc, [1, 64]):
+            assert math.isfinite(p.tpot_s) and 0 < p.tpot_s < 10, name
+            assert math.isfinite(p.ttft_s) and p.ttft_s > 0, name
+            assert abs(sum(p.terms_s.values()) - p.tpot_s) < 1e-9 * p.tpot_s, name

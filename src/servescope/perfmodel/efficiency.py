@@ -37,7 +37,6 @@ class Efficiency:
     cpu_overhead_per_seq_s: float = 5.0e-6  # per sequence in the step
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
-    prefill_expert_overhead_s: float = 0.0  # per prefill, per routed expert held per GPU and MoE layer
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.5  # share of the other in-flight requests' prefills a new request waits for
     ttft_queue_exp: float = 1.0  # queue grows as (c − 1)^exp: 1 = synchronised waves, < 1 = waves spread out

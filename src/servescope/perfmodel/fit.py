@@ -36,7 +36,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "cpu_overhead_s": (0.0, 1.0e-2),
     "prefill_overhead_s": (0.0, 0.25),
     "prefill_eff": (0.2, 1.5),
-    "prefill_expert_overhead_s": (0.0, 2.0e-5),
     "prefill_interference": (0.0, 2.0),
     "ttft_queue_frac": (0.0, 1.0),
     "ttft_queue_exp": (0.3, 1.0),
@@ -107,15 +106,14 @@ def _ttft_grid(groups: list, eff: Efficiency) -> Efficiency:
         p = a["parts"]
         parts.append((np.full_like(conc, p["pf_step"]), np.full_like(conc, p["pf_overhead"]), p["dec_step"],
                       conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl),
-                      np.full_like(conc, sc.dp), np.full_like(conc, p["pf_fixed_other"]), ttft))
-    pf, po, dec, c, cap, tpot, osl, dp, fx, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
+                      np.full_like(conc, sc.dp), ttft))
+    pf, po, dec, c, cap, tpot, osl, dp, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
     ov = np.concatenate([[0.0], np.geomspace(1e-3, BOUNDS["prefill_overhead_s"][1], 13)])[:, None, None, None]
-    fx = fx[None, None, None, :]
     qf = np.concatenate([[0.0], np.geomspace(0.01, 1.0, 15)])[None, :, None, None]
     qe = np.linspace(BOUNDS["ttft_queue_exp"][0], 1.0, 8)[None, None, :, None]
     best: tuple[float, dict[str, float]] = (np.inf, {})
     for pe in np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 12):
-        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov + fx, qf, qe)
+        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov, qf, qe)
         mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
         i = np.unravel_index(int(np.argmin(mape)), mape.shape)
         if mape[i] < best[0]:

@@ -6,7 +6,7 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
   the full isl + osl
   t_pf   = prefill of one request's isl tokens on each attention-DP rank (dp requests in parallel, one prefill
-           step) / prefill_eff + prefill_overhead_s + prefill_expert_overhead_s · MoE layers · experts per GPU
+           step) / prefill_eff + prefill_overhead_s
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
@@ -71,12 +71,10 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
     pf = step_arrays(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
     pf_step, pf_over = float(pf["step"]), float(pf["overhead"])
-    expert_layers = sc.model.n_moe_layers * (sc.model.n_routed_experts / sc.ep)
-    pf_fixed = eff.prefill_overhead_s + expert_layers * eff.prefill_expert_overhead_s
     share = eff.prefill_interference * (ce - 1.0) / (sc.osl * sc.dp)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, pf_fixed,
+    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, eff.prefill_overhead_s,
                   eff.ttft_queue_frac, eff.ttft_queue_exp)
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
@@ -88,8 +86,7 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
         "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
         "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms,
         "step": dec["step"], "floor": dec["floor"], "collectives": dec["collectives"],
-        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap,
-                  "pf_fixed_other": pf_fixed - eff.prefill_overhead_s},
+        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap},
     }
 
 

@@ -176,7 +176,10 @@ def from_hf(config: dict[str, Any], path: str, hf_quant: dict[str, Any] | None =
     method = str(q.get("quant_method", "")).lower()
     if method == "fp8":
         s = SCHEMES["fp8-block"] if q.get("weight_block_size") else SCHEMES["fp8"]
-        return _with_ignores(s, list(q.get("modules_to_not_convert") or []), SCHEMES["bf16"])
+        qc = _with_ignores(s, list(q.get("modules_to_not_convert") or []), SCHEMES["bf16"])
+        if str(config.get("expert_dtype", "")).lower() == "fp4":  # DeepSeek-V4: fp4 experts, ue8m0 scale per 32
+            qc = replace(qc, experts=SCHEMES["mxfp4"])
+        return qc
     if method == "mxfp4":
         bf = SCHEMES["bf16"]
         return QuantConfig(bf, bf, SCHEMES["mxfp4"], bf, bf, bf)
