@@ -2,7 +2,7 @@
 src/servescope/perfmodel/data/efficiency.toml (with how, when, on which rows and the resulting MAPE).
 
 Usage: .venv/bin/python bench/fit_efficiency.py [CSV] [--sweeps N] [--dry-run]
-Method: perfmodel.fit — MAPE of TPOT + MAPE of TTFT, TTFT-only constants by grid, the rest by coordinate search over a shrinking
+Method: perfmodel.fit — MAPE of TPOT + MAPE of TTFT, TTFT-only constants (incl. the MLA per-layer prefill cost) by grid, the rest by coordinate search over a shrinking
 multiplicative grid, first globally, then per (GPU generation, backend) group with >= 40 rows. Dev rows only.
 """
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel.efficiency import Efficiency  # noqa: E402
-from servescope.perfmodel.fit import BOUNDS, W_TTFT, FitResult, fit_all  # noqa: E402
+from servescope.perfmodel.fit import COORD_PARAMS, TTFT_PARAMS, W_TTFT, FitResult, fit_all  # noqa: E402
 from servescope.perfmodel.validate import read_rows  # noqa: E402
 
 OUT = ROOT / "src/servescope/perfmodel/data/efficiency.toml"
@@ -48,8 +48,8 @@ def render(glob: FitResult, groups: dict[tuple[str, str], FitResult], csv_name: 
         "# Efficiency factors of the performance model, per (GPU generation, backend).",
         f"# Written by bench/fit_efficiency.py on {today} from {csv_name} (dev rows only, aggregated serving),",
         f"# objective: MAPE(TPOT) + {W_TTFT:g} * MAPE(TTFT) (perfmodel.fit): exhaustive grid for the TTFT-only",
-        "# constants (prefill_eff, prefill_overhead_s, ttft_queue_frac, ttft_queue_exp), cyclic coordinate search over a",
-        f"# shrinking multiplicative grid within physical bounds for the rest ({', '.join(BOUNDS)}); {seconds:.0f} s.",
+        f"# constants ({', '.join(TTFT_PARAMS)}), cyclic coordinate search over a shrinking multiplicative grid",
+        f"# within physical bounds for {', '.join(COORD_PARAMS)}; {seconds:.0f} s.",
         "# Global fit first ([default]), then each generation.backend group with >= 40 rows starting from it.",
         "",
         "[default]",

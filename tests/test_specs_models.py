@@ -83,9 +83,34 @@ def test_every_bundled_name_loads() -> None:
         assert load_model(n).params.total > 1e8
 
 
-def test_unknown_model_lists_known_names() -> None:
+def test_unknown_model_suggests_close_names() -> None:
     with pytest.raises(UnknownName, match="kimi-k2.5"):
+        load_model("kimi-k2.55")
+    with pytest.raises(UnknownName, match="servescope specs list"):
         load_model("no-such-model")
+
+
+@pytest.mark.parametrize(
+    ("patch", "needle"),
+    [({"num_attention_heads": 0}, "non-positive"), ({"num_experts_per_tok": 300}, "experts per token")],
+)
+def test_impossible_configs_are_bad_config(tmp_path, patch: dict, needle: str) -> None:
+    import json
+
+    from servescope.specs.models import _bundled
+
+    cfg, _, _ = _bundled("deepseek-ai--DeepSeek-V3")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, **patch}))
+    with pytest.raises(BadConfig, match=needle):
+        load_model(str(path))
+
+
+def test_binary_config_is_bad_config(tmp_path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xff\xfe\x00binary")
+    with pytest.raises(BadConfig, match="UTF-8"):
+        load_model(str(path))
 
 
 def test_malformed_config_names_the_file(tmp_path) -> None:

@@ -37,7 +37,24 @@ def one_line_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@click.group()
+class OneLineGroup(click.Group):
+    """A group whose usage errors (bad flag values, unknown options) are one line and exit code 1, like library
+    errors, instead of Click's multi-line usage block and exit code 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except click.ClickException as exc:
+            click.echo(f"servescope: {exc.format_message()}", err=True)
+            sys.exit(1)
+        except click.Abort:
+            click.echo("servescope: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=OneLineGroup)
 @click.version_option()
 def main() -> None:
     """servescope: LLM-serving traces, performance model, and plans."""
@@ -58,7 +75,8 @@ def _console() -> Console:
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one servescope.trace/1 JSON document only.")
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
-@click.option("--top", "top_n", default=10, show_default=True, help="Top kernels per step and kind.")
+@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Top kernels per step and kind.")
 @one_line_errors
 def trace(path: Path | None, as_json: bool, kind: str | None, top_n: int) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
@@ -81,7 +99,7 @@ def _int_list(text: str) -> list[int]:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
+    if not values or min(values) < 1 or any(not x.strip() for x in text.split(",")):
         raise click.BadParameter(f"expected positive integers, got {text!r}")
     return values
 
@@ -167,7 +185,10 @@ def specs_show(name: str) -> None:
     try:
         spec: Any = load_gpu(name)
     except UnknownName:
-        spec = load_model(name)
+        try:
+            spec = load_model(name)
+        except UnknownName as exc:
+            raise UnknownName(f"{name!r} is neither a bundled GPU nor a model: {exc}") from None
     render_spec(spec, _console())
 
 

@@ -40,7 +40,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "ttft_queue_frac": (0.0, 1.0),
     "ttft_queue_exp": (0.3, 1.0),
     "launch_overhead_s": (1.0e-6, 3.0e-5),
+    "mla_prefill_layer_s": (0.0, 4.0e-3),  # 0-4 ms per MLA layer per prefill (0-250 ms for 61 layers)
 }
+GRID_ONLY = ("mla_prefill_layer_s",)  # set by the TTFT grid alone (TTFT-only and closed form: no coordinate search)
+COORD_PARAMS = tuple(name for name in BOUNDS if name not in GRID_ONLY)
 _GRID = (0.5, 0.7, 0.85, 1.0, 1.18, 1.4, 2.0)
 W_TTFT = 1.0  # equal weight: both are the reported metric (0.6 gave TPOT 14.4% / TTFT 28.1%, 1.0 14.6% / 27.4%)
 
@@ -94,36 +97,41 @@ def _step(x: float, f: float, lo: float, hi: float) -> float:
     return min(max(x * f, lo), hi)
 
 
-TTFT_PARAMS = ("prefill_eff", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp")
+TTFT_PARAMS = ("prefill_eff", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp", "mla_prefill_layer_s")
 
 
 def _ttft_grid(groups: list, eff: Efficiency) -> Efficiency:
-    """Exhaustive grid over the four TTFT-only constants (TTFT MAPE, closed form in serving.ttft_s; TPOT held at
-    its current prediction). Cheap: every candidate is one numpy broadcast over all rows."""
+    """Exhaustive grid over the TTFT-only constants (TTFT MAPE, closed form in serving.ttft_s; TPOT held at its
+    current prediction). Cheap: every candidate is one numpy broadcast over all rows. The MLA per-layer cost is
+    gridded only when the rows contain an MLA model (else it stays where it is)."""
     parts = []
     for sc, conc, _, ttft in groups:
         a = predict_arrays(replace(sc, efficiency=eff), conc)
         p = a["parts"]
         parts.append((np.full_like(conc, p["pf_step"]), np.full_like(conc, p["pf_overhead"]), p["dec_step"],
                       conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl),
-                      np.full_like(conc, sc.dp), ttft))
-    pf, po, dec, c, cap, tpot, osl, dp, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
+                      np.full_like(conc, sc.dp), np.full_like(conc, p["n_mla"]), ttft))
+    pf, po, dec, c, cap, tpot, osl, dp, nm, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
     ov = np.concatenate([[0.0], np.geomspace(1e-3, BOUNDS["prefill_overhead_s"][1], 13)])[:, None, None, None]
     qf = np.concatenate([[0.0], np.geomspace(0.01, 1.0, 15)])[None, :, None, None]
     qe = np.linspace(BOUNDS["ttft_queue_exp"][0], 1.0, 8)[None, None, :, None]
+    hi = BOUNDS["mla_prefill_layer_s"][1]
+    mla = np.concatenate([[0.0], np.geomspace(hi / 40.0, hi, 9)]) if nm.any() else [eff.mla_prefill_layer_s]
     best: tuple[float, dict[str, float]] = (np.inf, {})
     for pe in np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 12):
-        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov, qf, qe)
-        mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
-        i = np.unravel_index(int(np.argmin(mape)), mape.shape)
-        if mape[i] < best[0]:
-            best = (float(mape[i]), {"prefill_eff": float(pe), "prefill_overhead_s": float(ov.ravel()[i[0]]),
-                                     "ttft_queue_frac": float(qf.ravel()[i[1]]),
-                                     "ttft_queue_exp": float(qe.ravel()[i[2]])})
+        for xm in mla:
+            pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov, qf, qe, nm, xm)
+            mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
+            i = np.unravel_index(int(np.argmin(mape)), mape.shape)
+            if mape[i] < best[0]:
+                best = (float(mape[i]), {"prefill_eff": float(pe), "prefill_overhead_s": float(ov.ravel()[i[0]]),
+                                         "ttft_queue_frac": float(qf.ravel()[i[1]]),
+                                         "ttft_queue_exp": float(qe.ravel()[i[2]]), "mla_prefill_layer_s": float(xm)})
     return eff.scaled(**best[1])
 
 
-def fit_group(rows: list[Row], start: Efficiency, params: tuple[str, ...] = tuple(BOUNDS),
+def fit_group(rows: list[Row], start: Efficiency,
+              params: tuple[str, ...] = COORD_PARAMS,
               sweeps: int = 3, w_ttft: float = W_TTFT) -> FitResult:
     """TTFT grid, then coordinate search of `params` (TTFT grid again after each sweep), from `start`."""
     groups = _by_scenario(rows)

@@ -6,7 +6,10 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
   the full isl + osl
   t_pf   = prefill of one request's isl tokens on each attention-DP rank (dp requests in parallel, one prefill
-           step) / prefill_eff + prefill_overhead_s
+           step) / prefill_eff + prefill_overhead_s + n_mla · mla_prefill_layer_s
+           (n_mla = attention layers using MLA: the latent-cache context path — kv up-projection of the cached
+           latents, rope/concat and FP8 KV quantisation kernels, chunked-context metadata — costs a fixed time per
+           layer and prefill that the FLOP/byte roofline of the chunk does not see; 0 for GQA models)
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
@@ -50,12 +53,19 @@ class ServingPoint:
     batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
 
 
+def mla_layers(sc: Any) -> int:
+    """Attention layers of the scenario's model that use multi-head latent attention (MLA, DeepSeek-V4)."""
+    m = sc.model
+    return sum(1 for a in m.layer_attention if a != "none") if m.attention_kind in ("mla", "v4") else 0
+
+
 def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any, dp: Any,
-           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any) -> Any:
+           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any,
+           n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0) -> Any:
     """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
     efficiency fit can evaluate many candidate constants at once."""
     ce = np.minimum(c, cap)
-    t_pf = pf_step / prefill_eff + prefill_overhead_s
+    t_pf = pf_step / prefill_eff + prefill_overhead_s + n_mla * mla_prefill_layer_s
     t_marg = (pf_step - pf_overhead) / prefill_eff
     ttft = t_pf + dec_step + queue_frac * ((ce - 1.0) / dp) ** queue_exp * t_marg
     over = np.maximum(c - cap, 0.0) / cap
@@ -74,8 +84,9 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     share = eff.prefill_interference * (ce - 1.0) / (sc.osl * sc.dp)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
+    n_mla = mla_layers(sc)
     ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, eff.prefill_overhead_s,
-                  eff.ttft_queue_frac, eff.ttft_queue_exp)
+                  eff.ttft_queue_frac, eff.ttft_queue_exp, n_mla, eff.mla_prefill_layer_s)
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
@@ -86,7 +97,7 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
         "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
         "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms,
         "step": dec["step"], "floor": dec["floor"], "collectives": dec["collectives"],
-        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap},
+        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap, "n_mla": n_mla},
     }
 
 

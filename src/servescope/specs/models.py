@@ -17,6 +17,7 @@ Parameter formulas (per layer; h = hidden, nh/nkv heads, d head_dim):
 
 from __future__ import annotations
 
+import difflib
 import json
 import tomllib
 from dataclasses import dataclass, field
@@ -249,15 +250,19 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     h = _int(c, path, "hidden_size", "d_model", "n_embd", required=True)
     vocab = _int(c, path, "vocab_size", required=True)
     nh = _int(c, path, "num_attention_heads", "n_head", required=True)
-    nkv = _int(c, path, "num_key_value_heads", default=nh) or nh
-    d = _int(c, path, "head_dim", "attention_head_dim", default=h // nh)
     if n <= 0 or h <= 0 or nh <= 0 or vocab <= 0:
         raise BadConfig(f"{path}: non-positive layer/hidden/head/vocab count")
+    nkv = _int(c, path, "num_key_value_heads", default=nh) or nh
+    d = _int(c, path, "head_dim", "attention_head_dim", default=h // nh)
     n_exp = _int(c, path, "n_routed_experts", "num_experts", "num_local_experts", default=0)
-    top_k = _int(c, path, "num_experts_per_tok", "experts_per_token", "moe_topk", default=0)
+    top_k = _int(c, path, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
+                 "moe_topk", default=0)
     inter = _int(c, path, "intermediate_size_mlp", "intermediate_size", "ffn_hidden_size", default=4 * h)
-    moe_inter = _int(c, path, "moe_intermediate_size", "intermediate_size", default=inter if n_exp else 0)
+    moe_inter = _int(c, path, "moe_intermediate_size", "routed_expert_hidden_size", "expert_intermediate_size",
+                     "intermediate_size", default=inter if n_exp else 0)
     n_shared = _int(c, path, "n_shared_experts", "num_shared_experts", default=0)
+    if n_exp and not 0 < top_k <= n_exp:
+        raise BadConfig(f"{path}: {top_k} experts per token with {n_exp} routed experts")
     shared_inter = _int(c, path, "shared_expert_intermediate_size", "shared_intermediate_size",
                         "moe_shared_expert_intermediate_size", default=0)
     if n_shared and not shared_inter:
@@ -349,10 +354,26 @@ def _aliases() -> dict[str, Any]:
     return {"aliases": auto, "repacks": table.get("repacks", {})}
 
 
+def _closest(key: str, known: list[str]) -> str:
+    """`did you mean …` for the nearest names, and how to list them all: a full list is too long for one line."""
+    near = difflib.get_close_matches(key, known, n=5, cutoff=0.4)
+    hint = f"did you mean {', '.join(near)}? " if near else ""
+    return f"{hint}({len(known)} known: `servescope specs list`)"
+
+
 def list_models() -> list[str]:
     """Bundled short names (and HF ids) load_model accepts."""
     a = _aliases()
     return sorted(set(a["aliases"]) | set(a.get("repacks", {})))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BadConfig(f"{path}: not a text file (invalid UTF-8)") from None
+    except OSError as e:
+        raise BadConfig(f"{path}: cannot be read ({e.strerror})") from None
 
 
 def _read_json(text: str, path: str) -> dict[str, Any]:
@@ -384,8 +405,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         if not p.is_file():
             raise BadConfig(f"{p}: no such config file")
         hq_path = p.with_name(p.name.replace("config.json", "hf_quant_config.json"))
-        hq = _read_json(hq_path.read_text(), str(hq_path)) if hq_path != p and hq_path.is_file() else None
-        return parse_config(_read_json(p.read_text(encoding="utf-8"), str(p)), p.stem, str(p), hq)
+        hq = _read_json(_read_text(hq_path), str(hq_path)) if hq_path != p and hq_path.is_file() else None
+        return parse_config(_read_json(_read_text(p), str(p)), p.stem, str(p), hq)
     key = name_or_path.strip().lower()
     a = _aliases()
     if key in a.get("repacks", {}):
@@ -395,7 +416,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         return _requant(spec, rp["quant"])
     stem = a["aliases"].get(key)
     if stem is None:
-        raise UnknownName(f"unknown model {name_or_path!r}; known: {', '.join(list_models())}")
+        raise UnknownName(f"unknown model {name_or_path!r}; {_closest(key, list_models())}")
     cfg, src, hq = _bundled(stem)
     spec = parse_config(cfg, name_or_path, src, hq)
     if stem.lower().endswith("-nvfp4") and spec.native_quant.experts.name == "bf16":

@@ -31,6 +31,7 @@ import polars as pl
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
 from servescope.trace._frame import chunk_frame
+from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
     EVENTS_DECODER,
@@ -88,27 +89,19 @@ def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytearray:
     once (a join of parts would hold it twice). A cut-off stream keeps what inflated; the tail
     repair does the rest."""
     out = bytearray()
-    data = raw
-    while data:
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            while data:
-                out += inflater.decompress(data, INFLATE_PIECE_BYTES)
-                data = inflater.unconsumed_tail
-            out += inflater.flush()
-        except zlib.error as exc:
-            if not out:
-                raise NotATrace(f"{path}: gzip file is corrupt ({exc})") from None
-            warnings.append(f"gzip data corrupt after {len(out):,} bytes; kept what came before")
-            break
-        if not inflater.eof:
-            if not out:
-                raise NotATrace(f"{path}: gzip file is corrupt or cut off before any data")
-            warnings.append(
-                f"gzip stream ends early (file cut off): read {len(out):,} bytes of JSON"
-            )
-            break
-        data = inflater.unused_data.lstrip(b"\x00")
+    try:
+        for piece in inflate_members(raw):
+            out += piece
+    except zlib.error as exc:
+        if not out:
+            raise NotATrace(f"{path}: gzip file is corrupt ({exc})") from None
+        warnings.append(f"gzip data corrupt after {len(out):,} bytes; kept what came before")
+    except GzipCutOff:
+        if not out:
+            raise NotATrace(f"{path}: gzip file is corrupt or cut off before any data") from None
+        warnings.append(f"gzip stream ends early (file cut off): read {len(out):,} bytes of JSON")
+    except GzipTrailingJunk as junk:
+        warnings.append(f"{junk.args[0]:,} bytes of non-gzip data after the last gzip member ignored")
     return out
 
 

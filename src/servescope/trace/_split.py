@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 
+from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import RAW_DOC_DECODER, TopLevel
 
@@ -50,21 +51,12 @@ def file_blocks(path: Path) -> Iterator[bytes]:
 
 
 def gzip_blocks(path: Path) -> Iterator[bytes]:
-    """Inflated blocks of every gzip member; a cut-off or corrupt stream raises BadSplit (the exact
-    path then reports and repairs it)."""
-    data = path.read_bytes()
-    while data:
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            while data:
-                yield inflater.decompress(data, BLOCK_BYTES)
-                data = inflater.unconsumed_tail
-            yield inflater.flush()
-        except zlib.error:
-            raise BadSplit from None
-        if not inflater.eof:
-            raise BadSplit
-        data = inflater.unused_data.lstrip(b"\x00")
+    """Inflated blocks of every gzip member; a cut-off, corrupt or junk-trailed stream raises BadSplit (the
+    exact path then reports and repairs it)."""
+    try:
+        yield from inflate_members(path.read_bytes())
+    except (zlib.error, GzipCutOff, GzipTrailingJunk):
+        raise BadSplit from None
 
 
 def buffer_blocks(buf: Buffer) -> Iterator[memoryview]:
