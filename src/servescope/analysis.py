@@ -45,8 +45,12 @@ def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10) ->
         if not t.has_gpu_events and len(traces) > 1:
             warnings.append(f"{t.path}: no GPU events (CPU-only or front-end trace), skipped")
     if not gpu_traces:
-        raise NoGpuEvents(f"{path}: no GPU kernels in the trace (a CPU-only or front-end trace?)")
+        damage = f"; what could be read was damaged: {warnings[0]}" if warnings else ""
+        raise NoGpuEvents(f"{path}: no GPU kernels in the trace (a CPU-only or front-end trace?){damage}")
     ranks = [breakdown(t, top_n) for t in gpu_traces]
     if kind is not None:
+        present = sorted({s.kind for b in ranks for s in b.steps})
         ranks = [_only_kind(b, kind) for b in ranks]
+        if not any(b.steps for b in ranks):
+            warnings.append(f"no {kind} steps in the trace (kinds present: {', '.join(present) or 'none'})")
     return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks)), tuple(warnings))

@@ -214,6 +214,8 @@ def validate(csv: Path, as_json: bool) -> None:
 @click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests.")
 @click.option("--target", default=None, help="Goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
+@click.option("--tpot-limit", default=None,
+              help="Objective throughput: the TPOT each user must keep, e.g. 50ms (default: the baseline's TPOT).")
 @click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
 @click.option("--spec-method", default=None, help="eagle3 | eagle | mtp | draft:MODEL")
 @click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
@@ -221,7 +223,8 @@ def validate(csv: Path, as_json: bool) -> None:
 @click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
 @click.option("--json", "as_json", is_flag=True, help="Print one servescope.plan/1 JSON document only.")
 @one_line_errors
-def plan_command(trace_path: Path | None, objective: str, concurrency: int, target: str | None, forbid: str | None,
+def plan_command(trace_path: Path | None, objective: str, concurrency: int, target: str | None,
+                 tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
                  acceptance_rate: float | None, as_json: bool, **kw: Any) -> None:
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
@@ -230,11 +233,16 @@ def plan_command(trace_path: Path | None, objective: str, concurrency: int, targ
     from servescope.planner import plan_document, plan_lines
     from servescope.planner.speculative import spec_from_options
 
+    from servescope.planner.target import parse_target
+
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
+    limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     advice = advise(_scenario(kw), trace_path, objective=objective, concurrency=concurrency, target=target,
-                    forbid=forbid, spec=spec)
+                    forbid=forbid, spec=spec, tpot_limit_s=limit_s)
     if as_json:
         _emit_json(plan_document(advice.plan))
+        for w in advice.plan.warnings:
+            click.echo(f"servescope: warning: {w}", err=True)
         return
     for line in plan_lines(advice.plan):
         click.echo(line)

@@ -33,7 +33,8 @@ class Finding:
 
 
 def _kind_phrase(kind: str) -> str:
-    return "unlabelled-step" if kind == "unknown" else kind
+    """`unknown` steps are ProfilerStep#N or idle-gap segments: their label does not say prefill or decode."""
+    return "unknown-kind step" if kind == "unknown" else kind
 
 
 def _pct(x: float) -> str:
@@ -62,7 +63,7 @@ def communication_bound(s: KindSummary, rank: int | None) -> Finding | None:
     message = (
         f"communication is {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time "
         f"({_pct(_share(s.comm_exposed_us, s.gpu_busy_us))} exposed, not hidden under compute); {name} kernels "
-        f"sum to {_pct(_share(top.total_us, s.gpu_busy_us))}: {per_step:.0f} calls per step at "
+        f"sum to {_pct(_share(top.total_us, s.gpu_busy_us))} of it: {per_step:.0f} calls per step at "
         f"~{top.median_us:.0f} µs each (median)"
     )
     return Finding(
@@ -162,11 +163,15 @@ def rank_skew(ranks: list[TraceBreakdown]) -> list[Finding]:
     slow = ranks[busy.index(max(busy))].rank
     waits = ranks[comm.index(max(comm))].rank
     severity = "medium" if spread >= SKEW_SHARE_MEDIUM else "info"
+    comm_spread = max(comm) - min(comm)
+    # A rank that spends longer in collectives waited there for the others; below 1% of busy it is noise.
+    who_waits = (f"rank {waits} spends longest in collectives, i.e. waits for the others"
+                 if comm_spread > 0.01 * max(busy) else "no rank waits measurably longer in collectives")
     return [Finding(
         "rank_skew", severity,
-        f"across {len(ranks)} ranks over {n} common step(s), GPU busy time differs by {_pct(spread)} "
-        f"(max {max(busy):.0f} µs on rank {slow}, min {min(busy):.0f} µs); communication differs by "
-        f"{max(comm) - min(comm):.0f} µs — rank {waits} spends longest in collectives, i.e. waits for the others",
+        f"across {len(ranks)} ranks over {n} common step(s), summed GPU busy time differs by {_pct(spread)} of "
+        f"the largest (max {max(busy):.0f} µs on rank {slow}, min {min(busy):.0f} µs); communication differs by "
+        f"{comm_spread:.0f} µs — {who_waits}",
         {"ranks": len(ranks), "steps_compared": n, "busy_spread_share": spread, "busy_max_us": max(busy),
          "busy_min_us": min(busy), "slowest_rank": slow, "comm_max_us": max(comm), "comm_min_us": min(comm),
          "comm_spread_us": max(comm) - min(comm), "most_waiting_rank": waits,

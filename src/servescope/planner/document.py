@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from servescope.calibrate import calibration_table
 from servescope.planner.plan import Plan, Track
 from servescope.units import MS_PER_S
 
@@ -54,7 +55,19 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "ceiling": {"tpot_ms": ceil.outcome.tpot_s * MS_PER_S, "output_tok_s": ceil.outcome.output_tok_s,
                     "binding": ceil.binding, "tracks": list(ceil.tracks)},
         "target": target,
+        "objective": plan.objective,
+        "concurrency": plan.concurrency,
+        "tpot_limit_ms": None if plan.tpot_limit_s is None else plan.tpot_limit_s * MS_PER_S,
+        "calibration": _calibration(plan),
+        "warnings": list(plan.warnings),
     }
+
+
+def _calibration(plan: Plan) -> dict[str, Any] | None:
+    """What the calibration fitted and how well the model then reproduces the measured step, class by class."""
+    if plan.calibration is None:
+        return None
+    return {"measured_step": plan.measured_step, "classes": calibration_table(plan.calibration)}
 
 
 def plan_lines(plan: Plan) -> list[str]:
@@ -66,6 +79,16 @@ def plan_lines(plan: Plan) -> list[str]:
              "each change",
              f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms, {b.output_tok_s:.0f} tok/s, dominant term "
              f"{b.step.dominant}, largest kernel class {plan.dominant_class}"]
+    if plan.tpot_limit_s is not None:
+        lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
+                     "(--tpot-limit; default: the baseline's TPOT)")
+    if plan.calibration is not None:
+        lines.append("calibration (class: measured µs → model µs, residual, fitted knob):")
+        for row in calibration_table(plan.calibration):
+            residual = "–" if row["residual"] is None else f"{100 * row['residual']:+.1f}%"
+            knob = f"{row['knob']} = {row['value']:.3g}" if row["knob"] else "–"
+            lines.append(f"  {row['class']:<14} {row['measured_us']:>10.1f} → {row['model_us']:>10.1f}  "
+                         f"{residual:>7}  {knob}")
     if plan.measured_step:
         m = plan.measured_step
         lines.append(f"measured {m['kind']} step {m['index']}: {m['measured_ms']:.2f} ms (model "
