@@ -232,7 +232,6 @@ def plan_command(trace_path: Path | None, objective: str, concurrency: int, targ
     from servescope.advise import advise
     from servescope.planner import plan_document, plan_lines
     from servescope.planner.speculative import spec_from_options
-
     from servescope.planner.target import parse_target
 
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
