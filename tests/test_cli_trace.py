@@ -67,3 +67,15 @@ def test_cli_step_kinds_match_the_library() -> None:
     from servescope import analysis, cli
 
     assert cli.STEP_KINDS == analysis.STEP_KINDS
+
+
+def test_short_kernel_names_for_tables() -> None:
+    from servescope.report.trace_text import short_name
+
+    assert short_name("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+                      "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long)") == \
+        "fused_add_rms_norm_kernel"
+    assert short_name("void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+                      "flash::CollectiveMainloopFwdSm90<2, cute::tuple<cute::C<1>>>>>>(flash::Params)") == \
+        "FlashAttnFwdSm90"
+    assert short_name("Memcpy DtoD (Device -> Device)") == "Memcpy DtoD"

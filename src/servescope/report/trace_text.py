@@ -16,21 +16,50 @@ SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info":
 _ARGS = re.compile(r"\(.*\)\s*$")
 
 
-def short_name(name: str, width: int = 48) -> str:
-    """A kernel name a person can read in a table: no `void`, template arguments, parameter list or namespaces."""
-    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    depth, kept = 0, []
+GENERIC_NAMES = {"Kernel", "Kernel2", "device_kernel", "kernel", "kernel_entry", "kentry"}
+
+
+def _outside_templates(text: str) -> tuple[str, str]:
+    """(text with template arguments removed, the first template argument list's content)."""
+    depth, parens, kept, first, current = 0, 0, [], "", []
     for ch in text:
+        parens += (ch == "(") - (ch == ")")
+        if parens > 0 and depth > 0:  # `(8)>(0)` inside template arguments is a comparison, not a bracket
+            current.append(ch)
+            continue
         if ch == "<":
             depth += 1
+            if depth == 1:
+                current = []
+                continue
         elif ch == ">" and depth:
             depth -= 1
-        elif depth == 0:
+            if depth == 0 and not first:
+                first = "".join(current)
+            if depth == 0:
+                continue
+        if depth == 0:
             kept.append(ch)
+        else:
+            current.append(ch)
+    return "".join(kept), first
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel name a person can read in a table: no `void`, template arguments, parameter list or namespaces.
+    A generic wrapper (`cutlass::Kernel2<…>`, `cutlass::device_kernel<flash::FlashAttnFwdSm90<…>>`) shows the
+    kernel it wraps instead."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name.split(" (")[0]
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    outer, first_arg = _outside_templates(text)
     # `std::enable_if<…>::type vllm::fused_add_rms_norm_kernel<…>(…)`: the name is the last word.
-    words = _ARGS.sub("", "".join(kept)).split()
-    text = words[-1].split("::")[-1] if words else name
-    return text if len(text) <= width else text[: width - 1] + "…"
+    words = _ARGS.sub("", outer).split()
+    short = words[-1].split("::")[-1] if words else name
+    while (short in GENERIC_NAMES or short.startswith("enable_")) and first_arg:
+        inner, first_arg = _outside_templates(first_arg)
+        short = inner.split(",")[0].strip().split("::")[-1] or short
+    return short if len(short) <= width else short[: width - 1] + "…"
 
 
 def _pct(part: float, whole: float) -> str:
