@@ -37,3 +37,13 @@ def test_json_split_over_two_members(tmp_path: Path) -> None:
     two = tmp_path / "two.json.gz"
     two.write_bytes(gzip.compress(text[:half]) + gzip.compress(text[half:]))
     assert _kernels(two) == _kernels(SMALL)
+
+
+def test_unknown_schema_version_warns(tmp_path: Path) -> None:
+    import json
+
+    doc = json.loads(gzip.decompress(SMALL.read_bytes()))
+    doc["schemaVersion"] = 99
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps(doc))
+    assert any("schemaVersion 99" in w for w in load_trace(odd).warnings)

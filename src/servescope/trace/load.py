@@ -75,6 +75,7 @@ def load_trace(path: str | Path) -> Trace:
         del buf  # the JSON bytes are the biggest object alive; free them before the table
     _check_has_events(path, decoded, warnings)
     top = decoded.top
+    _check_schema(top, warnings)
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
     with gc_paused():
@@ -82,6 +83,19 @@ def load_trace(path: str | Path) -> Trace:
     del decoded
     rank, world = _rank(top, path)
     return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
+
+
+KNOWN_SCHEMA_VERSIONS = (1,)  # Kineto's output_json.cpp has written schemaVersion 1 since 2021
+KNOWN_TIME_UNITS = ("ms", "ns", "us")
+
+
+def _check_schema(top: TopLevel, warnings: list[str]) -> None:
+    """Read a schema we do not know as if it were Kineto's, and say so: the events may mean other things."""
+    version, unit = top.schemaVersion, top.displayTimeUnit
+    if version is not None and version not in KNOWN_SCHEMA_VERSIONS:
+        warnings.append(f"unknown schemaVersion {version!r} (known: 1); read as Kineto schema 1")
+    if unit is not None and unit not in KNOWN_TIME_UNITS:
+        warnings.append(f"unknown displayTimeUnit {unit!r}; timestamps read as Kineto's microseconds")
 
 
 def _check_has_events(path: Path, decoded: Decoded, warnings: list[str]) -> None:
