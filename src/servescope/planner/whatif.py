@@ -43,9 +43,18 @@ class PerfModel:
         return prefill_step(scenario, tokens, batch=batch, context_len=context_len)  # type: ignore[arg-type]
 
     def max_concurrency(self, scenario: Any) -> int:
+        """Sequences whose KV fits at the steady-state mean context isl + osl/2, as perfmodel.predict caps them."""
         from servescope.perfmodel import max_concurrency
 
-        return max(1, int(max_concurrency(scenario)))
+        return max(1, int(max_concurrency(scenario, scenario.isl + scenario.osl / 2.0)))
+
+    def interference(self, scenario: Any, batch: int) -> float:
+        """TPOT above the decode step at `batch`: other requests' prefills, exactly as perfmodel.predict adds them
+        (one formula, so `servescope model` and `servescope plan` agree on the baseline)."""
+        from servescope.perfmodel import predict_arrays
+
+        a = predict_arrays(scenario, [batch])
+        return max(0.0, float(a["tpot_s"][0] - a["step"][0]))
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,9 @@ class Evaluator:
         eff = scenario.efficiency
         if batch <= 1 or not eff.prefill_interference:
             return 0.0
+        interference = getattr(self.model, "interference", None)
+        if interference is not None:
+            return float(interference(scenario, batch))
         return float(eff.prefill_interference * (batch - 1) / scenario.osl * self.prefill_s(scenario))
 
     def prefill_s(self, scenario: Any) -> float:
