@@ -41,7 +41,11 @@ def test_document_schema(result) -> None:  # type: ignore[no-untyped-def]
     for key in ("rows", "skipped", "tpot_mape", "ttft_mape", "by_system", "by_backend", "by_model", "worst"):
         assert key in doc
     assert set(doc["by_backend"]) == {"sglang", "trtllm", "vllm"}
-    assert sum(v["rows"] for v in doc["by_system"].values()) == doc["rows"]
+    assert sum(v["rows"] for v in doc["by_system"].values()) == doc["n_rows"] == len(doc["rows"])
+    row = doc["rows"][0]
+    assert row["tpot_err"] == abs(row["pred_tpot_ms"] - row["tpot_ms"]) / row["tpot_ms"]
+    mape = sum(r["tpot_err"] for r in doc["rows"]) / len(doc["rows"])
+    assert abs(mape - doc["tpot_mape"]) < 1e-12
     assert doc["skipped"][0].keys() == {"id", "reason"}
     w = doc["worst"][0]
     assert max(w["tpot_err"], w["ttft_err"]) >= max(r["tpot_err"] for r in doc["worst"][1:])

@@ -136,6 +136,10 @@ def model_document(points: Sequence[ServingPoint]) -> dict[str, Any]:
                 "max_concurrency": p.max_concurrency,
                 "dominant": p.dominant,
                 "terms_ms": {k: p.terms_s[k] * MS_PER_S for k in TERMS},
+                "decode_step_ms": p.step_time_s * MS_PER_S,
+                "floor_ms": p.floor_s * MS_PER_S,
+                "batch": p.batch,
+                "queued": p.concurrency > p.batch,
                 "collectives": {
                     k: {"calls_per_step": v.calls_per_step, "bytes_per_call": v.bytes_per_call,
                         "time_ms": v.time_s * MS_PER_S}

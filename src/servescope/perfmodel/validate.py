@@ -229,7 +229,8 @@ def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, An
     ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
     return {
         "schema": SCHEMA,
-        "rows": len(rows),
+        "rows": [_row(r) for r in rows],
+        "n_rows": len(rows),
         "agg_rows": result.n_agg,
         "skipped": [{"id": i, "reason": why} for i, why in result.skipped],
         "tpot_mape": result.tpot_mape,
@@ -237,10 +238,12 @@ def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, An
         "by_system": _by(rows, "system"),
         "by_backend": _by(rows, "backend"),
         "by_model": _by(rows, "model"),
-        "worst": [
-            {"id": r.id, "concurrency": r.concurrency, "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms,
-             "ttft_ms": r.ttft_ms, "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err,
-             "ttft_err": r.ttft_err, "dominant": r.dominant}
-            for r in ranked
-        ],
+        "worst": [_row(r) for r in ranked],
     }
+
+
+def _row(r: RowResult) -> dict[str, Any]:
+    """Predicted against measured for one row; errors are fractions of the measured value."""
+    return {"id": r.id, "system": r.system, "backend": r.backend, "model": r.model, "concurrency": r.concurrency,
+            "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms, "ttft_ms": r.ttft_ms,
+            "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant}

@@ -16,13 +16,17 @@ UNIT_SUFFIXES = (("_bytes_per_s", 1e9, "GB/s"), ("_bytes", 1e9, "GB"), ("_flops_
 
 def render_points(title: str, points: list[ServingPoint], console: Console) -> None:
     t = Table(title=title, title_justify="left")
-    t.caption = "terms in ms per output token; they add up to TPOT"
-    for col in ("conc.", "TPOT ms", "TTFT ms", "tok/s", "dominant", *TERMS, "GB/GPU", "max conc."):
-        t.add_column(col, justify="left" if col == "dominant" else "right", no_wrap=True)
+    t.caption = ("terms in ms per output token add up to TPOT; floor = the decode step at 100% of every peak; "
+                 "* = more requests than fit in KV: the rest queue (their wait is in TTFT)")
+    short = {"communication": "comm", "overhead": "overh."}
+    for col in ("conc.", "TPOT ms", "TTFT ms", "tok/s", "bound", *[short.get(k, k) for k in TERMS], "floor",
+                "GB/GPU", "max conc."):
+        t.add_column(col, justify="left" if col == "bound" else "right")
     for p in points:
-        t.add_row(str(p.concurrency), f"{p.tpot_s * 1e3:.2f}", f"{p.ttft_s * 1e3:.1f}", f"{p.output_tok_s:,.0f}",
-                  p.dominant, *[f"{p.terms_s[k] * 1e3:.3f}" for k in TERMS],
-                  f"{p.memory_bytes_per_gpu / 1e9:.1f}", str(p.max_concurrency))
+        queued = "*" if p.concurrency > p.batch else ""
+        t.add_row(f"{p.concurrency}{queued}", f"{p.tpot_s * 1e3:.2f}", f"{p.ttft_s * 1e3:,.0f}",
+                  f"{p.output_tok_s:,.0f}", short.get(p.dominant, p.dominant), *[f"{p.terms_s[k] * 1e3:.3f}" for k in TERMS],
+                  f"{p.floor_s * 1e3:.2f}", f"{p.memory_bytes_per_gpu / 1e9:.1f}", str(p.max_concurrency))
     console.print(t)
     if points:
         c = Table(title=f"collectives per decode step at concurrency {points[0].concurrency}", title_justify="left")
@@ -71,8 +75,10 @@ def render_spec(spec: Any, console: Console) -> None:
 
 def render_validation(doc: dict[str, Any], console: Console) -> None:
     # MAPEs in the document are fractions (0.15 = 15%).
-    head = (f"TPOT MAPE {100 * doc['tpot_mape']:.1f}% · TTFT MAPE {100 * doc['ttft_mape']:.1f}% over {doc['rows']} "
-            f"rows ({len(doc['skipped'])} skipped)")
+    n_disagg = sum(1 for s in doc["skipped"] if "disaggregated" in s["reason"])
+    head = (f"TPOT MAPE {100 * doc['tpot_mape']:.1f}% · TTFT MAPE {100 * doc['ttft_mape']:.1f}% over "
+            f"{doc['n_rows']} of {doc['agg_rows']} aggregated rows ({doc['agg_rows'] - doc['n_rows']} skipped with a "
+            f"reason; {n_disagg} disaggregated rows not modelled)")
     console.print(Text(head, style="bold"))
     for group in ("by_system", "by_backend", "by_model"):
         t = Table(title=group.replace("_", " "), title_justify="left")
@@ -81,3 +87,11 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
         for name, g in sorted(doc.get(group, {}).items()):
             t.add_row(name, str(g.get("rows", "")), f"{100 * g['tpot_mape']:.1f}", f"{100 * g['ttft_mape']:.1f}")
         console.print(t)
+    w = Table(title="worst rows (error = |predicted − measured| / measured)", title_justify="left")
+    for col in ("id", "conc.", "TPOT ms", "predicted", "TTFT ms", "predicted", "bound"):
+        w.add_column(col, justify="left" if col in ("id", "bound") else "right", overflow="fold",
+                     max_width=48 if col == "id" else None)
+    for r in doc.get("worst", []):
+        w.add_row(r["id"], str(r["concurrency"]), f"{r['tpot_ms']:.2f}", f"{r['pred_tpot_ms']:.2f}",
+                  f"{r['ttft_ms']:,.0f}", f"{r['pred_ttft_ms']:,.0f}", r["dominant"])
+    console.print(w)
