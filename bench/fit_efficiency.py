@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servescope.perfmodel.efficiency import Efficiency  # noqa: E402
+from servescope.perfmodel.efficiency import Efficiency, default_efficiency  # noqa: E402
 from servescope.perfmodel.fit import COORD_PARAMS, TTFT_PARAMS, W_TTFT, FitResult, fit_all  # noqa: E402
 from servescope.perfmodel.validate import read_rows  # noqa: E402
 
@@ -50,7 +50,8 @@ def render(glob: FitResult, groups: dict[tuple[str, str], FitResult], csv_name: 
         f"# objective: MAPE(TPOT) + {W_TTFT:g} * MAPE(TTFT) (perfmodel.fit): exhaustive grid for the TTFT-only",
         f"# constants ({', '.join(TTFT_PARAMS)}), cyclic coordinate search over a shrinking multiplicative grid",
         f"# within physical bounds for {', '.join(COORD_PARAMS)}; {seconds:.0f} s.",
-        "# Global fit first ([default]), then each generation.backend group with >= 40 rows starting from it.",
+        "# Global fit first ([default]), then each generation.backend group with >= 40 rows starting from it and from",
+        "# the previous table's values for the group (the better of the two is kept).",
         "",
         "[default]",
         _stats(glob),
@@ -82,10 +83,14 @@ def main() -> None:
     ap.add_argument("csv", nargs="?", default=str(DEV))
     ap.add_argument("--sweeps", type=int, default=3)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--cold", action="store_true", help="start every group from the global fit only")
     args = ap.parse_args()
     t0 = time.perf_counter()
     rows = read_rows(args.csv)
-    glob, groups = fit_all(rows, Efficiency(), sweeps=args.sweeps)
+    keys = {(str(r.scenario.gpu.generation), r.backend) for r in rows if r.scenario is not None}
+    # the current table is a second starting point per group (coordinate search is local); --cold skips it
+    warm = None if args.cold else {k: default_efficiency(*k) for k in keys}
+    glob, groups = fit_all(rows, Efficiency(), sweeps=args.sweeps, warm=warm)
     text = render(glob, groups, Path(args.csv).name, time.perf_counter() - t0)
     print(text)
     if not args.dry_run:

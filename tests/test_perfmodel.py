@@ -180,3 +180,18 @@ def test_every_bundled_model_predicts_on_8_b200() -> None:
             assert math.isfinite(p.tpot_s) and 0 < p.tpot_s < 10, name
             assert math.isfinite(p.ttft_s) and p.ttft_s > 0, name
             assert abs(sum(p.terms_s.values()) - p.tpot_s) < 1e-9 * p.tpot_s, name
+
+
+def test_per_layer_prefill_costs_add_to_ttft_only_for_their_layer_kinds() -> None:
+    # TTFT gains exactly (MLA layers) x mla_prefill_layer_s and (linear layers) x linear_prefill_layer_s; TPOT
+    # does not move. Layer counts from the configs: DeepSeek-V3 61 MLA layers (num_hidden_layers); Qwen3.5-397B
+    # 60 layers, every 4th full attention -> 45 gated delta-net layers; Llama-3.1-8B has neither.
+    extra = EFF.scaled(mla_prefill_layer_s=1e-3, linear_prefill_layer_s=2e-3)
+    for name, gpu, tp, n_mla, n_lin in (("deepseek-ai/DeepSeek-V3", "b200_sxm", 8, 61, 0),
+                                        ("Qwen/Qwen3.5-397B-A17B", "b200_sxm", 8, 0, 45),
+                                        ("llama-3.1-8b", "h100_sxm", 1, 0, 0)):
+        sc = Scenario.build(name, gpu, tp=tp, efficiency=EFF, isl=1024, osl=256)
+        a, b = predict(sc, [1, 16]), predict(replace(sc, efficiency=extra), [1, 16])
+        for p, q in zip(a, b, strict=True):
+            assert q.ttft_s - p.ttft_s == pytest.approx(n_mla * 1e-3 + n_lin * 2e-3, abs=1e-9), name
+            assert q.tpot_s == pytest.approx(p.tpot_s), name

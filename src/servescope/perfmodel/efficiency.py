@@ -37,6 +37,7 @@ class Efficiency:
     cpu_overhead_per_seq_s: float = 5.0e-6  # per sequence in the step
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     mla_prefill_layer_s: float = 0.0  # per MLA attention layer per prefill (latent-cache context path set-up)
+    linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.5  # share of the other in-flight requests' prefills a new request waits for

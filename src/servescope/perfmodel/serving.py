@@ -6,10 +6,12 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
   the full isl + osl
   t_pf   = prefill of one request's isl tokens on each attention-DP rank (dp requests in parallel, one prefill
-           step) / prefill_eff + prefill_overhead_s + n_mla · mla_prefill_layer_s
-           (n_mla = attention layers using MLA: the latent-cache context path — kv up-projection of the cached
-           latents, rope/concat and FP8 KV quantisation kernels, chunked-context metadata — costs a fixed time per
-           layer and prefill that the FLOP/byte roofline of the chunk does not see; 0 for GQA models)
+           step) / prefill_eff + prefill_overhead_s + n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
+           (per-layer set-up of the non-GEMM attention paths of a prefill, which the FLOP/byte roofline of the
+           chunk does not see: n_mla MLA layers — latent-cache context path: kv up-projection of the cached
+           latents, rope/concat and FP8 KV quantisation kernels, chunked-context metadata; n_lin linear-attention
+           (gated delta-net) or Mamba layers — a chain of small chunked-scan kernels (cumsum, triangular solve,
+           state passing, output) launched eagerly per layer; both 0 for plain GQA models)
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
@@ -59,13 +61,18 @@ def mla_layers(sc: Any) -> int:
     return sum(1 for a in m.layer_attention if a != "none") if m.attention_kind in ("mla", "v4") else 0
 
 
+def linear_layers(sc: Any) -> int:
+    """Layers of the scenario's model whose mixer is linear attention or Mamba (chunked scans in prefill)."""
+    return sum(1 for a in sc.model.layer_attention if a in ("linear", "mamba"))
+
+
 def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any, dp: Any,
            prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any,
-           n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0) -> Any:
+           n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0, n_lin: Any = 0, linear_prefill_layer_s: Any = 0.0) -> Any:
     """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
     efficiency fit can evaluate many candidate constants at once."""
     ce = np.minimum(c, cap)
-    t_pf = pf_step / prefill_eff + prefill_overhead_s + n_mla * mla_prefill_layer_s
+    t_pf = pf_step / prefill_eff + prefill_overhead_s + n_mla * mla_prefill_layer_s + n_lin * linear_prefill_layer_s
     t_marg = (pf_step - pf_overhead) / prefill_eff
     ttft = t_pf + dec_step + queue_frac * ((ce - 1.0) / dp) ** queue_exp * t_marg
     over = np.maximum(c - cap, 0.0) / cap
@@ -84,9 +91,10 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
     share = eff.prefill_interference * (ce - 1.0) / (sc.osl * sc.dp)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    n_mla = mla_layers(sc)
+    n_mla, n_lin = mla_layers(sc), linear_layers(sc)
     ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, eff.prefill_overhead_s,
-                  eff.ttft_queue_frac, eff.ttft_queue_exp, n_mla, eff.mla_prefill_layer_s)
+                  eff.ttft_queue_frac, eff.ttft_queue_exp, n_mla, eff.mla_prefill_layer_s, n_lin,
+                  eff.linear_prefill_layer_s)
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
@@ -97,7 +105,8 @@ def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
         "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
         "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms,
         "step": dec["step"], "floor": dec["floor"], "collectives": dec["collectives"],
-        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap, "n_mla": n_mla},
+        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap, "n_mla": n_mla,
+                  "n_lin": n_lin},
     }
 
 
