@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.serving import predict_arrays, ttft_s
+from servescope.perfmodel.serving import linear_layers, mla_layers, predict_arrays, ttft_s
 from servescope.perfmodel.validate import Row
 
 # (lower, upper) bounds; every fitted field is physical: a fraction of a peak, a scale or an overhead in s.
@@ -185,5 +185,16 @@ def fit_all(rows: list[Row], start: Efficiency | None = None, sweeps: int = 3, m
         if warm is not None and k in warm:
             alt = fit_group(v, warm[k], sweeps=sweeps)
             res = alt if alt.objective_after < res.objective_after else res
-        out[k] = res
+        out[k] = _inherit_unconstrained(res, v, glob.efficiency)
     return glob, out
+
+
+def _inherit_unconstrained(res: FitResult, rows: list[Row], glob: Efficiency) -> FitResult:
+    """A per-layer prefill cost that no row of the group exercises (no MLA / linear layers among its models) is
+    not fitted by the group: it takes the global value, so an unseen model on that GPU still pays it."""
+    changes: dict[str, float] = {}
+    if not any(mla_layers(r.scenario) for r in rows):
+        changes["mla_prefill_layer_s"] = glob.mla_prefill_layer_s
+    if not any(linear_layers(r.scenario) for r in rows):
+        changes["linear_prefill_layer_s"] = glob.linear_prefill_layer_s
+    return replace(res, efficiency=res.efficiency.scaled(**changes)) if changes else res
