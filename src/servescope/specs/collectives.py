@@ -384,15 +384,17 @@ def collective_time_s(curves: CollectiveCurves, collective: str, message_bytes: 
     return min(nccl, curve_time_s(curves.alternatives[backend], message_bytes))
 
 
-def curve_time_s(curve: CollectiveCurve, message_bytes: float) -> float:
-    """Time (s) of one curve at `message_bytes`; the formula is in `collective_time_s`."""
+def curve_time_s(curve: CollectiveCurve, message_bytes: Any) -> Any:
+    """Time (s) of one curve at `message_bytes` (a number, or a numpy array: elementwise); the formula is in
+    `collective_time_s`."""
+    mb = np.asarray(message_bytes, dtype=float)
     factor = bus_factor(curve.collective, curve.n_gpus)
     if not curve.message_bytes:
-        return curve.latency_floor_s + factor * message_bytes / curve.bus_bw_bytes_per_s
-    xs, ts = curve.message_bytes, curve.time_s
-    if message_bytes <= xs[0]:
-        return ts[0]
-    if message_bytes >= xs[-1]:
-        return ts[-1] + factor * (message_bytes - xs[-1]) / curve.bus_bw_bytes_per_s
-    log_t = np.interp(math.log(message_bytes), np.log(xs), np.log(ts))
-    return float(math.exp(log_t))
+        out = curve.latency_floor_s + factor * mb / curve.bus_bw_bytes_per_s
+    else:
+        xs, ts = curve.message_bytes, curve.time_s
+        # The fitted points are monotone, so no time is below the floor (exp∘log may round an ulp under it).
+        inner = np.maximum(np.exp(np.interp(np.log(np.maximum(mb, xs[0])), np.log(xs), np.log(ts))), ts[0])
+        above = ts[-1] + factor * (mb - xs[-1]) / curve.bus_bw_bytes_per_s
+        out = np.where(mb >= xs[-1], above, inner)
+    return float(out) if out.ndim == 0 else out
