@@ -64,7 +64,8 @@ def test_errors_are_one_line_exit_1(tmp_path: Path) -> None:
 
 
 def test_cli_step_kinds_match_the_library() -> None:
-    from servescope import analysis, cli
+    from servescope import analysis
+    from servescope.cli import _app as cli
 
     assert cli.STEP_KINDS == analysis.STEP_KINDS
 

@@ -1,0 +1,9 @@
+"""Command line: thin. Each command is one library call plus rendering; errors become one line, exit 1.
+
+One module per command (or family of commands); importing this package registers them all on `main`.
+"""
+
+from servescope.cli import model_cmd, plan_cmd, trace_cmd  # noqa: F401  (registers the commands)
+from servescope.cli._app import main
+
+__all__ = ["main"]

@@ -1,0 +1,55 @@
+"""`servescope plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servescope.cli._app import (
+    _emit_json,
+    _scenario,
+    main,
+    one_line_errors,
+    scenario_options,
+)
+
+
+@main.command("plan")
+@click.argument("trace_path", required=False, type=click.Path(path_type=Path))
+@scenario_options
+@click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
+@click.option("--concurrency", default=1, show_default=True, help="Concurrent requests.")
+@click.option("--target", default=None, help="Goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
+@click.option("--tpot-limit", default=None,
+              help="Objective throughput: the TPOT each user must keep, e.g. 50ms (default: the baseline's TPOT).")
+@click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
+@click.option("--spec-method", default=None, help="eagle3 | eagle | mtp | draft:MODEL")
+@click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
+@click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
+@click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
+@click.option("--json", "as_json", is_flag=True, help="Print one servescope.plan/1 JSON document only.")
+@one_line_errors
+def plan_command(trace_path: Path | None, objective: str, concurrency: int, target: str | None,
+                 tpot_limit: str | None, forbid: str | None,
+                 spec_method: str | None, spec_k: int | None, acceptance: str | None,
+                 acceptance_rate: float | None, as_json: bool, **kw: Any) -> None:
+    """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
+    TRACE_PATH (optional) calibrates the model on a measured trace first."""
+    from servescope.advise import advise
+    from servescope.planner import plan_document, plan_lines
+    from servescope.planner.speculative import spec_from_options
+    from servescope.planner.target import parse_target
+
+    spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
+    limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
+    advice = advise(_scenario(kw), trace_path, objective=objective, concurrency=concurrency, target=target,
+                    forbid=forbid, spec=spec, tpot_limit_s=limit_s)
+    if as_json:
+        _emit_json(plan_document(advice.plan))
+        for w in advice.plan.warnings:
+            click.echo(f"servescope: warning: {w}", err=True)
+        return
+    for line in plan_lines(advice.plan):
+        click.echo(line)
