@@ -12,7 +12,8 @@ from servescope.breakdown import CollectiveStats, breakdown
 from servescope.calibrate import CLASSES, calibrate, calibration_table
 from servescope.errors import PlanError
 from servescope.perfmodel import Efficiency, Scenario
-from servescope.planner import plan, plan_document
+from servescope.planner import plan
+from servescope.report.plan_doc import plan_document
 from servescope.trace import load_trace
 
 TRACE = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"

@@ -14,11 +14,11 @@ from servescope.perfmodel import (
     decode_step,
     kv_bytes_per_seq,
     max_concurrency,
-    model_document,
     predict,
     prefill_step,
     weights_bytes_per_gpu,
 )
+from servescope.report.model_doc import model_document
 from servescope.specs.hardware import load_gpu
 
 EFF = Efficiency()  # fixed efficiencies: expectations below do not move when the fit is redone

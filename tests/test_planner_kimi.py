@@ -17,10 +17,10 @@ from servescope.planner import (
     combine,
     parse_acceptance,
     plan,
-    plan_document,
-    plan_lines,
 )
 from servescope.planner.tracks_spec import eagle_drafter
+from servescope.report.plan_doc import plan_document
+from servescope.report.plan_text import plan_lines
 from servescope.specs import quant as q
 
 # hardware-and-models.md §4a, IX-AL kimik2.5_eagle3.yaml, thinking off: AL(k) for k = 1..8

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from servescope.errors import BadConfig
-from servescope.perfmodel.validate import layout, read_rows, validate_csv, validate_document
+from servescope.perfmodel.validate import layout, read_rows, validate_csv
+from servescope.report.validate_doc import validate_document
 
 DEV = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
 TPOT_BOUND = 0.16  # achieved 0.146 (docs/model.md §6)

@@ -26,7 +26,8 @@ from servescope.errors import UnknownName
 @one_line_errors
 def model(concurrency: str, as_json: bool, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
-    from servescope.perfmodel import model_document, predict
+    from servescope.perfmodel import predict
+    from servescope.report.model_doc import model_document
     from servescope.report.model_text import render_points
 
     points = predict(_scenario(kw), _int_list(concurrency))
@@ -79,8 +80,9 @@ def specs_show(name: str) -> None:
 @one_line_errors
 def validate(csv: Path, as_json: bool) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
-    from servescope.perfmodel.validate import validate_csv, validate_document
+    from servescope.perfmodel.validate import validate_csv
     from servescope.report.model_text import render_validation
+    from servescope.report.validate_doc import validate_document
 
     document = validate_document(validate_csv(csv))
     if as_json:

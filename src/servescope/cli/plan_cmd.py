@@ -38,9 +38,10 @@ def plan_command(trace_path: Path | None, objective: str, concurrency: int, targ
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
     TRACE_PATH (optional) calibrates the model on a measured trace first."""
     from servescope.advise import advise
-    from servescope.planner import plan_document, plan_lines
     from servescope.planner.speculative import spec_from_options
     from servescope.planner.target import parse_target
+    from servescope.report.plan_doc import plan_document
+    from servescope.report.plan_text import plan_lines
 
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None

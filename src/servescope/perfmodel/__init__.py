@@ -1,14 +1,14 @@
 """Analytical performance model of LLM serving from hardware and model specs (never reads traces).
 
 Public API (docs/model.md): Scenario, Efficiency, decode_step, prefill_step, StepPrediction, CollectiveCost,
-predict, ServingPoint, model_document, plus memory helpers. Validation against measured serving results lives in
+predict, ServingPoint, plus memory helpers (documents: servescope.report.model_doc). Validation against measured serving results lives in
 `servescope.perfmodel.validate`; the efficiency fit in `servescope.perfmodel.fit`.
 """
 
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.memory import kv_bytes_per_seq, max_concurrency, weights_bytes_per_gpu
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.serving import ServingPoint, model_document, predict, predict_arrays
+from servescope.perfmodel.serving import ServingPoint, predict, predict_arrays
 from servescope.perfmodel.step import (
     TERMS,
     CollectiveCost,
@@ -28,7 +28,6 @@ __all__ = [
     "default_efficiency",
     "kv_bytes_per_seq",
     "max_concurrency",
-    "model_document",
     "predict",
     "predict_arrays",
     "prefill_step",

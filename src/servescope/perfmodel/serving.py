@@ -34,9 +34,6 @@ import numpy as np
 
 from servescope.perfmodel import memory
 from servescope.perfmodel.step import TERMS, CollectiveCost, public_name, step_arrays
-from servescope.units import GIGA, MS_PER_S
-
-SCHEMA = "servescope.model/1"
 
 
 @dataclass(frozen=True)
@@ -130,31 +127,3 @@ def predict(sc: Any, concurrency: Sequence[int]) -> list[ServingPoint]:
         ))
     return out
 
-
-def model_document(points: Sequence[ServingPoint]) -> dict[str, Any]:
-    """The `servescope.model/1` JSON document (pure; the CLI renders it)."""
-    return {
-        "schema": SCHEMA,
-        "points": [
-            {
-                "concurrency": p.concurrency,
-                "tpot_ms": p.tpot_s * MS_PER_S,
-                "ttft_ms": p.ttft_s * MS_PER_S,
-                "output_tok_s": p.output_tok_s,
-                "memory_gb_per_gpu": p.memory_bytes_per_gpu / GIGA,
-                "max_concurrency": p.max_concurrency,
-                "dominant": p.dominant,
-                "terms_ms": {k: p.terms_s[k] * MS_PER_S for k in TERMS},
-                "decode_step_ms": p.step_time_s * MS_PER_S,
-                "floor_ms": p.floor_s * MS_PER_S,
-                "batch": p.batch,
-                "queued": p.concurrency > p.batch,
-                "collectives": {
-                    k: {"calls_per_step": v.calls_per_step, "bytes_per_call": v.bytes_per_call,
-                        "time_ms": v.time_s * MS_PER_S}
-                    for k, v in p.collectives.items()
-                },
-            }
-            for p in points
-        ],
-    }

@@ -12,7 +12,8 @@ Row conventions (documented in docs/model.md §Validation):
   * some dump rows multiply sizes (e.g. tp_size 64 with moe_tp 8 × moe_ep 8 on an 8-GPU node, id "tp8_ep8"):
     when tp·dp exceeds the GPUs of one node (8 for *_sxm) and moe_tp == moe_ep, the layout is read as
     tp/moe_tp (or dp/moe_tp) with ep = moe_ep, which the row ids confirm.
-What it does not: fit (perfmodel.fit) or print (bench/fit_efficiency.py renders).
+What it does not: fit (perfmodel.fit), format (report/validate_doc.py) or print (the CLI and
+bench/fit_efficiency.py render).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -33,7 +33,6 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays
 from servescope.units import MS_PER_S
 
-SCHEMA = "servescope.validate/1"
 OVER_CAPACITY = 2.0  # rows claiming more in-flight sequences than this multiple of the KV capacity are skipped
 DISAGG = "disaggregated prefill/decode is not modelled"
 _NODE_GPUS = {"gb200": 72, "gb300": 72}
@@ -87,14 +86,15 @@ class ValidationResult:
 
     @property
     def tpot_mape(self) -> float:
-        return _mape([r.tpot_err for r in self.rows])
+        return mape([r.tpot_err for r in self.rows])
 
     @property
     def ttft_mape(self) -> float:
-        return _mape([r.ttft_err for r in self.rows])
+        return mape([r.ttft_err for r in self.rows])
 
 
-def _mape(errs: list[float]) -> float:
+def mape(errs: list[float]) -> float:
+    """Mean absolute percentage error (a fraction) of a list of |pred − measured| / measured; NaN when empty."""
     return float(np.mean(errs)) if errs else float("nan")
 
 
@@ -210,40 +210,3 @@ def validate_csv(path: str | Path) -> ValidationResult:
     """Predicted vs measured TPOT/TTFT for every row of a validation CSV."""
     return evaluate(read_rows(path))
 
-
-def _summary(rows: list[RowResult]) -> dict[str, Any]:
-    return {"rows": len(rows), "tpot_mape": _mape([r.tpot_err for r in rows]),
-            "ttft_mape": _mape([r.ttft_err for r in rows])}
-
-
-def _by(rows: list[RowResult], attr: str) -> dict[str, Any]:
-    g: dict[str, list[RowResult]] = defaultdict(list)
-    for r in rows:
-        g[getattr(r, attr)].append(r)
-    return {k: _summary(v) for k, v in sorted(g.items())}
-
-
-def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, Any]:
-    """The `servescope.validate/1` JSON document (pure)."""
-    rows = result.rows
-    ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
-    return {
-        "schema": SCHEMA,
-        "rows": [_row(r) for r in rows],
-        "n_rows": len(rows),
-        "agg_rows": result.n_agg,
-        "skipped": [{"id": i, "reason": why} for i, why in result.skipped],
-        "tpot_mape": result.tpot_mape,
-        "ttft_mape": result.ttft_mape,
-        "by_system": _by(rows, "system"),
-        "by_backend": _by(rows, "backend"),
-        "by_model": _by(rows, "model"),
-        "worst": [_row(r) for r in ranked],
-    }
-
-
-def _row(r: RowResult) -> dict[str, Any]:
-    """Predicted against measured for one row; errors are fractions of the measured value."""
-    return {"id": r.id, "system": r.system, "backend": r.backend, "model": r.model, "concurrency": r.concurrency,
-            "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms, "ttft_ms": r.ttft_ms,
-            "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant}

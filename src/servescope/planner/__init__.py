@@ -1,10 +1,10 @@
 """Mitigation planning: what-ifs on a (calibrated) scenario, ranked by gain, combined, with ceiling and verdict.
 
-Public API: plan, Plan, Track, combine, plan_document, plan_lines, SpecConfig, parse_target, parse_forbid, parse_acceptance,
-parse_spec_method, spec_from_options, TRACK_KINDS. See docs/plan.md.
+Public API: plan, Plan, Track, combine, SpecConfig, parse_target, parse_forbid, parse_acceptance,
+parse_spec_method, spec_from_options, TRACK_KINDS. See docs/plan.md. Its
+document and text are servescope.report.plan_doc / plan_text.
 """
 
-from servescope.planner.document import plan_document, plan_lines
 from servescope.planner.plan import Plan, Track, combine, plan
 from servescope.planner.speculative import SpecConfig, parse_spec_method, spec_from_options
 from servescope.planner.target import (
@@ -27,7 +27,5 @@ __all__ = [
     "parse_spec_method",
     "parse_target",
     "plan",
-    "plan_document",
-    "plan_lines",
     "spec_from_options",
 ]

@@ -10,7 +10,7 @@ Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)
   4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference — the
      physical floor of that configuration — and its binding (largest) term,
   5. the target verdict: reachable with which tracks, or "not reachable" and by how far.
-Does not: render anything (see plan_document and the report package) or read traces (see servescope.calibrate).
+Does not: render anything (see servescope.report.plan_doc / plan_text) or read traces (see servescope.calibrate).
 """
 
 from __future__ import annotations

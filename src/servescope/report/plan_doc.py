@@ -1,0 +1,70 @@
+"""The `servescope.plan/1` JSON document of a Plan (pure: no I/O, no printing). Presentation only.
+
+Keys, exactly: schema, calibrated, baseline {tpot_ms, output_tok_s, dominant}, tracks [{kind, applicable, why_not,
+gain, gain_low, gain_high, effort, preconditions, validate}], combined {tracks, tpot_ms, output_tok_s, gain},
+ceiling {tpot_ms, output_tok_s, binding, tracks}, target {value, reachable, gap, tracks} or null.
+Gains are ratios of the objective (TPOT: baseline / new; throughput: new / baseline). Target `value` is in ms for
+objective tpot and output tokens/s for objective throughput; `gap` is the factor the objective still has to
+improve by (1.0 when reachable). See docs/plan.md.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from servescope.calibrate import calibration_table
+from servescope.planner.plan import Plan, Track
+from servescope.units import MS_PER_S
+
+SCHEMA = "servescope.plan/1"
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _track(t: Track) -> dict[str, Any]:
+    return {
+        "kind": t.kind,
+        "applicable": t.applicable,
+        "why_not": t.why_not,
+        "gain": _num(t.gain),
+        "gain_low": _num(t.gain_low),
+        "gain_high": _num(t.gain_high),
+        "effort": t.effort,
+        "preconditions": list(t.preconditions),
+        "validate": t.validate,
+    }
+
+
+def plan_document(plan: Plan) -> dict[str, Any]:
+    """The versioned JSON-ready dict of a plan."""
+    b, c, ceil = plan.baseline, plan.combined, plan.ceiling
+    target = None
+    if plan.target is not None:
+        v = plan.target
+        target = {"value": v.target.value, "reachable": v.reachable, "gap": _num(v.gap), "tracks": list(v.tracks)}
+    return {
+        "schema": SCHEMA,
+        "calibrated": plan.calibrated,
+        "baseline": {"tpot_ms": b.tpot_s * MS_PER_S, "output_tok_s": b.output_tok_s, "dominant": b.step.dominant},
+        "tracks": [_track(t) for t in plan.tracks],
+        "combined": {"tracks": list(c.tracks), "tpot_ms": c.outcome.tpot_s * MS_PER_S,
+                     "output_tok_s": c.outcome.output_tok_s, "gain": c.gain},
+        "ceiling": {"tpot_ms": ceil.outcome.tpot_s * MS_PER_S, "output_tok_s": ceil.outcome.output_tok_s,
+                    "binding": ceil.binding, "tracks": list(ceil.tracks)},
+        "target": target,
+        "objective": plan.objective,
+        "concurrency": plan.concurrency,
+        "tpot_limit_ms": None if plan.tpot_limit_s is None else plan.tpot_limit_s * MS_PER_S,
+        "calibration": _calibration(plan),
+        "warnings": list(plan.warnings),
+    }
+
+
+def _calibration(plan: Plan) -> dict[str, Any] | None:
+    """What the calibration fitted and how well the model then reproduces the measured step, class by class."""
+    if plan.calibration is None:
+        return None
+    return {"measured_step": plan.measured_step, "classes": calibration_table(plan.calibration)}

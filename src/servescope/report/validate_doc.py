@@ -1,0 +1,49 @@
+"""The `servescope.validate/1` JSON document of a ValidationResult. Presentation only: rows are copied; the
+per-group MAPEs are the same mean of absolute percentage errors as ValidationResult's, over each group's rows."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from servescope.perfmodel.validate import RowResult, ValidationResult, mape
+
+SCHEMA = "servescope.validate/1"
+
+
+def _summary(rows: list[RowResult]) -> dict[str, Any]:
+    return {"rows": len(rows), "tpot_mape": mape([r.tpot_err for r in rows]),
+            "ttft_mape": mape([r.ttft_err for r in rows])}
+
+
+def _by(rows: list[RowResult], attr: str) -> dict[str, Any]:
+    g: dict[str, list[RowResult]] = defaultdict(list)
+    for r in rows:
+        g[getattr(r, attr)].append(r)
+    return {k: _summary(v) for k, v in sorted(g.items())}
+
+
+def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, Any]:
+    """The `servescope.validate/1` JSON document (pure)."""
+    rows = result.rows
+    ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
+    return {
+        "schema": SCHEMA,
+        "rows": [_row(r) for r in rows],
+        "n_rows": len(rows),
+        "agg_rows": result.n_agg,
+        "skipped": [{"id": i, "reason": why} for i, why in result.skipped],
+        "tpot_mape": result.tpot_mape,
+        "ttft_mape": result.ttft_mape,
+        "by_system": _by(rows, "system"),
+        "by_backend": _by(rows, "backend"),
+        "by_model": _by(rows, "model"),
+        "worst": [_row(r) for r in ranked],
+    }
+
+
+def _row(r: RowResult) -> dict[str, Any]:
+    """Predicted against measured for one row; errors are fractions of the measured value."""
+    return {"id": r.id, "system": r.system, "backend": r.backend, "model": r.model, "concurrency": r.concurrency,
+            "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms, "ttft_ms": r.ttft_ms,
+            "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant}
