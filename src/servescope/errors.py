@@ -10,7 +10,8 @@
     │   ├── UnknownName       an unknown GPU or model name (message lists the known ones)
     │   └── BadConfig         a malformed config.json or spec file
     ├── ScenarioError         an impossible scenario (parallelism, memory)
-    └── PlanError             a plan that cannot be made (trace and scenario disagree, bad target, ...)
+    ├── PlanError             a plan that cannot be made (trace and scenario disagree, bad target, ...)
+    └── OutputError           an output that cannot be made (a missing optional extra, an unwritable -o path)
 """
 
 from __future__ import annotations
@@ -58,3 +59,7 @@ class ScenarioError(ServescopeError):
 
 class PlanError(ServescopeError):
     """A plan that cannot be made: trace and scenario disagree, a bad target or track name."""
+
+
+class OutputError(ServescopeError):
+    """An output that cannot be made: a format whose optional extra is not installed, an unwritable -o path."""

@@ -1,19 +1,44 @@
-"""The CLI group and what every command shares: one-line errors, JSON output, the console, scenario options.
+"""The CLI group and what every command shares: one-line errors, the output options, the console, scenario options.
 
-Commands live one module each next to this one (trace_cmd, model_cmd, plan_cmd, ...) and register on `main`."""
+Commands live one module each next to this one (trace_cmd, model_cmd, plan_cmd, ...) and register on `main`.
+
+Output, the same on every command: `--format text|json|csv|html`, `--json` (alias of `--format json`) and
+`-o FILE` (written atomically: a temporary file in the same folder renamed over FILE, so an error leaves nothing
+half-written; without --format, FILE's suffix .json/.csv/.html/.htm picks the format). A command opts in with
+`@output_options` (below the `@main.command()` line, above `@one_line_errors`), takes an `out: Output` argument,
+builds its document with a `servescope.report` function, and ends with one call:
+
+    @main.command()
+    @click.argument("path")
+    @output_options
+    @one_line_errors
+    def mycmd(path: str, out: Output) -> None:
+        result = library_call(path)
+        out.emit(my_document(result), text=lambda console: render_my_text(result, console),
+                 warnings=result.warnings)
+
+`emit` renders JSON/CSV/HTML from the document (servescope.report.render; CSV and HTML dispatch on the
+document's `schema`: add a table in report/csv_tables.py and a section in report/html.py for a new schema) and
+text with the given Rich renderer; warnings go to stderr for the machine formats (text shows its own).
+"""
 
 from __future__ import annotations
 
+import io
+import os
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import wraps
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import msgspec
 from rich.console import Console
 
-from servescope.errors import ServescopeError
+from servescope.errors import OutputError, ServescopeError
 
 if TYPE_CHECKING:
     from servescope.perfmodel import Scenario
@@ -64,6 +89,96 @@ def main() -> None:
 def _emit_json(document: dict[str, Any]) -> None:
     """Print one JSON document on stdout and nothing else."""
     click.echo(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
+
+
+FORMATS = ("text", "json", "csv", "html")
+_SUFFIX_FORMAT = {".json": "json", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
+TEXT_FILE_WIDTH = 120  # text written with -o: tables as wide as a piped terminal
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same folder renamed over it: readers never see a
+    half-written file, and a failure leaves any previous file untouched."""
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write here: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Output:
+    """Where and how a command's result goes: `format` (text, json, csv, html) to `path` (None: stdout)."""
+
+    format: str = "text"
+    path: Path | None = None
+
+    def emit(self, document: dict[str, Any], text: Callable[[Console], None] | None = None,
+             warnings: Sequence[str] = ()) -> None:
+        """Render the document (or, for text, call `text` with a console) and write it; warnings to stderr
+        unless the text renderer shows them. All rendering happens before anything is written."""
+        from servescope.report.render import render
+
+        if self.format == "text" and text is not None:
+            body = self._text(text)
+        else:
+            body = render(document, "json" if self.format == "text" else self.format)
+        if self.path is not None:
+            write_atomically(self.path, body if body.endswith("\n") else body + "\n")
+        elif body:
+            click.echo(body.rstrip("\n"))
+        if self.format != "text" or text is None:
+            for w in warnings:
+                click.echo(f"servescope: warning: {w}", err=True)
+
+    def _text(self, draw: Callable[[Console], None]) -> str:
+        if self.path is None:
+            draw(_console())
+            return ""
+        buf = io.StringIO()
+        draw(Console(file=buf, width=TEXT_FILE_WIDTH, color_system=None, force_terminal=False, soft_wrap=False))
+        return buf.getvalue()
+
+
+def _pick_format(fmt: str | None, as_json: bool, path: Path | None) -> str:
+    if as_json and fmt not in (None, "json"):
+        raise click.UsageError(f"--json and --format {fmt} disagree; use one of them")
+    if as_json:
+        return "json"
+    if fmt is not None:
+        return fmt
+    return _SUFFIX_FORMAT.get(path.suffix.lower(), "text") if path is not None else "text"
+
+
+def output_options(fn: F) -> F:
+    """Add `--format`, `--json` and `-o/--output` to a command and pass it `out: Output` instead."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, output_format: str | None, as_json: bool, output_path: Path | None,
+                **kwargs: Any) -> Any:
+        return fn(*args, out=Output(_pick_format(output_format, as_json, output_path), output_path), **kwargs)
+
+    options = [
+        click.option("--format", "output_format", type=click.Choice(FORMATS), default=None,
+                     help="Output format (default text; or from -o FILE's suffix)."),
+        click.option("--json", "as_json", is_flag=True, help="Same as --format json: one JSON document only."),
+        click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+                     default=None, help="Write to FILE (atomically) instead of stdout."),
+    ]
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]
 
 
 def _console() -> Console:

@@ -8,12 +8,12 @@ from typing import Any
 import click
 
 from servescope.cli._app import (
-    _console,
-    _emit_json,
+    Output,
     _int_list,
     _scenario,
     main,
     one_line_errors,
+    output_options,
     scenario_options,
 )
 from servescope.errors import UnknownName
@@ -22,21 +22,18 @@ from servescope.errors import UnknownName
 @main.command()
 @scenario_options
 @click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
-@click.option("--json", "as_json", is_flag=True, help="Print one servescope.model/1 JSON document only.")
+@output_options
 @one_line_errors
-def model(concurrency: str, as_json: bool, **kw: Any) -> None:
+def model(concurrency: str, out: Output, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
     from servescope.report.model_text import render_points
 
     points = predict(_scenario(kw), _int_list(concurrency))
-    if as_json:
-        _emit_json(model_document(points))
-        return
     title = (f"{kw['model_name']} on {kw['tp'] * kw['dp'] * kw['pp']}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} "
              f"PP={kw['pp']} DP={kw['dp']}), ISL {kw['isl']} / OSL {kw['osl']}")
-    render_points(title, points, _console())
+    out.emit(model_document(points), text=lambda console: render_points(title, points, console))
 
 
 @main.group()
@@ -45,22 +42,27 @@ def specs() -> None:
 
 
 @specs.command("list")
+@output_options
 @one_line_errors
-def specs_list() -> None:
+def specs_list(out: Output) -> None:
     """List bundled GPUs and models."""
+    from servescope.report.model_text import render_names
+    from servescope.report.specs_doc import specs_list_document
     from servescope.specs.hardware import list_gpus
     from servescope.specs.models import list_models
 
-    click.echo("GPUs:   " + ", ".join(list_gpus()))
-    click.echo("models: " + ", ".join(list_models()))
+    document = specs_list_document(list_gpus(), list_models())
+    out.emit(document, text=lambda console: render_names(document, console))
 
 
 @specs.command("show")
 @click.argument("name")
+@output_options
 @one_line_errors
-def specs_show(name: str) -> None:
+def specs_show(name: str, out: Output) -> None:
     """Show one GPU or model spec with its sources."""
     from servescope.report.model_text import render_spec
+    from servescope.report.specs_doc import spec_document
     from servescope.specs.hardware import load_gpu
     from servescope.specs.models import load_model
 
@@ -71,21 +73,18 @@ def specs_show(name: str) -> None:
             spec = load_model(name)
         except UnknownName as exc:
             raise UnknownName(f"{name!r} is neither a bundled GPU nor a model: {exc}") from None
-    render_spec(spec, _console())
+    out.emit(spec_document(spec), text=lambda console: render_spec(spec, console))
 
 
 @main.command()
 @click.argument("csv", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one servescope.validate/1 JSON document only.")
+@output_options
 @one_line_errors
-def validate(csv: Path, as_json: bool) -> None:
+def validate(csv: Path, out: Output) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
     from servescope.perfmodel.validate import validate_csv
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
 
     document = validate_document(validate_csv(csv))
-    if as_json:
-        _emit_json(document)
-        return
-    render_validation(document, _console())
+    out.emit(document, text=lambda console: render_validation(document, console))

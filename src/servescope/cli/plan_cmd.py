@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from servescope.cli._app import (
-    _emit_json,
+    Output,
     _scenario,
     main,
     one_line_errors,
+    output_options,
     scenario_options,
 )
 
@@ -29,28 +30,23 @@ from servescope.cli._app import (
 @click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
 @click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
 @click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
-@click.option("--json", "as_json", is_flag=True, help="Print one servescope.plan/1 JSON document only.")
+@output_options
 @one_line_errors
 def plan_command(trace_path: Path | None, objective: str, concurrency: int, target: str | None,
                  tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
-                 acceptance_rate: float | None, as_json: bool, **kw: Any) -> None:
+                 acceptance_rate: float | None, out: Output, **kw: Any) -> None:
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
     TRACE_PATH (optional) calibrates the model on a measured trace first."""
     from servescope.advise import advise
     from servescope.planner.speculative import spec_from_options
     from servescope.planner.target import parse_target
     from servescope.report.plan_doc import plan_document
-    from servescope.report.plan_text import plan_lines
+    from servescope.report.plan_text import plan_lines, render_plan_lines
 
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     advice = advise(_scenario(kw), trace_path, objective=objective, concurrency=concurrency, target=target,
                     forbid=forbid, spec=spec, tpot_limit_s=limit_s)
-    if as_json:
-        _emit_json(plan_document(advice.plan))
-        for w in advice.plan.warnings:
-            click.echo(f"servescope: warning: {w}", err=True)
-        return
-    for line in plan_lines(advice.plan):
-        click.echo(line)
+    out.emit(plan_document(advice.plan), text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
+             warnings=advice.plan.warnings)

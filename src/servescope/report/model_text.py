@@ -95,3 +95,9 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
         w.add_row(r["id"], str(r["concurrency"]), f"{r['tpot_ms']:.2f}", f"{r['pred_tpot_ms']:.2f}",
                   f"{r['ttft_ms']:,.0f}", f"{r['pred_ttft_ms']:,.0f}", r["dominant"])
     console.print(w)
+
+
+def render_names(doc: dict[str, Any], console: Console) -> None:
+    """The bundled GPU and model names (a `servescope.specs/1` document), wrapped at the console width."""
+    console.print(Text("GPUs:   " + ", ".join(doc["gpus"])), highlight=False)
+    console.print(Text("models: " + ", ".join(doc["models"])), highlight=False)

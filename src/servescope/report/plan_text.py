@@ -3,6 +3,9 @@ the Plan; nothing is planned here. The JSON contract is report/plan_doc.py."""
 
 from __future__ import annotations
 
+from rich.console import Console
+from rich.text import Text
+
 from servescope.calibrate import calibration_table
 from servescope.planner.plan import Plan
 from servescope.units import MS_PER_S
@@ -50,3 +53,9 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"target {plan.target.target.text}: {plan.target.text}")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return lines
+
+
+def render_plan_lines(lines: list[str], console: Console) -> None:
+    """Print the plan's lines as they are: no markup, no highlighting; long lines wrap at the console width."""
+    for line in lines:
+        console.print(Text(line), highlight=False)
