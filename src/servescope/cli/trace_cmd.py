@@ -8,21 +8,21 @@ import click
 
 from servescope.cli._app import (
     STEP_KINDS,
-    _console,
-    _emit_json,
+    Output,
     main,
     one_line_errors,
+    output_options,
 )
 
 
 @main.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print one servescope.trace/1 JSON document only.")
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
 @click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=1),
               help="Top kernels per step and kind.")
+@output_options
 @one_line_errors
-def trace(path: Path | None, as_json: bool, kind: str | None, top_n: int) -> None:
+def trace(path: Path | None, out: Output, kind: str | None, top_n: int) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
     from servescope.analysis import analyze_trace, example_trace
@@ -30,9 +30,5 @@ def trace(path: Path | None, as_json: bool, kind: str | None, top_n: int) -> Non
     from servescope.report.trace_text import render_trace
 
     analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n)
-    if as_json:
-        _emit_json(trace_document(analysis))
-        for w in analysis.warnings:
-            click.echo(f"servescope: warning: {w}", err=True)
-        return
-    render_trace(analysis, _console())
+    out.emit(trace_document(analysis), warnings=analysis.warnings,
+             text=lambda console: render_trace(analysis, console))
