@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servescope.errors import PlanError
+from servescope.perfmodel.speculative import SpecShape
 from servescope.planner import (
     TRACK_KINDS,
     SpecConfig,
@@ -189,6 +190,17 @@ def test_gain_bounds() -> None:
 class FakeEff:
     prefill_interference: float = 1.0
     prefill_overhead_s: float = 0.002
+    launch_overhead_s: float = 1e-5
+
+
+@dataclass(frozen=True)
+class FakeModelSpec:
+    vocab_size: int = 1000
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    hbm_bw_bytes_per_s: float = 1e12
 
 
 @dataclass(frozen=True)
@@ -198,6 +210,9 @@ class FakeScenario:
     dp: int = 1
     efficiency: FakeEff = field(default_factory=FakeEff)
     draft: bool = False
+    cuda_graphs: bool = False
+    model: FakeModelSpec = field(default_factory=FakeModelSpec)
+    gpu: FakeGpu = field(default_factory=FakeGpu)
 
 
 @dataclass(frozen=True)
@@ -234,10 +249,14 @@ def test_evaluator_serving_formula_and_speculation() -> None:
     base = ev.at((), 8)
     interference = 1.0 * (8 - 1) / 100 * (0.050 + 0.002)
     assert base.tpot_s == pytest.approx(0.0108 + interference)
-    spec = WhatIf("speculative_decoding", spec=SpecSetup(3, 2.5, _draft))
+    spec = WhatIf("speculative_decoding", spec=SpecSetup(SpecShape("eagle3", 3), 2.5, _draft))
     out = ev.at((spec,), 8)
-    verify, draft = 0.010 + 0.0001 * 8 * 4, 0.1 * (0.010 + 0.0001 * 8)
-    assert out.tpot_s == pytest.approx((verify + 3 * draft) / 2.5 + interference)
+    # verify 8×4 tokens; drafter: one forward over 8×4 tokens, two over 8; fixed: (8 + 10 + 6·2) eager launches
+    # of 10 µs, sampling 4 B × (3·8·1000 draft logits + 3·8·3·1000 rejection) at 0.7 TB/s, one 19.9 µs sync
+    verify = 0.010 + 0.0001 * 8 * 4
+    draft = 0.1 * (0.010 + 0.0001 * 8 * 4) + 2 * 0.1 * (0.010 + 0.0001 * 8)
+    fixed = 30 * 1e-5 + 4 * (3 * 8 * 1000 + 3 * 8 * 3 * 1000) / 0.7e12 + 19.9e-6
+    assert out.tpot_s == pytest.approx((verify + draft + fixed) / 2.5 + interference)
     assert out.output_tok_s == pytest.approx(8 / out.tpot_s)
     pd = WhatIf("pd_disaggregation", no_prefill_interference=True)
     assert ev.at((pd,), 8).tpot_s == pytest.approx(0.0108)

@@ -4,13 +4,13 @@ Does: load the bundled measured acceptance curves (planner/data/acceptance.toml,
 acceptance inputs into per-position vectors, and compute
 
     accepted length   AL = 1 + Σ_{i=1..k} P_i         (scalar a: P_i = a^i, so AL = (1 − a^(k+1)) / (1 − a))
-    speculative TPOT  = (t_verify(B, k+1 tokens/seq) + k · t_draft(B)) / AL
+    speculative TPOT  = iteration(B, k) / AL      (iteration: perfmodel.speculative — verify + draft loop + fixed)
     gain              = t_decode(B) / speculative TPOT
 
-where P_i is the probability that draft i is accepted (every earlier draft accepted too), t_verify is one
-target forward over B sequences with k+1 query tokens each, t_draft one drafter forward at batch B. The gain
-falls with concurrency because verification turns compute-bound (B·(k+1) GEMM rows) while AL stays fixed.
-Does not: price the steps (callers pass step-time functions; see planner.drafts for drafter scenarios).
+where P_i is the probability that draft i is accepted (every earlier draft accepted too). The gain falls with
+concurrency because verification turns compute-bound (B·(k+1) GEMM rows) and, for MoE, touches more experts,
+while AL stays fixed.
+Does not: price the steps (perfmodel.speculative does, through the planner's evaluator).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from importlib import resources
 from servescope.errors import PlanError
 from servescope.planner.target import check_acceptance, parse_acceptance
 
-METHODS = ("eagle", "eagle3", "mtp", "draft")
+METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
 DEFAULT_MAX_K = 8
 
 
@@ -40,7 +40,7 @@ class SpecConfig:
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
-            raise PlanError(f"unknown speculative method {self.method!r}; valid: eagle3, eagle, mtp, draft:MODEL")
+            raise PlanError(f"unknown speculative method {self.method!r}; valid: eagle3, eagle, mtp, ngram, draft:MODEL")
         if self.method == "draft" and not self.draft_model:
             raise PlanError("speculative method 'draft' needs a draft model (draft:MODEL)")
         if self.method != "draft" and self.draft_model:
@@ -54,11 +54,11 @@ class SpecConfig:
 
 
 def parse_spec_method(text: str) -> tuple[str, str | None]:
-    """`eagle3`, `eagle`, `mtp` or `draft:MODEL` → (method, draft model or None)."""
+    """`eagle3`, `eagle`, `mtp`, `ngram` or `draft:MODEL` → (method, draft model or None)."""
     method, _, model = text.strip().partition(":")
     method = method.lower().replace("-", "")
     if method not in METHODS:
-        raise PlanError(f"unknown speculative method {text!r}; valid: eagle3, eagle, mtp, draft:MODEL")
+        raise PlanError(f"unknown speculative method {text!r}; valid: eagle3, eagle, mtp, ngram, draft:MODEL")
     return method, (model.strip() or None)
 
 

@@ -1,21 +1,20 @@
 """The `speculative_decoding` track: drafter scenarios, best k, gain range and where speculation stops paying.
 
-Does: build the drafter as a scenario the performance model can price —
-  EAGLE / EAGLE-3: one Llama-style decoder layer at the target's hidden size (GQA, the target's dense
-    intermediate size, target vocabulary for the LM head — conservative: many heads use a 32k draft vocab —
-    plus the 3h→h fusion layer), BF16, same TP as the target (vLLM runs the drafter on the target's ranks);
-  MTP: one of the target's own layers (its MTP module) with the shared LM head, target quantization;
-  draft model: the named model at the target's TP, in its own checkpoint quantization —
-then prices verification as decode_step(tokens_per_seq = k+1) and picks the k with the best objective.
+Does: pick the method (MTP when the checkpoint has MTP layers, else EAGLE-3) and acceptance (the user's, else the
+bundled measured curve), price each k with the engine-style iteration of perfmodel.speculative (the drafter's own
+architecture — an EAGLE-3 head for an MLA model is an MLA layer —, multi-token-query verification, the experts
+B·(k+1) tokens touch, CUDA-graph padding, the draft loop's launches, sampling, rejection and host sync), keep the
+k with the best objective, and find where the gain falls below 1.
 Does not: model tree drafting or adaptive verification (both verify more tokens than they accept).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from collections.abc import Callable
 
 from servescope.errors import PlanError, ServescopeError
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.speculative import SpecShape, draft_scenario
 from servescope.planner.speculative import (
     Acceptance,
     SpecConfig,
@@ -25,66 +24,17 @@ from servescope.planner.speculative import (
 )
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import SpecSetup, WhatIf
-from servescope.specs import quant as q
-from servescope.specs.models import ModelSpec, load_model, parse_config
+from servescope.specs.models import ModelSpec
 
 KIND = "speculative_decoding"
 MAX_BREAKEVEN_CONCURRENCY = 1024
 
 
-def eagle_drafter(target: ModelSpec) -> ModelSpec:
-    """One Llama-style layer at the target's width (see module docstring for the assumptions)."""
-    h, nh = target.hidden_size, target.n_heads
-    nkv = target.n_kv_heads if target.attention_kind == "gqa" else min(8, nh)
-    inter = target.intermediate_size or 4 * h
-    cfg = {
-        "model_type": "llama", "num_hidden_layers": 1, "hidden_size": h, "vocab_size": target.vocab_size,
-        "num_attention_heads": nh, "num_key_value_heads": nkv, "head_dim": h // nh, "intermediate_size": inter,
-    }
-    spec = parse_config(cfg, f"{target.name}-eagle3-head", "servescope:eagle3 drafter (planner assumption)")
-    fc = 3.0 * h * h  # EAGLE-3 fuses three target hidden states into one (3h -> h)
-    return replace(spec, params=replace(spec.params, dense_mlp=spec.params.dense_mlp + fc))
+def drafter(method: str, draft_model: str | None) -> Callable[[Scenario], Scenario | None]:
+    """A function from the target scenario to the drafter's (perfmodel.speculative.draft_scenario)."""
 
-
-def mtp_drafter(target: ModelSpec) -> ModelSpec:
-    """The target's MTP module: one of its last layers, LM head shared."""
-    p = target.params
-    n_attn = max(1, sum(1 for a in target.layer_attention if a in ("full", "sliding")))
-    mlp = target.layer_mlp[-1]
-    n_mlp = max(1, sum(1 for m in target.layer_mlp if m == mlp))
-    params = replace(
-        p,
-        attention=p.attention / n_attn,
-        attention_replicated=p.attention_replicated / n_attn,
-        dense_mlp=p.dense_mlp / n_mlp if mlp == "dense" else 0.0,
-        routed_experts=p.routed_experts / n_mlp if mlp == "moe" else 0.0,
-        shared_experts=p.shared_experts / n_mlp if mlp == "moe" else 0.0,
-        other=2.0 * target.hidden_size * target.hidden_size,  # the 2h -> h projection of the MTP module
-        mtp=0.0,
-    )
-    return replace(
-        target, name=f"{target.name}-mtp", n_layers=1, layer_attention=("full",), layer_mlp=(mlp,),
-        n_mtp_layers=0, params=params, v4_compress=target.v4_compress[-1:] if target.v4_compress else (),
-    )
-
-
-def _bf16_quant(kv: Any) -> Any:
-    b = q.SCHEMES["bf16"]
-    return q.QuantConfig(b, b, b, b, b, kv)
-
-
-def drafter(method: str, draft_model: str | None) -> Any:
-    """A function from the target scenario to the drafter scenario."""
-
-    def build(sc: Any) -> Any:
-        # dense drafters take no expert parallelism (ep=1); they run on the target's TP ranks
-        if method in ("eagle", "eagle3"):
-            return replace(sc, model=eagle_drafter(sc.model), quant=_bf16_quant(sc.quant.kv), ep=1)
-        if method == "mtp":
-            return replace(sc, model=mtp_drafter(sc.model))
-        spec = load_model(str(draft_model))
-        return replace(sc, model=spec, quant=spec.native_quant or _bf16_quant(sc.quant.kv),
-                       ep=sc.ep if spec.is_moe else 1)
+    def build(sc: Scenario) -> Scenario | None:
+        return draft_scenario(sc, method, draft_model)
 
     return build
 
@@ -98,16 +48,17 @@ def _method(ctx: Context) -> SpecConfig:
 def _acceptance(cfg: SpecConfig, model: ModelSpec) -> Acceptance | None:
     if cfg.acceptance is not None:
         return user_acceptance(cfg.acceptance)
-    if cfg.method == "draft":
+    if cfg.method in ("draft", "ngram"):
         return None
     return bundled_acceptance(model.name, cfg.method)
 
 
 def _setups(cfg: SpecConfig, acc: Acceptance, k: int) -> tuple[WhatIf, WhatIf, WhatIf]:
     build = drafter(cfg.method, cfg.draft_model)
-    return tuple(  # type: ignore[return-value]
-        WhatIf(KIND, spec=SpecSetup(k, acc.al(k, which), build)) for which in ("nominal", "low", "high")
-    )
+    shape = SpecShape(cfg.method, k)
+    nominal, low, high = (WhatIf(KIND, spec=SpecSetup(shape, acc.al(k, which), build))
+                          for which in ("nominal", "low", "high"))
+    return nominal, low, high
 
 
 def speculative_track(ctx: Context) -> Proposal:
@@ -166,15 +117,18 @@ def _best_k(ctx: Context, cfg: SpecConfig, acc: Acceptance) -> tuple[int, tuple[
 def _drafter_precondition(cfg: SpecConfig, model: ModelSpec) -> str:
     if cfg.method in ("eagle", "eagle3"):
         return f"a trained {cfg.method.upper()} draft head for {model.name}"
+    if cfg.method == "ngram":
+        return "output that repeats the prompt (n-gram lookup drafts from it)"
     if cfg.method == "mtp":
         return f"the checkpoint's MTP weights ({model.n_mtp_layers} layer(s)) loaded"
     return f"draft model {cfg.draft_model} sharing {model.name}'s tokenizer"
 
 
 def _validate(cfg: SpecConfig) -> str:
-    method = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "draft": "draft_model"}[cfg.method]
+    method = {"eagle": "eagle", "eagle3": "eagle3", "mtp": "mtp", "draft": "draft_model",
+              "ngram": "ngram"}[cfg.method]
     model = f', "model": "{cfg.draft_model}"' if cfg.draft_model else ', "model": "<draft head>"'
-    if cfg.method == "mtp":
+    if cfg.method in ("mtp", "ngram"):
         model = ""
     k = cfg.k if cfg.k is not None else "K"
     return (

@@ -3,7 +3,8 @@
 Does: define `WhatIf` (a scenario change, a step adjustment, and/or speculative decoding) and evaluate a set
 of them on the objective: TPOT at a concurrency, or output throughput under a TPOT limit. Scenario changes are
 applied first (in the order given), then step adjustments on every predicted decode step (target, verify and
-draft alike), then speculation:  TPOT = (t_verify + k·t_draft) / AL  (see planner.speculative).
+draft alike), then speculation: TPOT = (verify + draft + fixed) / AL, one iteration priced by
+perfmodel.speculative (draft loop, CUDA-graph padding, sampling, rejection, host sync) on the adjusted steps.
 Batch = concurrency (perfmodel splits it over dp ranks), capped at the memory limit; output tokens/s =
 batch / TPOT.
 Does not: decide which what-ifs make sense (planner.tracks_*), or price a step (servescope.perfmodel, reached
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from servescope.perfmodel.speculative import SpecIteration, SpecShape, iteration
 from servescope.planner.speculative import concurrency_grid
 
 
@@ -117,16 +119,16 @@ Adjust = Callable[[Any, StepView], StepView]
 
 @dataclass(frozen=True)
 class SpecSetup:
-    """Speculation as evaluated: k drafts, accepted length, the drafter's scenario from the target's."""
+    """Speculation as evaluated: what is drafted and verified (`shape`), the accepted length, and the drafter's
+    scenario from the target's (None: no drafter forward, e.g. n-gram)."""
 
-    k: int
+    shape: SpecShape
     al: float
-    draft: Callable[[Any], Any]  # target scenario -> drafter scenario
-    draft_steps: int = -1  # drafter forwards per verification; -1 means k
+    draft: Callable[[Any], Any]  # target scenario -> drafter scenario or None
 
     @property
-    def forwards(self) -> int:
-        return self.k if self.draft_steps < 0 else self.draft_steps
+    def k(self) -> int:
+        return self.shape.k
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,16 @@ class Evaluator:
             self._drafts[(id(sc), spec)] = hit
         return hit[1]
 
+    def iteration(self, spec: SpecSetup, sc: Any, batch: int, adjusts: Iterable[Adjust] = ()) -> SpecIteration:
+        """One speculative iteration priced on this evaluator's (adjusted, cached) steps: perfmodel.speculative."""
+        fns = tuple(adjusts)
+
+        def step(scen: Any, b: int, tokens_per_seq: int) -> tuple[float, float]:
+            view = self.step(scen, b, tokens_per_seq, fns)
+            return view.step_time_s, view.class_time_s.get("other", 0.0)
+
+        return iteration(sc, self._draft_of(spec, sc), batch, spec.shape, step)
+
     def at(self, whatifs: tuple[WhatIf, ...], concurrency: int) -> Outcome:
         """TPOT and throughput at one concurrency (batch capped at the memory limit, like perfmodel.predict)."""
         sc = self.scenario_of(whatifs)
@@ -239,8 +251,8 @@ class Evaluator:
         else:
             spec = specs[0]
             view, al = self.step(sc, batch, spec.k + 1, adjusts), spec.al
-            draft = self.step(self._draft_of(spec, sc), batch, 1, adjusts)
-            tpot = (view.step_time_s + spec.forwards * draft.step_time_s) / al + extra
+            it = self.iteration(spec, sc, batch, adjusts)
+            tpot = it.total_s / al + extra
         rate = batch / tpot
         if any(w.no_prefill_interference for w in whatifs):
             # a separate prefill pool: requests/s · prefill seconds = prefill instances per decode instance

@@ -1,0 +1,248 @@
+"""Speculative decoding as engines run it: the drafter's architecture and the cost of one speculative iteration.
+
+Does: build the drafter as a scenario the step model can price, and price one iteration (vLLM V1's EagleProposer
+loop, which vLLM also uses for MTP; SGLang's chain drafting has the same shape):
+
+    iteration = verify + draft + fixed                                                   (seconds)
+    verify    = target step over B sequences × (k+1) query tokens (multi-token-query attention: each sequence's
+                KV is read once, attention FLOPs × (k+1); MoE: distinct experts touched by B·(k+1) tokens, top-k of
+                E — both inside perfmodel.step); CUDA-graph padding of the B·(k+1) tokens to the next captured
+                size is perfmodel.step's (the engine's capture sizes, perfmodel.graphs), not repeated here
+    draft     = drafter forward over the B·(k+1) verified tokens (fills the drafter's KV) + (k−1) forwards of B
+                tokens (width w per sequence for a tree); each without the engine's per-step CPU time, which an
+                iteration pays once (in `verify`)
+    fixed     = eager kernels × launch_overhead_s   (LAUNCHES_PER_DRAFT_STEP per drafter forward after the first,
+                                                     LAUNCHES_PREPARE + LAUNCHES_REJECTION per iteration)
+              + vocabulary sampling bytes / (HBM BW · ELEMENTWISE_BW_FRACTION)
+                  (argmax over B·w·V fp32 logits per drafter forward; rejection sampling reads/writes
+                   SAMPLER_PASSES × B·k·V·4 B more than the plain sampler's B·V)
+              + HOST_SYNCS × HOST_SYNC_S   (the accepted counts go to the host before the drafter runs)
+    gain      = t_base(B) · AL / iteration          (AL = accepted length, bonus token included)
+
+Drafters: EAGLE / EAGLE-3 head = one layer with the target's attention kind (an MLA target gets an MLA layer,
+a GQA target a GQA layer), a dense MLP at the target's dense intermediate size, the 3h→h fusion GEMM and its own
+LM head over the target vocabulary (conservative: many heads use a 32k draft vocabulary), BF16, on the target's
+TP ranks, no expert parallelism; MTP = one of the target's own layers plus the 2h→h projection, target
+quantization; draft model = the named checkpoint; n-gram = no drafter forward (CPU lookup).
+Does not: acceptance (the caller gives AL), adaptive verification, overlap scheduling, or engines other than the
+vLLM-style loop above. Every constant below names its source or says it is an assumption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from servescope.errors import ScenarioError
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.step import decode_step
+from servescope.specs import quant as q
+from servescope.specs.models import ModelSpec, load_model
+
+METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
+
+# Eager (non-graphed) kernels between drafter forwards: argmax, positions += 1 and clamp, seq_lens update,
+# slot-mapping gather and arithmetic (vllm/v1/spec_decode/eagle.py, EagleProposer.propose loop, v0.10; counted
+# by reading the loop — an assumption, not a measurement).
+LAUNCHES_PER_DRAFT_STEP = 6
+# Eager kernels per iteration outside the loop: prepare_inputs (rejected counts, cumulative token counts,
+# token indices: ~8) and the rejection sampler (target argmax/softmax, the Triton rejection kernel, bonus token,
+# output fill: ~10). vllm/v1/spec_decode/eagle.py prepare_inputs and vllm/v1/sample/rejection_sampler.py, v0.10;
+# counted by reading the code (assumption).
+LAUNCHES_PREPARE = 8
+LAUNCHES_REJECTION = 10
+# One extra blocking device→host copy per iteration (accepted counts before the drafter runs, vLLM V1
+# prepare_inputs). Its cost is the median synchronous D2H copy (hipMemcpyWithStream) measured in
+# /work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz: 19.9 µs
+# over 5 calls (bench/bench_speculative.py recomputes it).
+HOST_SYNCS = 1
+HOST_SYNC_S = 19.9e-6
+# Softmax + argmax + rejection compare: bytes of fp32 logits read/written per vocabulary entry (assumption).
+SAMPLER_PASSES = 3
+FP32_BYTES = 4.0
+# Elementwise kernels reach this share of peak HBM bandwidth (assumption; STREAM-like kernels on H100 reach
+# ~0.8–0.9 of peak, smaller sampling tensors less).
+ELEMENTWISE_BW_FRACTION = 0.7
+
+
+@dataclass(frozen=True)
+class SpecShape:
+    """What one iteration drafts and verifies. Chain: k drafts, width 1, depth k. Tree: `k` verified draft
+    tokens per sequence, `depth` drafter forwards of `width` tokens each."""
+
+    method: str
+    k: int
+    depth: int = 0  # drafter forwards; 0 = k (chain)
+    width: int = 1
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ScenarioError(f"unknown speculative method {self.method!r}; known: {', '.join(METHODS)}")
+        if self.k < 1 or self.width < 1 or self.depth < 0:
+            raise ScenarioError(f"speculation needs k >= 1 and width >= 1 (k={self.k}, width={self.width})")
+
+    @property
+    def draft_forwards(self) -> int:
+        return 0 if self.method == "ngram" else (self.depth or self.k)
+
+
+@dataclass(frozen=True)
+class SpecIteration:
+    """One speculative iteration, seconds. `fixed_s` = launches + sampling + sync."""
+
+    verify_s: float
+    draft_s: float
+    launches_s: float
+    sampling_s: float
+    sync_s: float
+
+    @property
+    def fixed_s(self) -> float:
+        return self.launches_s + self.sampling_s + self.sync_s
+
+    @property
+    def total_s(self) -> float:
+        return self.verify_s + self.draft_s + self.fixed_s
+
+    def terms_s(self) -> dict[str, float]:
+        return {"verify": self.verify_s, "draft": self.draft_s, "launches": self.launches_s,
+                "sampling": self.sampling_s, "host_sync": self.sync_s}
+
+
+# ---------------------------------------------------------------------------------------------------- drafters
+def _bf16(kv: q.QuantScheme) -> q.QuantConfig:
+    b = q.SCHEMES["bf16"]
+    return q.QuantConfig(b, b, b, b, b, kv)
+
+
+def eagle_head(target: ModelSpec) -> ModelSpec:
+    """One decoder layer with the target's attention kind, a dense MLP at the target's dense width, the 3h→h
+    EAGLE-3 fusion GEMM and an LM head over the target vocabulary (see the module docstring)."""
+    p, h = target.params, target.hidden_size
+    n_attn = max(1, sum(1 for a in target.layer_attention if a in ("full", "sliding")))
+    inter = target.intermediate_size or 4 * h
+    params = replace(
+        p, attention=p.attention / n_attn, attention_replicated=p.attention_replicated / n_attn,
+        dense_mlp=3.0 * h * inter + 3.0 * h * h, routed_experts=0.0, shared_experts=0.0, other=0.0, mtp=0.0,
+    )
+    return replace(
+        target, name=f"{target.name}-eagle3-head", n_layers=1, layer_attention=("full",), layer_mlp=("dense",),
+        n_routed_experts=0, top_k=0, shared_intermediate_size=0, n_mtp_layers=0, params=params,
+        v4_compress=target.v4_compress[-1:] if target.v4_compress else (), linear_state_elems=0,
+    )
+
+
+def mtp_head(target: ModelSpec) -> ModelSpec:
+    """The target's MTP module: one of its last layers plus the 2h→h projection, LM head shared."""
+    p = target.params
+    n_attn = max(1, sum(1 for a in target.layer_attention if a in ("full", "sliding")))
+    mlp = target.layer_mlp[-1]
+    n_mlp = max(1, sum(1 for m in target.layer_mlp if m == mlp))
+    params = replace(
+        p, attention=p.attention / n_attn, attention_replicated=p.attention_replicated / n_attn,
+        dense_mlp=p.dense_mlp / n_mlp if mlp == "dense" else 0.0,
+        routed_experts=p.routed_experts / n_mlp if mlp == "moe" else 0.0,
+        shared_experts=p.shared_experts / n_mlp if mlp == "moe" else 0.0,
+        other=2.0 * target.hidden_size * target.hidden_size, mtp=0.0,
+    )
+    return replace(
+        target, name=f"{target.name}-mtp", n_layers=1, layer_attention=("full",), layer_mlp=(mlp,),
+        n_mtp_layers=0, params=params, v4_compress=target.v4_compress[-1:] if target.v4_compress else (),
+    )
+
+
+def draft_scenario(sc: Scenario, method: str, draft_model: str | None = None) -> Scenario | None:
+    """The drafter's scenario on the target's GPUs; None for n-gram (no drafter forward)."""
+    if method in ("eagle", "eagle3"):
+        return replace(sc, model=eagle_head(sc.model), quant=_bf16(sc.quant.kv), ep=1)
+    if method == "mtp":
+        if sc.model.n_mtp_layers == 0:
+            raise ScenarioError(f"{sc.model.name} has no MTP layers (num_nextn_predict_layers = 0)")
+        return replace(sc, model=mtp_head(sc.model))
+    if method == "draft":
+        if not draft_model:
+            raise ScenarioError("speculative method 'draft' needs a draft model")
+        spec = load_model(draft_model)
+        return replace(sc, model=spec, quant=spec.native_quant or _bf16(sc.quant.kv),
+                       ep=sc.ep if spec.is_moe else 1)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- costs
+# (scenario, batch, tokens per sequence) -> (step seconds, of which the engine's per-step CPU seconds)
+StepFn = Callable[[Scenario, int, int], tuple[float, float]]
+
+
+def model_step(context_len: float) -> StepFn:
+    """The performance model's decode step at a fixed context (the default `StepFn`)."""
+
+    def step(sc: Scenario, batch: int, tokens_per_seq: int) -> tuple[float, float]:
+        pred = decode_step(sc, batch, int(context_len), tokens_per_seq=tokens_per_seq)
+        return pred.step_time_s, pred.class_time_s.get("other", 0.0)
+
+    return step
+
+
+def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn) -> float:
+    """First forward over the (k+1) verified tokens per sequence, then depth−1 forwards of `width` tokens;
+    the engine's per-step CPU time is paid once per iteration (in verify), not per drafter forward."""
+    if shape.draft_forwards == 0:
+        return 0.0
+    first, first_cpu = step(draft, batch, min(shape.k, shape.depth or shape.k) + 1)
+    rest = 0.0
+    if shape.draft_forwards > 1:
+        t, cpu = step(draft, batch, shape.width)
+        rest = (shape.draft_forwards - 1) * (t - cpu)
+    return first - first_cpu + rest
+
+
+def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape) -> tuple[float, float, float]:
+    """(launches, sampling, host sync) seconds per iteration (formula in the module docstring)."""
+    eff = sc.efficiency
+    launches = (LAUNCHES_PREPARE + LAUNCHES_REJECTION
+                + LAUNCHES_PER_DRAFT_STEP * max(0, shape.draft_forwards - 1)) * eff.launch_overhead_s
+    vocab = float(sc.model.vocab_size)
+    draft_vocab = float(draft.model.vocab_size) if draft is not None else 0.0
+    sample_bytes = FP32_BYTES * (shape.draft_forwards * batch * shape.width * draft_vocab
+                                 + SAMPLER_PASSES * batch * shape.k * vocab)
+    sampling = sample_bytes / (float(sc.gpu.hbm_bw_bytes_per_s) * ELEMENTWISE_BW_FRACTION)
+    return launches, sampling, HOST_SYNCS * HOST_SYNC_S
+
+
+def iteration(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape,
+              step: StepFn) -> SpecIteration:
+    """Price one speculative iteration of `batch` sequences (all dp ranks) with `step` (see StepFn)."""
+    if batch < 1:
+        raise ScenarioError(f"speculative iteration: batch={batch}")
+    verify = step(sc, batch, shape.k + 1)[0]
+    draft_s = _draft_s(draft, batch, shape, step) if draft is not None else 0.0
+    launches, sampling, sync = _fixed(sc, draft, batch, shape)
+    return SpecIteration(verify, draft_s, launches, sampling, sync)
+
+
+@dataclass(frozen=True)
+class SpecGain:
+    base_step_s: float
+    iteration: SpecIteration
+    accepted_length: float
+
+    @property
+    def spec_tpot_s(self) -> float:
+        return self.iteration.total_s / self.accepted_length
+
+    @property
+    def gain(self) -> float:
+        """Baseline TPOT / speculative TPOT = t_base · AL / iteration."""
+        return self.base_step_s / self.spec_tpot_s
+
+
+def spec_gain(sc: Scenario, shape: SpecShape, accepted_length: float, batch: int, context_len: float,
+              draft_model: str | None = None) -> SpecGain:
+    """Decode-step gain of speculation at `batch` sequences of `context_len` tokens (no prefill interference:
+    both sides pay it alike at steady state)."""
+    if accepted_length < 1.0:
+        raise ScenarioError(f"accepted length {accepted_length} < 1 (it counts the bonus token)")
+    step = model_step(context_len)
+    draft = draft_scenario(sc, shape.method, draft_model)
+    base = step(sc, batch, 1)[0]
+    return SpecGain(base, iteration(sc, draft, batch, shape, step), accepted_length)
