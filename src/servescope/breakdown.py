@@ -15,6 +15,7 @@ import polars as pl
 from servescope.classify import classify
 from servescope.intervals import grouped_union_length
 from servescope.steps import StepTable, find_steps
+from servescope.timeline import StepTimeline, step_timelines
 from servescope.trace import Trace
 
 COMMUNICATION = "communication"
@@ -100,6 +101,7 @@ class TraceBreakdown:
     warnings: tuple[str, ...]
     outside_steps_events: int = 0  # GPU events launched outside every step (warm-up, profiler edges)
     outside_steps_us: float = 0.0  # their summed duration
+    timelines: tuple[StepTimeline, ...] = ()  # the kernels of one representative step per kind (timeline.py)
 
 
 def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
@@ -243,6 +245,8 @@ def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
         method=table.method, steps=steps, kinds=summarize_by_kind(table, steps, top_n),
         warnings=trace.warnings, outside_steps_events=outside.height,
         outside_steps_us=float(outside["dur_us"].sum()) if outside.height else 0.0,
+        timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
+                                 {s.index: s.label for s in steps}),
     )
 
 
