@@ -1,6 +1,8 @@
 """The trace analysis in one call: load → classify → steps → breakdown → findings, for a file or a rank folder.
 
-Does: run the stages for each rank, filter by step kind, collect warnings. Does not: print or format.
+Does: run the stages for each rank — a rank folder's files in parallel worker processes (or Ray tasks) through
+`servescope.ranks` — filter by step kind, build the cross-rank view, and collect warnings, one line per cause.
+Does not: print or format.
 """
 
 from __future__ import annotations
@@ -9,10 +11,21 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
-from servescope.breakdown import TraceBreakdown, breakdown
-from servescope.errors import NoGpuEvents
+import polars as pl
+
+from servescope import frames
+from servescope.breakdown import TraceBreakdown
+from servescope.errors import NoGpuEvents, TraceError
 from servescope.findings import Finding, find_all
-from servescope.trace import load_traces
+from servescope.ranks import (
+    CrossRankView,
+    RankOutcome,
+    analyze_rank_files,
+    cross_rank_view,
+    fix_duplicate_ranks,
+    group_warnings,
+)
+from servescope.trace._files import list_trace_files
 
 STEP_KINDS = ("prefill", "decode", "mixed", "unknown")
 
@@ -23,6 +36,24 @@ class TraceAnalysis:
     ranks: tuple[TraceBreakdown, ...]
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
+    cross_rank: CrossRankView | None = None  # set when two or more ranks ran kernels
+
+    def __repr__(self) -> str:
+        steps = sum(len(b.steps) for b in self.ranks)
+        return (f"TraceAnalysis({self.path!r}: {len(self.ranks)} rank(s), {steps} step(s), "
+                f"{len(self.findings)} finding(s), {len(self.warnings)} warning(s))")
+
+    def steps_frame(self) -> pl.DataFrame:
+        """One row per (rank, step) as a Polars DataFrame (servescope.frames)."""
+        return frames.steps_frame(self)
+
+    def kernels_frame(self) -> pl.DataFrame:
+        """One row per (rank, step, kernel name) kept by the analysis (servescope.frames)."""
+        return frames.kernels_frame(self)
+
+    def collectives_frame(self) -> pl.DataFrame:
+        """One row per (rank, step, collective) (servescope.frames)."""
+        return frames.collectives_frame(self)
 
 
 def example_trace() -> Path:
@@ -36,21 +67,50 @@ def _only_kind(b: TraceBreakdown, kind: str) -> TraceBreakdown:
     )
 
 
-def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10) -> TraceAnalysis:
-    """Analyse a Kineto trace file or a folder of per-rank files. Raises NoGpuEvents when no rank ran kernels."""
-    traces = load_traces(path)
-    warnings = [w for t in traces for w in t.warnings]
-    gpu_traces = [t for t in traces if t.has_gpu_events]
-    for t in traces:
-        if not t.has_gpu_events and len(traces) > 1:
-            warnings.append(f"{t.path}: no GPU events (CPU-only or front-end trace), skipped")
-    if not gpu_traces:
+def _rank_files(path: Path) -> tuple[list[Path], list[str]]:
+    """The files to analyse and notes about files set aside (vLLM front-end traces)."""
+    if not path.is_dir():
+        return [path], []
+    files, frontend = list_trace_files(path)
+    return files, [f"skipped vLLM front-end trace without GPU events: {p.name}" for p in frontend]
+
+
+def _sort_key(o: RankOutcome) -> tuple[bool, int, str]:
+    return o.rank is None, o.rank if o.rank is not None else 0, Path(o.file).name
+
+
+def _outcomes(path: Path, top_n: int, workers: int | None, ray_address: str | None) -> tuple[
+        list[RankOutcome], list[str]]:
+    """Loaded outcomes sorted by rank, and notes on skipped files. A file that is not a trace or is empty is
+    skipped while another file loads (a stray config.json must not sink a folder); if none loads, its error."""
+    files, notes = _rank_files(path)
+    outcomes = analyze_rank_files(files, top_n, workers=workers, ray_address=ray_address)
+    failed: list[TraceError] = [o.error for o in outcomes if o.error is not None]
+    loaded = [o for o in outcomes if o.error is None]
+    if not loaded:
+        raise failed[0]
+    for o in outcomes:
+        if o.error is not None:
+            notes.append(f"skipped {Path(o.file).name}: {str(o.error).removeprefix(f'{o.file}: ')}")
+        elif o.breakdown is None and len(outcomes) > 1:
+            notes.append(f"{o.file}: no GPU events (CPU-only or front-end trace), skipped")
+    return sorted(fix_duplicate_ranks(loaded), key=_sort_key), notes
+
+
+def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | None = None,
+                  ray_address: str | None = None) -> TraceAnalysis:
+    """Analyse a Kineto trace file or a folder of per-rank files. A folder's files run in `workers` processes
+    (default one per core; 1 = in-process) or, with `ray_address` ("local" or a cluster address), as Ray tasks.
+    Raises NoGpuEvents when no rank ran kernels."""
+    outcomes, notes = _outcomes(Path(path), top_n, workers, ray_address)
+    warnings = group_warnings([(Path(o.file).name, o.warnings) for o in outcomes]) + notes
+    ranks = [o.breakdown for o in outcomes if o.breakdown is not None]
+    if not ranks:
         damage = f"; what could be read was damaged: {warnings[0]}" if warnings else ""
         raise NoGpuEvents(f"{path}: no GPU kernels in the trace (a CPU-only or front-end trace?){damage}")
-    ranks = [breakdown(t, top_n) for t in gpu_traces]
     if kind is not None:
         present = sorted({s.kind for b in ranks for s in b.steps})
         ranks = [_only_kind(b, kind) for b in ranks]
         if not any(b.steps for b in ranks):
             warnings.append(f"no {kind} steps in the trace (kinds present: {', '.join(present) or 'none'})")
-    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks)), tuple(warnings))
+    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks)), tuple(warnings), cross_rank_view(ranks))

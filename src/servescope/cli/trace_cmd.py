@@ -20,15 +20,23 @@ from servescope.cli._app import (
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
 @click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=1),
               help="Top kernels per step and kind.")
+@click.option("--per-rank", is_flag=True, help="Rank folder: the full report for every rank, not the cross-rank view.")
+@click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,
+              help="Rank folder: worker processes (default: one per core; 1 = in-process).")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+              help="Rank folder: analyse ranks as Ray tasks; bare --ray starts or joins a local Ray, --ray ADDRESS "
+                   "joins a cluster (needs servescope[ray]; put PATH first).")
 @output_options
 @one_line_errors
-def trace(path: Path | None, out: Output, kind: str | None, top_n: int) -> None:
+def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank: bool, workers: int | None,
+          ray_address: str | None) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
     from servescope.analysis import analyze_trace, example_trace
     from servescope.report.trace_json import trace_document
     from servescope.report.trace_text import render_trace
 
-    analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n)
+    analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n, workers=workers,
+                             ray_address=ray_address)
     out.emit(trace_document(analysis), warnings=analysis.warnings,
-             text=lambda console: render_trace(analysis, console))
+             text=lambda console: render_trace(analysis, console, per_rank=per_rank))

@@ -8,6 +8,7 @@ from typing import Any
 from servescope.analysis import TraceAnalysis
 from servescope.breakdown import CollectiveStats, KernelStats, KindSummary, StepBreakdown
 from servescope.findings import Finding
+from servescope.report.ranks_json import cross_rank_document
 
 SCHEMA = "servescope.trace/1"
 
@@ -80,6 +81,7 @@ def trace_document(a: TraceAnalysis) -> dict[str, Any]:
              "by_kind": [_kind(k) for k in b.kinds]}
             for b in a.ranks
         ],
+        "cross_rank": cross_rank_document(a.cross_rank),
         "findings": [_finding(f) for f in a.findings],
         "warnings": list(a.warnings),
     }

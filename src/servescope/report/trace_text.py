@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from servescope.analysis import TraceAnalysis
 from servescope.breakdown import KindSummary, TraceBreakdown
+from servescope.report.ranks_text import render_ranks
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _ARGS = re.compile(r"\(.*\)\s*$")
@@ -96,7 +98,7 @@ def _kernels_table(k: KindSummary, num_sms: int | None) -> Table:
         t.add_column(col, justify="left" if col in ("kernel", "class") else "right", no_wrap=True)
     for kern in k.top_kernels:
         bps = "–" if kern.blocks_per_sm is None else f"{kern.blocks_per_sm:.2f}"
-        t.add_row(short_name(kern.name), kern.kernel_class, str(kern.calls), f"{kern.median_us:.1f}",
+        t.add_row(escape(short_name(kern.name)), kern.kernel_class, str(kern.calls), f"{kern.median_us:.1f}",
                   f"{kern.total_us / 1e3:.3f}", _pct(kern.total_us, k.gpu_busy_us), bps)
     return t
 
@@ -108,7 +110,7 @@ def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
     for s in b.steps[:limit]:
         t.add_row(str(s.index), s.kind, str(s.batch_size or "–"), str(s.tokens or "–"),
                   f"{s.gpu_busy_us / 1e3:.3f}", f"{s.gpu_span_us / 1e3:.3f}",
-                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), s.label[:48])
+                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(s.label[:48]))
     if len(b.steps) > limit:
         t.caption = f"… {len(b.steps) - limit} more steps (see --json)"
     return t
@@ -125,7 +127,11 @@ def _rank_renderables(b: TraceBreakdown) -> list:
     return out
 
 
-def render_trace(a: TraceAnalysis, console: Console) -> None:
+def render_trace(a: TraceAnalysis, console: Console, per_rank: bool = False) -> None:
+    """The full report per rank; for a rank folder, the compact cross-rank view unless `per_rank`."""
+    if a.cross_rank is not None and not per_rank:
+        render_ranks(a.cross_rank, a.findings, a.warnings, console)
+        return
     for b in a.ranks:
         console.print(Group(*_rank_renderables(b)))
     console.print(Text("findings", style="bold underline"))
