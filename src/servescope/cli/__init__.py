@@ -4,6 +4,7 @@ One module per command (or family of commands); importing this package registers
 """
 
 from servescope.cli import model_cmd, plan_cmd, trace_cmd  # noqa: F401  (registers the commands)
+from servescope.cli import diff_cmd  # noqa: F401  (servescope diff)
 from servescope.cli._app import main
 
 __all__ = ["main"]

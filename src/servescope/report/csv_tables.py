@@ -13,6 +13,8 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from servescope.report.diff_doc import diff_csv_rows
+
 Rows = list[dict[str, Any]]
 
 
@@ -68,6 +70,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], Rows]] = {
     "servescope.model/1": lambda d: list(d["points"]),
     "servescope.validate/1": lambda d: list(d["rows"]),
     "servescope.plan/1": lambda d: list(d["tracks"]),
+    "servescope.diff/1": diff_csv_rows,
 }
 
 

@@ -1,0 +1,71 @@
+"""The `servescope.diff/1` JSON document of a TraceDiff, and its CSV rows. Presentation only: values are copied
+from servescope.diff and rounded; nothing is computed here.
+
+Keys, exactly: schema, kinds [{kind, steps_before, steps_after,
+  classes {class: {before_us, after_us, ratio, significant}},
+  collectives {collective: {before_calls, after_calls, before_median_us, after_median_us, ratio, significant}},
+  kernels [{name, class, before_us, after_us, ratio, significant, before_calls, after_calls,
+            before_median_us, after_median_us}]}].
+Times are per step (µs; mean over the kind's steps), calls are per step, `*_median_us` is the per-call latency;
+`ratio` = after / before (null when before is 0): of the time per step for classes and kernels, of the per-call
+latency for collectives. `significant` is true/false by the test in servescope.diff, null = cannot tell (fewer
+than 2 steps on a side); the test: |Δ median per step| > 3·(MAD before + MAD after).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: report/csv_tables imports diff_csv_rows without the trace pipeline
+    from servescope.diff import Change, KernelDiff, KindDiff, TraceDiff
+
+SCHEMA = "servescope.diff/1"
+CSV_COLUMNS = ("kind", "steps_before", "steps_after", "section", "name", "class", "before_us", "after_us",
+               "before_calls", "after_calls", "before_median_us", "after_median_us", "ratio", "significant")
+
+
+def _r(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+def _class(c: Change) -> dict[str, Any]:
+    return {"before_us": _r(c.before), "after_us": _r(c.after), "ratio": _r(c.ratio, 4), "significant": c.significant}
+
+
+def _kernel(k: KernelDiff) -> dict[str, Any]:
+    return {"name": k.name, "class": k.kernel_class, **_class(k.time_us),
+            "before_calls": _r(k.calls_per_step.before), "after_calls": _r(k.calls_per_step.after),
+            "before_median_us": _r(k.median_us.before), "after_median_us": _r(k.median_us.after)}
+
+
+def _kind(k: KindDiff) -> dict[str, Any]:
+    return {
+        "kind": k.kind, "steps_before": k.steps_before, "steps_after": k.steps_after,
+        "classes": {name: _class(c) for name, c in k.classes.items()},
+        "collectives": {
+            name: {"before_calls": _r(c.calls_per_step.before), "after_calls": _r(c.calls_per_step.after),
+                   "before_median_us": _r(c.median_us.before), "after_median_us": _r(c.median_us.after),
+                   "ratio": _r(c.median_us.ratio, 4), "significant": c.median_us.significant}
+            for name, c in k.collectives.items()
+        },
+        "kernels": [_kernel(x) for x in k.kernels],
+    }
+
+
+def diff_document(d: TraceDiff) -> dict[str, Any]:
+    return {"schema": SCHEMA, "kinds": [_kind(k) for k in d.kinds]}
+
+
+def diff_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """CSV of a servescope.diff/1 document: one row per kind × class, kind × collective and kind × kernel,
+    columns CSV_COLUMNS (empty = not applicable to the section)."""
+    rows: list[dict[str, Any]] = []
+    for kind in doc["kinds"]:
+        head = {"kind": kind["kind"], "steps_before": kind["steps_before"], "steps_after": kind["steps_after"]}
+        for name, c in kind["classes"].items():
+            rows.append({**head, "section": "class", "name": name, "class": name, **c})
+        for name, c in kind["collectives"].items():
+            rows.append({**head, "section": "collective", "name": name, "class": "communication", **c})
+        for k in kind["kernels"]:
+            rows.append({**head, "section": "kernel", **k})
+    return [{col: row.get(col) for col in CSV_COLUMNS} for row in rows]

@@ -1,0 +1,89 @@
+"""Terminal report for `servescope diff` (Rich tables, readable at 80 columns). Presentation only.
+
+Per step kind: GPU busy and span per step, then tables per class, per collective and the kernels that moved most.
+Columns: before and after per step, ratio after/before, and the verdict of the test in servescope.diff:
+"yes" (larger than step-to-step variation), "no" (within it), "?" (cannot tell: fewer than 2 steps on a side).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from servescope.diff import Change, KindDiff, TraceDiff
+from servescope.report.trace_text import short_name
+
+VERDICT = {True: "yes", False: "no", None: "?"}
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:.3f}"
+
+
+def _us(us: float) -> str:
+    return f"{us:,.1f}"
+
+
+def _ratio(c: Change) -> str:
+    if c.ratio is None:
+        return "new" if c.after > 0 else "–"
+    return f"{c.ratio:.2f}x"
+
+
+def _table(title: str, first: str, columns: tuple[str, ...]) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(first, no_wrap=True, overflow="ellipsis")
+    for col in columns:
+        t.add_column(col, justify="right", no_wrap=True)
+    return t
+
+
+def _classes(k: KindDiff) -> Table:
+    t = _table(f"{k.kind}: time per class, µs per step", "class", ("before", "after", "ratio", "signif."))
+    for name, c in sorted(k.classes.items(), key=lambda kv: -max(kv[1].before, kv[1].after)):
+        t.add_row(name, _us(c.before), _us(c.after), _ratio(c), VERDICT[c.significant])
+    return t
+
+
+def _collectives(k: KindDiff) -> Table:
+    t = _table(f"{k.kind}: collectives, calls per step and median µs per call", "collective",
+               ("calls b", "calls a", "µs b", "µs a", "ratio", "signif."))
+    for name, c in k.collectives.items():
+        t.add_row(name, f"{c.calls_per_step.before:.1f}", f"{c.calls_per_step.after:.1f}", _us(c.median_us.before),
+                  _us(c.median_us.after), _ratio(c.median_us), VERDICT[c.median_us.significant])
+    return t
+
+
+def _kernels(k: KindDiff) -> Table:
+    t = _table(f"{k.kind}: kernels that moved most, µs per step", "kernel",
+               ("before", "after", "ratio", "calls b→a", "signif."))
+    for x in k.kernels:
+        calls = f"{x.calls_per_step.before:.0f}→{x.calls_per_step.after:.0f}"
+        t.add_row(short_name(x.name, 40), _us(x.time_us.before), _us(x.time_us.after), _ratio(x.time_us), calls,
+                  VERDICT[x.time_us.significant])
+    return t
+
+
+def diff_lines_header(d: TraceDiff) -> list[str]:
+    return [f"before: {d.before_path}", f"after:  {d.after_path}",
+            f"significant (signif.): {d.test}; ratio = after / before"]
+
+
+def render_diff(d: TraceDiff, console: Console) -> None:
+    for line in diff_lines_header(d):
+        console.print(line, highlight=False, soft_wrap=False)
+    for k in d.kinds:
+        console.print()
+        console.print(
+            f"[bold]{k.kind}[/bold]: {k.steps_before} step(s) before, {k.steps_after} after; GPU busy "
+            f"{_ms(k.busy_us.before)} → {_ms(k.busy_us.after)} ms per step ({_ratio(k.busy_us)}, significant: "
+            f"{VERDICT[k.busy_us.significant]}); span {_ms(k.span_us.before)} → {_ms(k.span_us.after)} ms",
+            highlight=False,
+        )
+        console.print(_classes(k))
+        if k.collectives:
+            console.print(_collectives(k))
+        if k.kernels:
+            console.print(_kernels(k))
+    for w in d.warnings:
+        console.print(f"[yellow]warning[/yellow]: {w}", highlight=False)
