@@ -22,6 +22,7 @@ from servescope.classify import (
     CAST_OPS,
     COLLECTIVES,
     KERNEL_CLASSES,
+    LINKED_COLUMNS,
     classify,
     classify_name,
     name_head,
@@ -212,7 +213,7 @@ def test_classify_is_pure_and_idempotent() -> None:
     assert "kernel_class" not in frame.columns
     twice = classify(once)
     assert twice.equals(once)
-    assert once.columns == [*frame.columns, "kernel_class", "collective"]
+    assert once.columns == [*frame.columns, "kernel_class", "collective", *LINKED_COLUMNS]
 
 
 def test_without_link_columns_names_decide() -> None:

@@ -51,6 +51,12 @@ CONTRACT = {
     "grid_blocks": pl.Int64,
     "block_threads": pl.Int64,
     "blocks_per_sm": pl.Float64,
+    "comm_name": pl.Utf8,
+    "comm_in_nelems": pl.Int64,
+    "comm_out_nelems": pl.Int64,
+    "comm_group_size": pl.Int64,
+    "comm_dtype": pl.Utf8,
+    "comm_pg": pl.Utf8,
 }
 KINDS = {
     "kernel",
@@ -340,12 +346,12 @@ def test_not_a_trace(tmp_path: Path, content: bytes, error: type, match: str) ->
     assert "bad.json" in str(info.value) and "\n" not in str(info.value)
 
 
-def test_nsight_sqlite_is_refused_clearly(tmp_path: Path) -> None:
+def test_sqlite_without_nsys_tables_is_refused_clearly(tmp_path: Path) -> None:
     path = tmp_path / "report.sqlite"
     with sqlite3.connect(path) as con:
         con.execute("CREATE TABLE StringIds (id INTEGER, value TEXT)")
-    with pytest.raises(NotATrace, match="Nsight SQLite is not supported yet"):
-        load_trace(path)
+    with pytest.raises(NotATrace, match="not an Nsight Systems export"):
+        load_trace(path)  # Nsight exports themselves: tests/test_trace_nsys.py
 
 
 def test_folder_errors(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from servescope.intervals import grouped_union_length
 from servescope.steps import StepTable, find_steps
 from servescope.timeline import StepTimeline, step_timelines
 from servescope.trace import Trace
+from servescope.units import us_to_s
 
 COMMUNICATION = "communication"
 GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
@@ -24,13 +25,39 @@ GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
 
 @dataclass(frozen=True)
 class CollectiveStats:
-    """One collective in one step: calls, summed kernel time, per-call mean, median and p90 (µs)."""
+    """One collective in one step: calls, summed kernel time, per-call mean, median and p90 (µs).
+
+    Bandwidths follow nccl-tests (docs/metrics.md): `algbw = Σ message bytes / Σ kernel seconds` over
+    the calls whose message size is known (`sized_calls`), `busbw = Σ (bytes × busbw_factor(n)) / Σ
+    kernel seconds` over those whose group size n is known too. None when no call qualifies.
+    """
 
     calls: int
     total_us: float
     mean_us: float
     median_us: float
     p90_us: float
+    sized_calls: int = 0
+    message_bytes_total: int = 0
+    message_bytes_median: float | None = None
+    group_size: int | None = None  # largest process-group size seen
+    algbw_bytes_per_s: float | None = None
+    busbw_bytes_per_s: float | None = None
+
+
+def busbw_factor(collective: str, n_ranks: int) -> float | None:
+    """nccl-tests bus-bandwidth factor (PERFORMANCE.md): busbw = algbw × factor.
+
+    all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n; broadcast, reduce, send_recv 1.
+    None for an unknown collective or n < 1.
+    """
+    if n_ranks < 1:
+        return None
+    if collective == "all_reduce":
+        return 2 * (n_ranks - 1) / n_ranks
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n_ranks - 1) / n_ranks
+    return 1.0 if collective in ("broadcast", "reduce", "send_recv") else None
 
 
 @dataclass(frozen=True)
@@ -135,9 +162,24 @@ def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
     return out
 
 
+def _with_bus_bytes(comm: pl.DataFrame) -> pl.DataFrame:
+    """`comm` rows with `message_bytes`, `group_size` (null when absent) and `bus_bytes` =
+    message bytes × busbw_factor(collective, group size)."""
+    comm = comm.with_columns(
+        pl.lit(None, pl.Int64).alias(c) for c in ("message_bytes", "group_size") if c not in comm.columns
+    )
+    pairs = comm.select("collective", "group_size").drop_nulls().unique()
+    factors = pairs.with_columns(
+        pl.Series("factor", [busbw_factor(c, int(n)) for c, n in pairs.iter_rows()], dtype=pl.Float64)
+    )
+    comm = comm.join(factors, on=["collective", "group_size"], how="left", nulls_equal=False)
+    return comm.with_columns((pl.col("message_bytes") * pl.col("factor")).alias("bus_bytes"))
+
+
 def _collectives(gpu: pl.DataFrame) -> dict[int, dict[str, CollectiveStats]]:
+    sized = pl.col("message_bytes").is_not_null()
     stats = (
-        gpu.filter(pl.col("collective").is_not_null())
+        _with_bus_bytes(gpu.filter(pl.col("collective").is_not_null()))
         .group_by("step", "collective")
         .agg(
             pl.len().alias("calls"),
@@ -145,14 +187,31 @@ def _collectives(gpu: pl.DataFrame) -> dict[int, dict[str, CollectiveStats]]:
             pl.col("dur_us").mean().alias("mean"),
             pl.col("dur_us").median().alias("median"),
             pl.col("dur_us").quantile(0.9, "linear").alias("p90"),
+            sized.sum().alias("sized_calls"),
+            pl.col("message_bytes").sum().alias("bytes"),
+            pl.col("message_bytes").median().alias("bytes_median"),
+            pl.col("group_size").max().alias("group_size"),
+            pl.col("dur_us").filter(sized).sum().alias("sized_us"),
+            pl.col("bus_bytes").sum().alias("bus_bytes"),
+            pl.col("dur_us").filter(pl.col("bus_bytes").is_not_null()).sum().alias("bus_us"),
         )
     )
     out: dict[int, dict[str, CollectiveStats]] = {}
-    for step, coll, calls, total, mean, median, p90 in stats.sort("collective").iter_rows():
-        out.setdefault(int(step), {})[coll] = CollectiveStats(
-            int(calls), float(total), float(mean), float(median), float(p90)
+    for r in stats.sort("collective").iter_rows(named=True):
+        out.setdefault(int(r["step"]), {})[r["collective"]] = CollectiveStats(
+            int(r["calls"]), float(r["total"]), float(r["mean"]), float(r["median"]), float(r["p90"]),
+            sized_calls=int(r["sized_calls"]), message_bytes_total=int(r["bytes"] or 0),
+            message_bytes_median=r["bytes_median"], group_size=r["group_size"],
+            algbw_bytes_per_s=_per_s(r["bytes"], r["sized_us"]), busbw_bytes_per_s=_per_s(r["bus_bytes"], r["bus_us"]),
         )
     return out
+
+
+def _per_s(amount: float | None, dur_us: float | None) -> float | None:
+    """amount per second of `dur_us`; None when either is missing or the time is zero."""
+    if not amount or not dur_us:
+        return None
+    return float(amount) / us_to_s(float(dur_us))
 
 
 def _top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelStats, ...]]:

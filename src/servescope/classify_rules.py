@@ -14,6 +14,8 @@ gives the trace or document each was seen in).
 
 from __future__ import annotations
 
+import re
+
 Rule = tuple[str, str, str | None]
 
 # 1. Memory. Copy/fill engines, not compute: first, so nothing below can claim `Memcpy ...` rows
@@ -146,3 +148,63 @@ _CAST: tuple[Rule, ...] = (
 RULES: tuple[Rule, ...] = (
     _MEMORY + _COMMUNICATION + _MOE + _ATTENTION + _GEMM + _NORM + _ROTARY + _ACTIVATION + _SAMPLING + _CAST
 )
+
+# ---------------------------------------------------------------- the launching CPU op of a collective
+# CPU-side ops (cpu_op / user_annotation rows) that launch communication kernels; the op, not the kernel
+# name, says which collective runs: NCCL >= 2.19 and RCCL name kernels `ncclDevKernel_Generic`, and NCCL
+# runs all-to-all as `ncclKernel_SendRecv_*`. Real names (shared/traces hta/*, tracelens/b200):
+# `nccl:all_reduce`, `nccl:_all_gather_base`, `nccl:all_to_all`, `nccl:_reduce_scatter_base`,
+# `c10d::allreduce_`, `c10d::alltoall_base_`, `record_param_comms` (collective in its args),
+# `vllm::all_reduce`, `symm_mem::multimem_all_reduce_`, `vllm::all_gather`. `aten::` ops are never
+# collectives (`aten::broadcast_tensors`).
+COMM_OP_PATTERN = (
+    r"^(?:nccl:|rccl:|c10d::|_?c10d_functional::|record_param_comms$)"
+    r"|^\w+::\w*(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast)"
+)
+NOT_COMM_OP_PREFIX = "aten::"  # Polars regexes have no look-ahead: excluded separately
+RECORD_PARAM_COMMS = "record_param_comms"
+
+# Letters of an op name or a `Collective name` arg (namespace and `nccl:` cut, lower-case, `_` removed)
+# → collective; first match wins. `reduce` (to one root) last, so `allreduce` never reads as it.
+_OP_COLLECTIVES: tuple[tuple[str, str], ...] = (
+    (r"allreduce", "all_reduce"),
+    (r"reducescatter", "reduce_scatter"),
+    (r"allgather", "all_gather"),
+    (r"alltoall", "all_to_all"),
+    (r"broadcast", "broadcast"),
+    (r"^(?:batch)?i?(?:send|recv)", "send_recv"),
+    (r"^reduce$", "reduce"),
+)
+
+
+def op_collective(name: str | None) -> str | None:
+    """The collective an op name or a `Collective name` arg stands for; None when it is none of them
+    (`barrier`, `gather`, `scatter`, an unrelated op)."""
+    if not name:
+        return None
+    tail = name.rsplit("::", 1)[-1].rsplit(":", 1)[-1]
+    letters = re.sub(r"[^a-z]", "", tail.lower())
+    for pattern, collective in _OP_COLLECTIVES:
+        if re.search(pattern, letters):
+            return collective
+    return None
+
+
+# Bytes per element of `dtype` args (PyTorch ScalarType names as record_param_comms writes them, and
+# the lower-case C++ spellings), for message sizes. Source: c10/core/ScalarType.h element sizes.
+DTYPE_BYTES: dict[str, int] = {
+    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
+    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
+    "signed char": 1, "byte": 1, "uint8": 1, "unsigned char": 1, "bool": 1, "uint16": 2, "uint32": 4,
+    "uint64": 8, "complexhalf": 4, "complexfloat": 8, "complexdouble": 16, "float8_e4m3fn": 1,
+    "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1,
+}
+
+
+def dtype_bytes(dtype: str | None) -> int | None:
+    """Element size in bytes of a dtype arg (`Float`, `BFloat16`, `c10::Half`); None when unknown."""
+    if not dtype:
+        return None
+    key = dtype.strip().lower().removeprefix("c10::").removeprefix("at::")
+    return DTYPE_BYTES.get(key)

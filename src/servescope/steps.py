@@ -1,6 +1,6 @@
 """Engine steps: find each serving step in a trace and attribute every GPU event to one.
 
-Does: parse step labels (vLLM `execute_context_…_generation_…` plain and detailed, SGLang `step[EXTEND|DECODE|MIXED
+Does: parse step labels on any CPU-side kind (vLLM `execute_context_…_generation_…` plain and detailed, SGLang `step[EXTEND|DECODE|MIXED
 …]`, ATOM `prefill[…]`/`decode[…]`, `ProfilerStep#N`); attribute kernels to steps through their launch's correlation
 (so a CUDA/HIP graph replay fans out to all of its kernels); with no labels, segment the GPU timeline at idle gaps.
 Does not: classify kernels, sum times, or judge anything (see breakdown and findings).
@@ -17,6 +17,7 @@ import polars as pl
 GPU_KINDS = ("kernel", "memcpy", "memset")
 LAUNCH_KINDS = ("runtime", "driver")
 ANNOTATION_KINDS = ("user_annotation", "gpu_user_annotation")
+CPU_LABEL_KINDS = ("user_annotation", "cpu_op")
 
 # vLLM upstream: execute_context_{nCtxReq}({ctxTok})_generation_{nGenReq}({genTok}); the b200 trace writes
 # ctxTok as "{tok}_{Σ sq·sk}" and the detailed form prefixes the total token count and adds sq/sk sums.
@@ -27,6 +28,8 @@ _VLLM = re.compile(
 _SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)(?P<rest>[^\]]*)\]")
 _ATOM = re.compile(r"^(?P<mode>prefill|decode)\[(?P<rest>[^\]]*)\]")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<n>\d+)$")
+# What every label regex above starts with (Polars regex syntax), to pick candidates without a Python loop.
+_LABEL_PREFIX = r"^(?:execute_|step\[|prefill\[|decode\[|ProfilerStep#)"
 _KV_INT = re.compile(r"(?P<key>bs|toks|tok)=(?P<val>\d+)")
 
 
@@ -113,8 +116,16 @@ class StepTable:
 
 
 def _label_rows(events: pl.DataFrame) -> pl.DataFrame:
-    """CPU step annotations with parsed labels, innermost first when labels nest (SGLang wraps step[…])."""
-    ann = events.filter(pl.col("kind") == "user_annotation").select("name", "ts_us", "dur_us")
+    """CPU step annotations with parsed labels, innermost first when labels nest (SGLang wraps step[…]).
+
+    Labels are read on every CPU-side kind: PyTorch <= 1.9 writes `ProfilerStep#N` as `cat: Operator`
+    (kind cpu_op). Candidates are picked by a vectorised prefix test; only those are parsed in Python;
+    the same label over the same interval on two kinds counts once."""
+    ann = (
+        events.filter(pl.col("kind").is_in(CPU_LABEL_KINDS) & pl.col("name").str.contains(_LABEL_PREFIX).fill_null(False))
+        .select("name", "ts_us", "dur_us")
+        .unique(maintain_order=True)
+    )
     rows = []
     for name, ts, dur in ann.iter_rows():
         label = parse_step_label(name)

@@ -61,8 +61,16 @@ SCHEMA = pl.Schema(
         "grid_blocks": pl.Int64(),
         "block_threads": pl.Int64(),
         "blocks_per_sm": pl.Float64(),
+        # Collective args (record_param_comms ops, NCCL kernels); null on every other row.
+        "comm_name": pl.Utf8(),  # args["Collective name"] as written (allreduce, _allgather_base, ...)
+        "comm_in_nelems": pl.Int64(),  # args["In msg nelems"]: elements in the input buffer
+        "comm_out_nelems": pl.Int64(),  # args["Out msg nelems"]: elements in the output buffer
+        "comm_group_size": pl.Int64(),  # args["Group size"]: ranks in the process group
+        "comm_dtype": pl.Utf8(),  # args.dtype as written (Float, BFloat16, ...)
+        "comm_pg": pl.Utf8(),  # args["Process Group Name"]
     }
 )
+COMM_COLUMNS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
 _NO_ARGS = Args()
 
 
@@ -98,8 +106,31 @@ def chunk_frame(events: list[Event], lost: Counter[str]) -> pl.DataFrame:
             "arg_bps": _series(
                 [a.blocks_per_sm for a in args], pl.Float64, "args.blocks per SM", lost
             ),
+            **_comm_columns(args, lost),
         }
     )
+
+
+def _comm_columns(args: list[Args], lost: Counter[str]) -> dict[str, pl.Series]:
+    """The collective-arg columns. Few rows carry them, so one pass finds those rows and the columns
+    are built from them alone and scattered into all-null columns."""
+    n_rows = len(args)
+    rows = [i for i, a in enumerate(args) if a.coll_name is not None or a.group_size is not None]
+    out = {name: pl.Series(name, [None] * n_rows, dtype=SCHEMA[name]) for name in COMM_COLUMNS}
+    if not rows:
+        return out
+    few = [args[i] for i in rows]
+    values = {
+        "comm_name": pl.Series([a.coll_name for a in few], dtype=pl.Utf8, strict=False),
+        "comm_in_nelems": _series([a.in_nelems for a in few], pl.Int64, "args.In msg nelems", lost),
+        "comm_out_nelems": _series([a.out_nelems for a in few], pl.Int64, "args.Out msg nelems", lost),
+        "comm_group_size": _series([a.group_size for a in few], pl.Int64, "args.Group size", lost),
+        "comm_dtype": pl.Series([a.dtype for a in few], dtype=pl.Utf8, strict=False),
+        "comm_pg": pl.Series([a.pg_name for a in few], dtype=pl.Utf8, strict=False),
+    }
+    for name, series in values.items():
+        out[name].scatter(rows, series)
+    return out
 
 
 def finish_events(

@@ -3,6 +3,8 @@
 What it does: declares the few top-level keys, `deviceProperties`/`distributedInfo` entries and event
 fields we use. msgspec skips every other key while decoding without building Python objects, which is
 what keeps loading fast and small (python_function args, Input Dims, occupancy dicts are never built).
+The collective args (`Collective name`, `In/Out msg nelems`, `Group size`, `dtype`, `Process Group
+Name`) are read too: they are few (one record_param_comms op and one kernel per collective call).
 Scalars are loose unions (`Num`) so one odd value (a string pid, a huge `Comms Id`-sized integer, a
 float where an int was expected) does not fail the whole file; the frame builder casts them.
 What it does not do: validate or convert values — see `_frame.py`.
@@ -31,6 +33,13 @@ class Args(Struct, gc=False):
     grid: Dims = None
     block: Dims = None
     blocks_per_sm: Num = field(default=None, name="blocks per SM")
+    # Collective args: on record_param_comms cpu_ops (PyTorch >= 2.1) and on NCCL kernels themselves.
+    coll_name: Num = field(default=None, name="Collective name")
+    in_nelems: Num = field(default=None, name="In msg nelems")
+    out_nelems: Num = field(default=None, name="Out msg nelems")
+    group_size: Num = field(default=None, name="Group size")
+    dtype: Num = None
+    pg_name: Num = field(default=None, name="Process Group Name")
 
 
 class Event(Struct, gc=False):
