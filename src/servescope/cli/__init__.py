@@ -3,8 +3,13 @@
 One module per command (or family of commands); importing this package registers them all on `main`.
 """
 
-from servescope.cli import model_cmd, plan_cmd, trace_cmd  # noqa: F401  (registers the commands)
-from servescope.cli import diff_cmd  # noqa: F401  (servescope diff)
+from servescope.cli import (  # noqa: F401  (registers the commands)
+    diff_cmd,  # noqa: F401  (servescope diff)
+    model_cmd,
+    plan_cmd,
+    simulate_cmd,  # noqa: F401  (servescope simulate)
+    trace_cmd,
+)
 from servescope.cli._app import main
 
 __all__ = ["main"]

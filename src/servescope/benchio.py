@@ -1,0 +1,47 @@
+"""Read a benchmark result file from disk: `vllm bench serve --save-result` JSON or `sglang.bench_serving` JSONL.
+
+What it does: decodes the file (stdlib json: SGLang writes the non-standard `Infinity` for an unbounded request
+rate, which strict decoders reject) into (line, object) pairs and hands them to perfmodel.benchfile, which turns
+them into runs. Errors name the file and line.
+What it does not: interpret keys (perfmodel.benchfile) or simulate anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servescope.perfmodel.benchfile import BenchFileError, BenchRun, read_runs
+
+
+def _objects(path: Path) -> list[tuple[int, dict[str, object]]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BenchFileError(f"{path}: cannot read benchmark file ({e.__class__.__name__})") from None
+    try:
+        whole = json.loads(text)
+        if isinstance(whole, dict):
+            return [(1, whole)]
+    except json.JSONDecodeError:
+        pass
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BenchFileError(f"{path}:{no}: not JSON ({e.msg})") from None
+        if not isinstance(obj, dict):
+            raise BenchFileError(f"{path}:{no}: expected a JSON object per line")
+        out.append((no, obj))
+    if not out:
+        raise BenchFileError(f"{path}: no benchmark runs in the file")
+    return out
+
+
+def read_bench(path: str | Path) -> list[BenchRun]:
+    """Every run in a vLLM JSON or SGLang JSONL result file."""
+    p = Path(path)
+    return read_runs(_objects(p), str(p))

@@ -1,0 +1,102 @@
+"""`servescope simulate`: a step-level simulation of the engine's scheduler (perfmodel.simulate), optionally next
+to measured `vllm bench serve` / `sglang.bench_serving` result files (`--compare FILE`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servescope.cli._app import (
+    Output,
+    _scenario,
+    main,
+    one_line_errors,
+    output_options,
+    scenario_options,
+)
+
+LONG_RUN_PROMPTS = 2000  # a progress bar from this many requests on (TTY only)
+
+
+@contextmanager
+def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A transient Rich progress bar on stderr when it is a terminal and the run is long; else None."""
+    if not enabled or total < LONG_RUN_PROMPTS or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import Progress
+
+    with Progress(console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulating", total=total)
+        yield lambda done, _total: bar.update(task, completed=done)
+
+
+@main.command()
+@scenario_options
+@click.option("--arrival", default="closed", show_default=True, help="closed | poisson:RATE (req/s) | burst:N.")
+@click.option("--concurrency", type=int, default=None,
+              help="In-flight cap of the client (closed loop: required; like --max-concurrency).")
+@click.option("--num-prompts", default=1000, show_default=True, help="Requests in the run.")
+@click.option("--lengths", "lengths_file", type=click.Path(path_type=Path), default=None,
+              help="File of 'isl,osl' lines (cycled); overrides --isl/--osl.")
+@click.option("--range-ratio", default=1.0, show_default=True,
+              help="Draw lengths uniformly in [ratio·len, len] (1 = fixed), like --random-range-ratio.")
+@click.option("--max-num-seqs", type=int, default=None, help="Running sequences per step (engine default).")
+@click.option("--max-num-batched-tokens", type=int, default=None, help="Token budget per step (engine default).")
+@click.option("--max-model-len", type=int, default=None, help="Context limit (prompt + output), tokens.")
+@click.option("--kv-cache-tokens", type=int, default=None,
+              help="KV capacity in tokens (the engine's logged 'KV cache size'); default: from the memory model.")
+@click.option("--seed", default=0, show_default=True, help="Seed of Poisson gaps and drawn lengths.")
+@click.option("--compare", "compare_file", type=click.Path(path_type=Path), default=None,
+              help="Measured vLLM --save-result JSON or SGLang bench_serving JSONL: simulate each run in it "
+                   "with its client settings and compare every metric it has.")
+@output_options
+@one_line_errors
+def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
+             range_ratio: float, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+             max_model_len: int | None, kv_cache_tokens: int | None, seed: int, compare_file: Path | None,
+             out: Output, **kw: Any) -> None:
+    """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
+    from servescope.perfmodel.simulate import engine_for, read_lengths
+    from servescope.perfmodel.simulate import simulate as run_simulation
+
+    sc = _scenario(kw)
+    engine = engine_for(sc, max_num_seqs, max_num_batched_tokens, max_model_len=max_model_len)
+    title = (f"{kw['model_name']} on {sc.n_gpus}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} PP={kw['pp']} "
+             f"DP={kw['dp']}, {kw['backend']})")
+    if compare_file is not None:
+        _compare(sc, engine, compare_file, kv_cache_tokens, seed, title, out)
+        return
+    from servescope.report.simulate_doc import simulate_document
+    from servescope.report.simulate_text import render_run
+
+    lengths = read_lengths(lengths_file) if lengths_file is not None else None
+    with _progress(num_prompts, out.format == "text" or out.path is not None) as progress:
+        res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
+                             kv_cache_tokens, progress)
+    doc = simulate_document(res)
+    out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def _compare(sc: Any, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
+             out: Output) -> None:
+    from servescope.benchio import read_bench
+    from servescope.perfmodel.benchfile import bench_workload, compare
+    from servescope.perfmodel.simulate import simulate_workload
+    from servescope.perfmodel.simulate.metrics import flat_metrics
+    from servescope.report.simulate_doc import compare_document
+    from servescope.report.simulate_text import render_compare
+
+    pairs = []
+    for run in read_bench(path):
+        sc_run = sc.with_(isl=max(1, round(run.mean_isl)), osl=max(1, round(run.mean_osl)))
+        res = simulate_workload(sc_run, bench_workload(run, seed), engine, kv_cache_tokens)
+        pairs.append((run, res, compare(run, flat_metrics(res))))
+    doc = compare_document(pairs)
+    out.emit(doc, text=lambda console: render_compare(title, doc, console))

@@ -1,0 +1,61 @@
+"""Terminal rendering of `servescope simulate` (Rich): latency percentiles, throughput, queueing, KV and batch
+over time, and the comparison with a measured benchmark file. Draws from the simulate/1 document only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _latency_table(doc: dict[str, Any]) -> Table:
+    t = Table(box=None, pad_edge=False)
+    for col in ("latency (ms)", "mean", "p50", "p90", "p99"):
+        t.add_column(col, justify="left" if col.startswith("latency") else "right")
+    for name, key in (("TTFT", "ttft_ms"), ("TPOT", "tpot_ms"), ("ITL", "itl_ms"), ("E2E", "e2e_ms")):
+        st = doc[key]
+        t.add_row(name, *(f"{st[k]:,.1f}" for k in ("mean", "p50", "p90", "p99")))
+    return t
+
+
+def _over_time(doc: dict[str, Any]) -> str:
+    tl = doc["timeline"]
+    if not tl["t_s"]:
+        return "no steps"
+    return (f"batch: peak {max(tl['running']):.0f} running, peak {max(tl['waiting']):.0f} waiting; KV cache: peak "
+            f"{max(tl['kv_used_frac']):.0%} of {doc['kv_capacity_tokens']:,} tokens; step time "
+            f"{min(tl['step_ms']):,.1f}–{max(tl['step_ms']):,.1f} ms")
+
+
+def render_run(title: str, doc: dict[str, Any], console: Console) -> None:
+    """One simulated run."""
+    s = doc["settings"]
+    eng = s.get("engine", {})
+    console.print(f"[bold]{title}[/bold]")
+    console.print(f"simulated {doc['requests']} requests ({s.get('arrival')}, concurrency {s.get('concurrency')}, "
+                  f"mean ISL {s.get('mean_isl', 0):.0f} / OSL {s.get('mean_osl', 0):.0f}) on "
+                  f"{eng.get('backend')} (max_num_seqs {eng.get('max_num_seqs')}, max_num_batched_tokens "
+                  f"{eng.get('max_num_batched_tokens')}, {eng.get('priority')}, {eng.get('admission')} KV)")
+    console.print(f"duration {doc['duration_s']:,.1f} s: {doc['output_tok_s']:,.1f} output tok/s, "
+                  f"{doc['request_throughput_per_s']:.3f} req/s, {doc['mean_in_flight']:.1f} requests in flight "
+                  "on average")
+    console.print(_latency_table(doc))
+    console.print(_over_time(doc))
+    for w in doc["warnings"]:
+        console.print(f"[yellow]note[/yellow] {w}")
+
+
+def render_compare(title: str, doc: dict[str, Any], console: Console) -> None:
+    """Each measured run next to its simulation."""
+    for run in doc["runs"]:
+        console.print(f"[bold]{title}[/bold] vs {run['measured']['label']}")
+        t = Table(box=None, pad_edge=False)
+        for col in ("metric", "measured", "simulated", "error"):
+            t.add_column(col, justify="left" if col == "metric" else "right")
+        for r in run["comparison"]:
+            t.add_row(r["metric"], f"{r['measured']:,.1f}", f"{r['simulated']:,.1f}", f"{r['error_pct']:+.1f}%")
+        console.print(t)
+        for w in run["warnings"]:
+            console.print(f"[yellow]note[/yellow] {w}")
+        console.print()
