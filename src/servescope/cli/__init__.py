@@ -7,6 +7,7 @@ from servescope.cli import (  # noqa: F401  (registers the commands)
     diff_cmd,  # noqa: F401  (servescope diff)
     model_cmd,
     plan_cmd,
+    report_cmd,  # noqa: F401  (servescope report)
     simulate_cmd,  # noqa: F401  (servescope simulate)
     trace_cmd,
 )

@@ -1,0 +1,126 @@
+"""Plotly figure specifications (plain dicts: `data` traces and a `layout`) for the HTML report. Presentation
+only: every number is read from a document; times are shown in ms or µs as the axis titles say.
+
+The figures are drawn in the page by the inlined plotly.min.js; nothing here imports plotly's Python API (its
+validation costs more than the whole trace analysis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.units import us_to_ms
+
+Figure = dict[str, Any]
+
+CLASS_COLORS = {
+    "communication": "#d62728", "gemm": "#1f77b4", "attention": "#ff7f0e", "moe": "#9467bd", "norm": "#8c564b",
+    "activation": "#e377c2", "rotary": "#bcbd22", "cast": "#17becf", "sampling": "#7f7f7f", "memory": "#2ca02c",
+    "other": "#c7c7c7", "idle": "#eeeeee",
+}
+_BASE_LAYOUT: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "legend": {"orientation": "h"},
+                                "font": {"family": "system-ui, sans-serif", "size": 12}, "height": 380}
+
+
+def _layout(title: str, x: str, y: str, **extra: Any) -> dict[str, Any]:
+    return {**_BASE_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": x}},
+            "yaxis": {"title": {"text": y}}, **extra}
+
+
+def class_bars(kinds: list[tuple[str, dict[str, Any]]]) -> Figure:
+    """Stacked bar per step kind (`kinds`: (label, by_kind entry of the trace document)) of union ms per step
+    by class, plus idle ms per step (span − busy). Class unions overlap when kernels run concurrently."""
+    classes = sorted({c for _, k in kinds for c in k["classes"]})
+    labels = [label for label, _ in kinds]
+    data = [{"type": "bar", "name": c, "x": labels, "marker": {"color": CLASS_COLORS.get(c, "#999")},
+             "y": [us_to_ms(k["classes"].get(c, 0.0) or 0.0) / max(k["steps"], 1) for _, k in kinds]}
+            for c in classes]
+    data.append({"type": "bar", "name": "idle", "x": labels, "marker": {"color": CLASS_COLORS["idle"]},
+                 "y": [us_to_ms(k["idle_us"] or 0.0) / max(k["steps"], 1) for _, k in kinds]})
+    return {"data": data, "layout": _layout("time per step by class", "step kind", "ms per step", barmode="stack")}
+
+
+def timeline(t: dict[str, Any]) -> Figure:
+    """Kernels of one step per stream (bars from start to end, coloured by class); collectives marked with a
+    triangle at their start, labelled with the collective."""
+    k = t["kernels"]
+    streams = sorted(set(k["stream"]))
+    rows = {s: f"stream {s}" for s in streams}
+    data: list[dict[str, Any]] = []
+    for c in sorted(set(k["class"])):
+        idx = [i for i, x in enumerate(k["class"]) if x == c]
+        data.append({"type": "bar", "orientation": "h", "name": c, "marker": {"color": CLASS_COLORS.get(c, "#999")},
+                     "base": [k["start_us"][i] for i in idx], "x": [k["dur_us"][i] for i in idx],
+                     "y": [rows[k["stream"][i]] for i in idx], "hovertext": [k["name"][i] for i in idx],
+                     "hoverinfo": "text+x", "width": 0.8})
+    coll = [i for i, x in enumerate(k["collective"]) if x]
+    if coll:
+        data.append({"type": "scatter", "mode": "markers", "name": "collective",
+                     "x": [k["start_us"][i] for i in coll], "y": [rows[k["stream"][i]] for i in coll],
+                     "text": [k["collective"][i] for i in coll], "hoverinfo": "text+x",
+                     "marker": {"symbol": "triangle-down", "size": 9, "color": "#000"}})
+    height = max(220, 90 + 45 * len(streams))
+    return {"data": data, "layout": _layout(f"{t['kind']} step {t['step']}: kernels per stream", "µs from the "
+                                            "step's first kernel", "", barmode="overlay", height=height)}
+
+
+def collective_latency(kind: str, collectives: dict[str, Any]) -> Figure:
+    """Median per-call latency per collective, with the p90 as the upper error bar."""
+    names = list(collectives)
+    med = [collectives[n]["median_us"] for n in names]
+    p90 = [max(0.0, (collectives[n]["p90_us"] or 0.0) - (collectives[n]["median_us"] or 0.0)) for n in names]
+    data = [{"type": "bar", "name": "median µs per call", "x": names, "y": med,
+             "marker": {"color": CLASS_COLORS["communication"]},
+             "error_y": {"type": "data", "symmetric": False, "array": p90, "arrayminus": [0.0] * len(names)}}]
+    return {"data": data, "layout": _layout(f"{kind}: per-call latency (bar: median, whisker: p90)",
+                                            "collective", "µs per call", height=320)}
+
+
+def measured_vs_model(rows: list[dict[str, Any]]) -> Figure:
+    """Grouped bars: measured and modelled µs per class of the calibrated step."""
+    rows = [r for r in rows if r["class"] != "step"]
+    names = [r["class"] for r in rows]
+    data = [{"type": "bar", "name": "measured", "x": names, "y": [r["measured_us"] for r in rows],
+             "marker": {"color": "#333"}},
+            {"type": "bar", "name": "model", "x": names, "y": [r["model_us"] for r in rows],
+             "marker": {"color": "#1f77b4"}}]
+    return {"data": data, "layout": _layout("measured vs modelled, per class", "class", "µs", barmode="group")}
+
+
+def plan_gains(tracks: list[dict[str, Any]], objective: str) -> Figure:
+    """Horizontal bars of each applicable track's gain, whiskers from gain_low to gain_high."""
+    ts = [t for t in tracks if t["gain"] is not None][::-1]
+    data = [{"type": "bar", "orientation": "h", "name": "gain", "y": [t["kind"] for t in ts],
+             "x": [t["gain"] for t in ts], "marker": {"color": ["#2ca02c" if t["gain"] > 1 else "#aaa" for t in ts]},
+             "error_x": {"type": "data", "symmetric": False, "array": [t["gain_high"] - t["gain"] for t in ts],
+                         "arrayminus": [t["gain"] - t["gain_low"] for t in ts]}}]
+    return {"data": data, "layout": _layout(f"predicted gain on {objective} (whiskers: range)", "gain (×)", "",
+                                            height=max(240, 60 + 34 * len(ts)), margin={"l": 170, "r": 20,
+                                                                                        "t": 40, "b": 50})}
+
+
+def latency_throughput(curves: list[dict[str, Any]]) -> Figure:
+    """tok/s per GPU against tok/s per user, one line per curve, points labelled with the concurrency."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": c["name"],
+             "x": [p["tok_s_per_user"] for p in c["points"]], "y": [p["tok_s_per_gpu"] for p in c["points"]],
+             "text": [f"concurrency {p['concurrency']}" for p in c["points"]], "hoverinfo": "text+x+y",
+             "line": {"dash": "solid" if c["name"] in ("baseline", "combined") else "dot"}}
+            for c in curves]
+    return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace is given)",
+                                            "output tok/s per user (1 / TPOT)", "output tok/s per GPU", height=420)}
+
+
+def model_terms(points: list[dict[str, Any]]) -> Figure:
+    """Stacked bars of the TPOT terms (ms per output token) per concurrency."""
+    terms = list(points[0]["terms_ms"]) if points else []
+    x = [str(p["concurrency"]) for p in points]
+    data = [{"type": "bar", "name": t, "x": x, "y": [p["terms_ms"][t] for p in points]} for t in terms]
+    return {"data": data, "layout": _layout("TPOT by term", "concurrency", "ms per output token", barmode="stack")}
+
+
+def before_after(kind: str, classes: dict[str, Any]) -> Figure:
+    """Grouped bars: µs per step before and after, per class (diff documents)."""
+    names = list(classes)
+    data = [{"type": "bar", "name": side, "x": names, "y": [classes[n][f"{side}_us"] for n in names]}
+            for side in ("before", "after")]
+    return {"data": data, "layout": _layout(f"{kind}: µs per step by class", "class", "µs per step",
+                                            barmode="group")}

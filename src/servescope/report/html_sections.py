@@ -1,0 +1,263 @@
+"""The sections of an HTML page, per document schema: blocks of findings, tables (cells preformatted as text)
+and figures (report/html_charts.py). Presentation only: numbers are read from the document and formatted; a
+percentage names its denominator in its column title.
+
+Order of a `servescope.report/1` page: findings first; time per step by class; the timeline of one
+representative step per kind; collectives; low-occupancy kernels; measured vs modelled; the plan; the
+latency–throughput curve. Other schemas: `trace/1` (the same without timeline and plan), `model/1`, `plan/1`,
+`diff/1`; anything else is shown as generic tables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servescope.report import html_charts as charts
+from servescope.report.trace_text import short_name
+from servescope.units import GIGA, us_to_ms
+
+Section = dict[str, Any]
+LOW_OCCUPANCY_BLOCKS_PER_SM = 1.0  # fewer blocks than SMs: part of the GPU idles while the kernel runs
+
+
+def fmt(x: Any, nd: int = 3) -> str:
+    """A cell: numbers with `nd` significant decimals (thousands separated), None as an en dash."""
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}" if abs(x) < 1e6 else f"{x:,.0f}"
+    return str(x)
+
+
+def table(columns: list[str], rows: list[list[Any]], title: str = "", note: str = "", nd: int = 3) -> dict[str, Any]:
+    numeric = [bool(rows) and all(isinstance(r[i], int | float) and not isinstance(r[i], bool) or r[i] is None
+                                  for r in rows) for i in range(len(columns))]
+    return {"type": "table", "title": title, "note": note, "columns": columns, "numeric": numeric,
+            "rows": [[fmt(c, nd) for c in r] for r in rows]}
+
+
+def chart(figure: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "chart", "figure": figure}
+
+
+def _findings(trace: dict[str, Any]) -> Section:
+    items = [{"severity": f["severity"], "code": f["code"], "message": f["message"],
+              "where": " · ".join(x for x in (f"rank {f['rank']}" if f.get("rank") is not None else "",
+                                              f.get("kind") or "") if x)} for f in trace["findings"]]
+    blocks: list[dict[str, Any]] = [{"type": "findings", "items": items}] if items else [
+        {"type": "text", "text": "no findings"}]
+    blocks += [{"type": "text", "text": f"warning: {w}"} for w in trace.get("warnings", [])]
+    return {"id": "findings", "title": "Findings", "intro": "", "blocks": blocks}
+
+
+def _kinds(trace: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(label, rank entry, kind entry) for every rank and kind; the label names the rank when several."""
+    many = len(trace["ranks"]) > 1
+    return [(f"rank {r['rank']} {k['kind']}" if many else k["kind"], r, k)
+            for r in trace["ranks"] for k in r["by_kind"]]
+
+
+def _classes(trace: dict[str, Any]) -> Section:
+    kinds = _kinds(trace)
+    blocks: list[dict[str, Any]] = [chart(charts.class_bars([(label, k) for label, _, k in kinds]))] if kinds else []
+    for label, _, k in kinds:
+        busy = k["gpu_busy_us"] or 0.0
+        rows = [[c, us_to_ms(v) / max(k["steps"], 1), 100 * v / busy if busy else None]
+                for c, v in sorted(k["classes"].items(), key=lambda kv: -(kv[1] or 0))]
+        blocks.append(table(["class", "union ms per step", "% of GPU busy"], rows,
+                            title=f"{label}: {k['steps']} step(s), GPU busy {us_to_ms(busy):,.2f} ms of span "
+                                  f"{us_to_ms(k['gpu_span_us'] or 0):,.2f} ms"))
+    return {"id": "classes", "title": "Where each step's time goes", "blocks": blocks,
+            "intro": "Union time per kernel class per step (classes overlap when kernels run concurrently, so the "
+                     "bar can exceed GPU busy time); idle = span − busy."}
+
+
+def _timelines(doc: dict[str, Any]) -> Section:
+    blocks: list[dict[str, Any]] = []
+    for t in doc.get("timelines", []):
+        blocks.append({"type": "heading", "text": f"{t['kind']}: step {t['step']} ({t['label']}), the median-busy "
+                                                  f"of {t['steps_of_kind']} {t['kind']} step(s)"})
+        blocks.append(chart(charts.timeline(t)))
+        if t["left_out"]:
+            blocks.append({"type": "text", "text": f"first {len(t['kernels']['name']):,} kernels shown; "
+                                                   f"{t['left_out']:,} later ones left out"})
+    return {"id": "timeline", "title": "Timeline of one step", "blocks": blocks,
+            "intro": "Kernels per stream, coloured by class; ▼ marks a collective."}
+
+
+def _bandwidth(c: dict[str, Any]) -> Any:
+    bw = c.get("busbw_bytes_per_s")
+    return None if bw is None else bw / GIGA
+
+
+def _collectives(trace: dict[str, Any]) -> Section:
+    blocks: list[dict[str, Any]] = []
+    for label, _, k in _kinds(trace):
+        colls = k["collectives"]
+        if not colls:
+            continue
+        blocks.append(chart(charts.collective_latency(label, colls)))
+        rows = [[n, c.get("calls_per_step"), c["median_us"], c["p90_us"], us_to_ms(c["total_us"]) / max(k["steps"], 1),
+                 c.get("message_bytes_median"), _bandwidth(c)] for n, c in colls.items()]
+        blocks.append(table(["collective", "calls/step", "median µs/call", "p90 µs/call", "ms per step",
+                             "median message bytes", "bus GB/s"], rows, title=f"{label}: collectives",
+                            note="bus bandwidth as nccl-tests defines it; – where the trace has no message sizes"))
+    if not blocks:
+        blocks.append({"type": "text", "text": "no collectives in the trace"})
+    return {"id": "collectives", "title": "Collectives", "intro": "", "blocks": blocks}
+
+
+def _low_occupancy(trace: dict[str, Any]) -> Section:
+    rows = []
+    for label, _rank, k in _kinds(trace):
+        busy = k["gpu_busy_us"] or 0.0
+        for t in k["top_kernels"]:
+            bps = t.get("blocks_per_sm")
+            if bps is not None and bps < LOW_OCCUPANCY_BLOCKS_PER_SM:
+                rows.append([label, short_name(t["name"], 80), t["class"], t["calls"], bps, t.get("grid_blocks"),
+                             us_to_ms(t["total_us"]), 100 * t["total_us"] / busy if busy else None])
+    blocks = [table(["kind", "kernel", "class", "calls", "blocks/SM", "grid blocks", "total ms",
+                     "% of GPU busy"], rows)] if rows else [
+        {"type": "text", "text": "no top kernel runs fewer blocks than SMs (or the trace has no grid sizes)"}]
+    return {"id": "occupancy", "title": "Low-occupancy kernels", "blocks": blocks,
+            "intro": f"Top kernels with fewer than {LOW_OCCUPANCY_BLOCKS_PER_SM:g} block per SM (duration-weighted)."}
+
+
+def _calibration(plan: dict[str, Any]) -> Section | None:
+    cal = plan.get("calibration")
+    if not cal:
+        return None
+    rows = [[r["class"], r["measured_us"], r["model_us"], None if r["residual"] is None else 100 * r["residual"],
+             r["knob"] or "–", r["value"]] for r in cal["classes"]]
+    return {"id": "calibration", "title": "Measured vs modelled", "intro": "The model calibrated on the trace's "
+            "step: µs per class, residual = (model − measured) / measured.",
+            "blocks": [chart(charts.measured_vs_model(cal["classes"])),
+                       table(["class", "measured µs", "model µs", "residual %", "fitted knob", "value"], rows)]}
+
+
+def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = None) -> Section:
+    b = plan["baseline"]
+    head = (f"objective {plan['objective']} at concurrency {plan['concurrency']}; "
+            f"{'calibrated on the trace' if plan['calibrated'] else 'uncalibrated (model defaults)'}; baseline "
+            f"TPOT {b['tpot_ms']:.2f} ms, {b['output_tok_s']:,.0f} tok/s, dominant term {b['dominant']}")
+    rows = [[t["kind"], t["gain"], t["gain_low"], t["gain_high"], t["effort"],
+             "; ".join(t["preconditions"]) or "–", t["validate"] or "–", t["why_not"] or ""]
+            for t in plan["tracks"]]
+    c, ceil = plan["combined"], plan["ceiling"]
+    blocks: list[dict[str, Any]] = [chart(charts.plan_gains(plan["tracks"], plan["objective"])),
+                                    table(["track", "gain ×", "low", "high", "effort", "needs", "verify by", "note"],
+                                          rows, nd=2)]
+    lines = [f"combined: {', '.join(c['tracks']) or 'nothing pays'} → TPOT {c['tpot_ms']:.2f} ms, "
+             f"{c['output_tok_s']:,.0f} tok/s ({c['gain']:.2f}×)",
+             f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s, bound by {ceil['binding']}"]
+    if plan.get("target"):
+        t = plan["target"]
+        lines.append(f"target {t['value']:g}: {'reachable' if t['reachable'] else 'not reachable'}"
+                     f" ({t['gap']:.2f}× to go)" if t.get("gap") else "")
+    blocks += [{"type": "text", "text": x} for x in lines if x]
+    if curves:
+        blocks.append(chart(charts.latency_throughput(curves)))
+    return {"id": "plan", "title": "Plan", "intro": head, "blocks": blocks}
+
+
+def _report(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    trace, plan, sc = doc["trace"], doc.get("plan"), doc.get("scenario")
+    secs = [_findings(trace), _classes(trace), _timelines(doc), _collectives(trace), _low_occupancy(trace)]
+    if plan:
+        secs += [x for x in (_calibration(plan), plan_section(plan, doc.get("curves"))) if x]
+    sub = _trace_subtitle(trace)
+    if sc:
+        sub += (f" · scenario {sc['model']} on {sc['gpus']}× {sc['gpu']} ({sc['gpu_display_name']}), TP={sc['tp']} "
+                f"EP={sc['ep']} PP={sc['pp']} DP={sc['dp']}, ISL {sc['isl']} / OSL {sc['osl']}, {sc['backend']}")
+    return "servescope report", sub, secs
+
+
+def _trace_subtitle(trace: dict[str, Any]) -> str:
+    r0 = trace["ranks"][0] if trace["ranks"] else {}
+    dev = r0.get("device") or "GPU ?"
+    return f"{trace['path']} · {len(trace['ranks'])} rank(s) · {dev} · steps by {r0.get('step_method', '?')}"
+
+
+def _model(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    pts = doc["points"]
+    rows = [[p["concurrency"], p["tpot_ms"], p["ttft_ms"], p["output_tok_s"], p["dominant"], p["floor_ms"],
+             p["memory_gb_per_gpu"], p["max_concurrency"]] for p in pts]
+    curve = [{"name": "model", "points": [{"tok_s_per_user": 1e3 / p["tpot_ms"], "tok_s_per_gpu": p["output_tok_s"],
+                                           "concurrency": p["concurrency"]} for p in pts]}]
+    fig = charts.latency_throughput(curve)
+    fig["layout"]["yaxis"]["title"]["text"] = "output tok/s (whole instance)"
+    blocks = [chart(charts.model_terms(pts)), chart(fig),
+              table(["concurrency", "TPOT ms", "TTFT ms", "tok/s", "bound", "floor ms", "GB/GPU", "max conc."], rows,
+                    nd=2)]
+    return "servescope model", "", [{"id": "model", "title": "Model", "intro": "", "blocks": blocks}]
+
+
+def _diff(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    secs = []
+    for k in doc["kinds"]:
+        cls = k["classes"]
+        blocks: list[dict[str, Any]] = [chart(charts.before_after(k["kind"], cls))] if cls else []
+        blocks.append(table(["class", "before µs/step", "after µs/step", "after / before", "significant"],
+                            [[n, c["before_us"], c["after_us"], c["ratio"], c["significant"]] for n, c in cls.items()]))
+        co = k["collectives"]
+        if co:
+            blocks.append(table(["collective", "calls before", "calls after", "median µs before", "median µs after",
+                                 "after / before", "significant"],
+                                [[n, c["before_calls"], c["after_calls"], c["before_median_us"], c["after_median_us"],
+                                  c["ratio"], c["significant"]] for n, c in co.items()], title="collectives"))
+        kern = k.get("kernels", [])
+        if kern:
+            blocks.append(table(["kernel", "class", "before µs/step", "after µs/step", "after / before", "significant"],
+                                [[short_name(x["name"], 80), x["class"], x["before_us"], x["after_us"], x["ratio"],
+                                  x["significant"]] for x in kern], title="kernels"))
+        secs.append({"id": f"diff-{k['kind']}", "title": f"{k['kind']}: {k['steps_before']} → {k['steps_after']} "
+                     "steps", "intro": "", "blocks": blocks})
+    return "servescope diff", "", secs
+
+
+def _generic(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    blocks: list[dict[str, Any]] = []
+    scalars = [[k, v] for k, v in doc.items() if not isinstance(v, dict | list)]
+    if scalars:
+        blocks.append(table(["field", "value"], scalars))
+    for k, v in doc.items():
+        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
+            cols = list(dict.fromkeys(c for x in v for c in x))
+            blocks.append(table(cols, [[_cell(x.get(c)) for c in cols] for x in v], title=k))
+        elif isinstance(v, dict):
+            blocks.append(table(["key", "value"], [[a, _cell(b)] for a, b in v.items()], title=k))
+        elif isinstance(v, list):
+            blocks.append({"type": "text", "text": f"{k}: " + ", ".join(str(x) for x in v)})
+    return f"servescope: {doc.get('schema', 'document')}", "", [{"id": "doc", "title": str(doc.get("schema", "")),
+                                                                 "intro": "", "blocks": blocks}]
+
+
+def _cell(v: Any) -> Any:
+    return v if not isinstance(v, dict | list) else ", ".join(
+        f"{a}={b}" for a, b in v.items()) if isinstance(v, dict) else "; ".join(str(x) for x in v)
+
+
+def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    """(title, subtitle, sections) of a document's page."""
+    schema = doc.get("schema")
+    if schema == "servescope.report/1":
+        return _report(doc)
+    if schema == "servescope.trace/1":
+        trace = doc
+        secs = [_findings(trace), _classes(trace), _collectives(trace), _low_occupancy(trace)]
+        return "servescope trace", _trace_subtitle(trace), secs
+    if schema == "servescope.model/1":
+        return _model(doc)
+    if schema == "servescope.plan/1":
+        secs = [x for x in (_calibration(doc), plan_section(doc)) if x]
+        return "servescope plan", "", secs
+    if schema == "servescope.diff/1":
+        return _diff(doc)
+    if schema == "servescope.validate/1":
+        return _generic({k: v for k, v in doc.items() if k != "rows"} | {
+            "note": f"{doc['n_rows']:,} modelled rows; each row's prediction is in the JSON (--format json)"})
+    return _generic(doc)
