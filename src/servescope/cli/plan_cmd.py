@@ -20,7 +20,8 @@ from servescope.cli._app import (
 @main.command("plan")
 @click.argument("trace_path", required=False, type=click.Path(path_type=Path))
 @scenario_options
-@click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
+@click.option("--objective", type=click.Choice(["tpot", "throughput"]), default=None,
+              help="Default: throughput when --target is a rate (tok/s), else tpot.")
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests.")
 @click.option("--target", default=None, help="Goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
 @click.option("--tpot-limit", default=None,
@@ -32,7 +33,7 @@ from servescope.cli._app import (
 @click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
 @output_options
 @one_line_errors
-def plan_command(trace_path: Path | None, objective: str, concurrency: int, target: str | None,
+def plan_command(trace_path: Path | None, objective: str | None, concurrency: int, target: str | None,
                  tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
                  acceptance_rate: float | None, out: Output, **kw: Any) -> None:
@@ -40,13 +41,13 @@ def plan_command(trace_path: Path | None, objective: str, concurrency: int, targ
     TRACE_PATH (optional) calibrates the model on a measured trace first."""
     from servescope.advise import advise
     from servescope.planner.speculative import spec_from_options
-    from servescope.planner.target import parse_target
+    from servescope.planner.target import implied_objective, parse_target
     from servescope.report.plan_doc import plan_document
     from servescope.report.plan_text import plan_lines, render_plan_lines
 
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
-    advice = advise(_scenario(kw), trace_path, objective=objective, concurrency=concurrency, target=target,
-                    forbid=forbid, spec=spec, tpot_limit_s=limit_s)
+    advice = advise(_scenario(kw), trace_path, objective=implied_objective(target, objective),
+                    concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s)
     out.emit(plan_document(advice.plan), text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
              warnings=advice.plan.warnings)

@@ -8,6 +8,7 @@ Does not: evaluate anything (see `planner.plan`).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -65,6 +66,15 @@ def check_objective(objective: str) -> str:
     return objective
 
 
+def implied_objective(target: str | None, objective: str | None) -> str:
+    """The plan's objective: the one given; else the one the target's unit implies (a rate such as 1000tok/s can
+    only mean throughput); else tpot. A given objective that contradicts the target still fails in parse_target."""
+    if objective is not None:
+        return check_objective(objective)
+    match = _TARGET_RE.match(target) if target is not None else None
+    return "throughput" if match and match.group(2).lower() in _RATE_UNITS else "tpot"
+
+
 def parse_target(text: str, objective: str) -> Target:
     """`8ms`, `8 ms`, `0.008s`, `8000us` (objective tpot) or `1000tok/s`, `1.5ktok/s` (objective throughput)."""
     check_objective(objective)
@@ -72,8 +82,8 @@ def parse_target(text: str, objective: str) -> Target:
     if not match:
         raise PlanError(f"target {text!r} is not a number with a unit (e.g. 8ms or 1000tok/s)")
     number, unit = float(match.group(1)), match.group(2).lower()
-    if number <= 0:
-        raise PlanError(f"target {text!r} must be positive")
+    if not 0 < number < math.inf:  # 1e400ms reads as inf
+        raise PlanError(f"target {text!r} must be a positive finite number")
     if unit in _TPOT_UNITS:
         if objective != "tpot":
             raise PlanError(f"target {text!r} is a latency but the objective is {objective}; use tok/s")
@@ -110,8 +120,10 @@ def parse_acceptance(
     if positions is not None and rate is not None:
         raise PlanError("give either --acceptance P1,P2,... or --acceptance-rate A, not both")
     if positions is not None:
+        if not positions.strip() or any(not v.strip() for v in positions.split(",")):
+            raise PlanError(f"acceptance {positions!r} has an empty value; expected P1,P2,... e.g. 0.8,0.6,0.4")
         try:
-            values = tuple(float(v) for v in positions.split(",") if v.strip())
+            values = tuple(float(v) for v in positions.split(","))
         except ValueError as exc:
             raise PlanError(f"acceptance {positions!r} is not a comma-separated list of numbers") from exc
         if k is not None and k != len(values):

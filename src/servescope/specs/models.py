@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from servescope.errors import BadConfig, UnknownName
+from servescope.specs import hf_cache
 from servescope.specs import quant as q
 
 _PKG = "servescope.specs"
@@ -137,7 +138,7 @@ def _int(cfg: dict[str, Any], path: str, *keys: str, default: int = 0, required:
     v = _get(cfg, path, *keys, default=default, required=required)
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity in the JSON
         raise BadConfig(f"{path}: {keys[0]} is not an integer ({v!r})") from None
 
 
@@ -395,18 +396,23 @@ def _bundled(stem: str) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
     return cfg, f"bundled:{stem}_config.json", hq
 
 
+def _from_path(p: Path, name: str) -> ModelSpec:
+    hq_path = p.with_name(p.name.replace("config.json", "hf_quant_config.json"))
+    hq = _read_json(_read_text(hq_path), str(hq_path)) if hq_path != p and hq_path.is_file() else None
+    return parse_config(_read_json(_read_text(p), str(p)), name, str(p), hq)
+
+
 @lru_cache(maxsize=64)
 def load_model(name_or_path: str) -> ModelSpec:
-    """A bundled short name / HF id (case-insensitive) or a path to a config.json (or its folder)."""
+    """A path to a config.json (or its folder), a bundled short name / HF id (case-insensitive), or an HF id in
+    the local Hugging Face cache (specs.hf_cache), in that order."""
     p = Path(name_or_path)
     if p.is_dir():
         p = p / "config.json"
     if p.suffix == ".json" or p.is_file():
         if not p.is_file():
             raise BadConfig(f"{p}: no such config file")
-        hq_path = p.with_name(p.name.replace("config.json", "hf_quant_config.json"))
-        hq = _read_json(_read_text(hq_path), str(hq_path)) if hq_path != p and hq_path.is_file() else None
-        return parse_config(_read_json(_read_text(p), str(p)), p.stem, str(p), hq)
+        return _from_path(p, p.stem)
     key = name_or_path.strip().lower()
     a = _aliases()
     if key in a.get("repacks", {}):
@@ -416,7 +422,11 @@ def load_model(name_or_path: str) -> ModelSpec:
         return _requant(spec, rp["quant"])
     stem = a["aliases"].get(key)
     if stem is None:
-        raise UnknownName(f"unknown model {name_or_path!r}; {_closest(key, list_models())}")
+        cached = hf_cache.find_cached_config(name_or_path)
+        if cached is not None:
+            return _from_path(cached, name_or_path)
+        raise UnknownName(f"unknown model {name_or_path!r}: not bundled, {hf_cache.fetch_hint(name_or_path)}; "
+                          f"{_closest(key, list_models())}")
     cfg, src, hq = _bundled(stem)
     spec = parse_config(cfg, name_or_path, src, hq)
     if stem.lower().endswith("-nvfp4") and spec.native_quant.experts.name == "bf16":
