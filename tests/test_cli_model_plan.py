@@ -56,7 +56,7 @@ def test_plan_calibrated_on_trace() -> None:
         (["model", "--model", "llama-3.1-8b", "--gpu", "h999"], "h999"),
         (["model", "--model", "llama-3.1-70b", "--gpu", "h100_sxm", "--tp", "3"], "tp=3"),
         (["plan", *KIMI, "--forbid", "quantization,teleportation"], "teleportation"),
-        (["plan", *KIMI, "--target", "1000tok/s"], "1000tok/s"),
+        (["plan", *KIMI, "--target", "1000tok/s", "--objective", "tpot"], "1000tok/s"),  # a rate implies throughput
         (["plan", str(B200), "--model", "gpt-oss-120b", "--gpu", "b200_sxm", "--tp", "4"], "world size"),
         (["specs", "show", "nothing-like-this"], "nothing-like-this"),
     ],
