@@ -1,7 +1,7 @@
-"""servescope.trace — load Kineto (PyTorch profiler) JSON traces into an events table.
+"""servescope.trace — load Kineto (PyTorch profiler) JSON traces and Nsight Systems SQLite exports into an events table.
 
 Public API: `load_trace`, `load_traces`, `Trace`, `DeviceInfo` (contract: docs/architecture.md §1).
-Nsight Systems SQLite exports are not supported yet (they raise NotATrace saying so).
+Nsight Systems SQLite exports (`nsys export --type sqlite`) load into the same table (`trace.nsys`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Find the per-rank trace files in a folder and read a rank from a file name.
 
-What it does: lists `*.json` / `*.json.gz` files (vLLM `*.pt.trace.json.gz`, SGLang `*.trace.json.gz`,
+What it does: lists `*.json` / `*.json.gz` / `*.sqlite` (Nsight) files (vLLM `*.pt.trace.json.gz`, SGLang `*.trace.json.gz`,
 HTA `rank-N.json.gz`), sets aside vLLM front-end traces (`*.async_llm.*`, CPU only) and reads ranks from
 the names vLLM, SGLang and HTA write:
 `rank3.<ns>.pt.trace.json.gz`, `dp0_pp0_tp1_dcp0_ep0_rank1.<ns>.pt.trace.json.gz`,
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from servescope.errors import TraceNotFound
 
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite")  # .sqlite: Nsight Systems exports
 FRONTEND_MARK = ".async_llm."
 # First match wins: an explicit "rank" beats a TP index.
 _RANK_PATTERNS = (
@@ -48,5 +48,5 @@ def list_trace_files(folder: Path) -> tuple[list[Path], list[Path]]:
         hint = f" (found: {', '.join(others)})" if others else " (folder is empty)"
         if frontend:
             hint = f" (only vLLM front-end traces, which hold no GPU events: {frontend[0].name})"
-        raise TraceNotFound(f"{folder}: no trace files (*.json, *.json.gz){hint}")
+        raise TraceNotFound(f"{folder}: no trace files (*.json, *.json.gz, *.sqlite){hint}")
     return ranks, frontend

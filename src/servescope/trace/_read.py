@@ -78,7 +78,7 @@ def read_bytes(path: Path, warnings: list[str]) -> Buffer:
     check_path(path)
     raw = path.read_bytes()
     if raw.startswith(SQLITE_MAGIC):
-        raise NotATrace(f"{path}: Nsight Systems SQLite export; Nsight SQLite is not supported yet")
+        raise NotATrace(f"{path}: Nsight Systems SQLite export, not JSON: load it with load_trace() (trace.nsys)")
     if raw.startswith(GZIP_MAGIC):
         return _gunzip(path, raw, warnings)
     return raw
@@ -125,7 +125,7 @@ def fast_decode(path: Path, warnings: list[str]) -> Decoded | None:
     with path.open("rb") as fh:
         magic = fh.read(len(SQLITE_MAGIC))
     if magic.startswith(SQLITE_MAGIC):
-        raise NotATrace(f"{path}: Nsight Systems SQLite export; Nsight SQLite is not supported yet")
+        raise NotATrace(f"{path}: Nsight Systems SQLite export, not JSON: load it with load_trace() (trace.nsys)")
     blocks = _split.gzip_blocks(path) if magic.startswith(GZIP_MAGIC) else _split.file_blocks(path)
     splitter = _split.Splitter(blocks)
     try:

@@ -18,6 +18,7 @@ import polars as pl
 from servescope.errors import EmptyTrace, NotATrace, TraceError
 from servescope.trace._files import list_trace_files, rank_from_name
 from servescope.trace._frame import finish_events
+from servescope.trace._nsys_read import is_sqlite
 from servescope.trace._read import (
     Decoded,
     check_path,
@@ -60,14 +61,18 @@ class Trace:
 
 
 def load_trace(path: str | Path) -> Trace:
-    """Load one Kineto JSON trace (.json or .json.gz).
+    """Load one Kineto JSON trace (.json or .json.gz) or Nsight Systems SQLite export (`trace.nsys`).
 
-    Raises TraceNotFound (no such path), NotATrace (not JSON / not a trace / Nsight SQLite / damaged
+    Raises TraceNotFound (no such path), NotATrace (not JSON / not a trace / not an nsys export / damaged
     beyond repair) or EmptyTrace (no events). Recoverable damage is listed in `Trace.warnings`.
     """
     path = Path(path)
     warnings: list[str] = []
     check_path(path)
+    if is_sqlite(path):  # Nsight Systems export; imported here as nsys.py imports Trace from this module
+        from servescope.trace.nsys import load_nsys
+
+        return load_nsys(path)
     decoded = fast_decode(path, warnings)
     if decoded is None:  # odd layout or damage: read the whole file, repair if needed
         buf = read_bytes(path, warnings)
