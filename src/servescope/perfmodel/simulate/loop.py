@@ -131,7 +131,7 @@ class _Loop:
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)
         self.first_tok, self.last_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.itl: list[np.ndarray] = []
-        self.rec: list[np.ndarray] = []
+        self.rec: list[tuple[float, float, int, int, int, float]] = []
         self.now, self.finished = 0.0, 0
 
     def run(self) -> RawRun:
@@ -192,7 +192,8 @@ class _Loop:
         self.now = float(ends[-1])
         self.last_tok[ids] = self.now
         done = st.advance_decode(ids, k)
-        used = np.linspace(used0, st.used_blocks + int(st.blocks[done].sum()) * 0, k)
+        used1 = st.used_blocks + int(st.freed_last)  # before the finished requests released their blocks
+        used = used0 + (used1 - used0) * np.arange(1, k + 1) / k  # blocks fill in between (linear)
         self._record(ends, durs, len(ids), used)
         self._finish(done)
 
@@ -207,12 +208,12 @@ class _Loop:
             self.progress(self.finished, self.wl.n)
 
     def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray) -> None:
-        k = len(ends)
-        self.rec.append(np.column_stack([ends, durs, np.full(k, len(self.st.run)), np.full(k, len(self.st.waiting)),
-                                         np.full(k, tokens), used]))
+        run, wait = len(self.st.run), len(self.st.waiting)
+        self.rec.extend((e, d, run, wait, tokens, u) for e, d, u in zip(ends.tolist(), durs.tolist(),
+                                                                         used.tolist(), strict=True))
 
     def _raw(self) -> RawRun:
-        r = np.concatenate(self.rec) if self.rec else np.zeros((0, 6))
+        r = np.asarray(self.rec, dtype=float).reshape(-1, 6)
         st = self.st
         return RawRun(
             sent_s=self.cl.sent, first_sched_s=self.first_sched, considered_s=self.considered,

@@ -46,6 +46,7 @@ class SchedState:
         self.run = np.zeros(0, dtype=np.int64)
         self.waiting: deque[int] = deque()
         self._admitted_tokens: list[int] = []
+        self.freed_last = 0  # blocks released by the last advance (finished requests)
 
     @property
     def used_blocks(self) -> int:
@@ -64,7 +65,7 @@ class SchedState:
         run = self.run
         pend = self.prompt[run] + self.generated[run] - self.computed[run]
         before = np.cumsum(pend) - pend
-        n = np.clip(self.budget - before, 0, pend)
+        n = np.minimum(pend, np.maximum(self.budget - before, 0))
         preempted = self._fit_kv(n)
         run = self.run
         n = n[: len(run)]
@@ -83,7 +84,7 @@ class SchedState:
         if mid.any() or (self.waiting and len(run) < self.max_seqs):
             ids0, pend0 = run[mid], pend[mid]
             before = np.cumsum(pend0) - pend0
-            n0 = np.clip(self.budget - before, 0, pend0)
+            n0 = np.minimum(pend0, np.maximum(self.budget - before, 0))
             left = self.budget - int(n0.sum())
             self._fit_kv_subset(ids0, n0)
             admitted = self._admit(left)
@@ -173,12 +174,18 @@ class SchedState:
         self.computed[ids] += n
         emit = ids[self.computed[ids] == self.prompt[ids] + self.generated[ids]]
         self.generated[emit] += 1
-        done = emit[self.generated[emit] >= self.out[emit]]
+        return emit, self._release(emit)
+
+    def _release(self, ids: np.ndarray) -> np.ndarray:
+        """Finished requests among ids leave the running list and free their blocks; returns them."""
+        done = ids[self.generated[ids] >= self.out[ids]]
+        self.freed_last = int(self.blocks[done].sum()) if len(done) else 0
         if len(done):
-            self.free_blocks += int(self.blocks[done].sum())
+            self.free_blocks += self.freed_last
             self.blocks[done] = 0
-            self.run = self.run[~np.isin(self.run, done)]
-        return emit, done
+            run = self.run
+            self.run = run[self.generated[run] < self.out[run]]
+        return done
 
     def decode_room(self, ids: np.ndarray, k: int) -> int:
         """How many of the next k pure-decode steps of `ids` (the first already allocated) fit in free KV:
@@ -207,9 +214,4 @@ class SchedState:
             self.free_blocks -= int(need.sum())
         self.computed[ids] = c
         self.generated[ids] += k
-        done = ids[self.generated[ids] >= self.out[ids]]
-        if len(done):
-            self.free_blocks += int(self.blocks[done].sum())
-            self.blocks[done] = 0
-            self.run = self.run[~np.isin(self.run, done)]
-        return done
+        return self._release(ids)
