@@ -8,12 +8,13 @@ from dataclasses import replace
 import pytest
 
 from independent import DATA, gpu_events, raw_events, union_us
-from servescope.breakdown import CollectiveStats, breakdown
+from servescope.breakdown import breakdown
 from servescope.calibrate import CLASSES, calibrate, calibration_table
 from servescope.errors import PlanError
 from servescope.perfmodel import Efficiency, Scenario
 from servescope.planner import plan
 from servescope.report.plan_doc import plan_document
+from servescope.report.plan_text import plan_lines
 from servescope.trace import load_trace
 
 TRACE = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
@@ -78,8 +79,13 @@ def test_plan_on_the_calibrated_model(cal, gpt_oss) -> None:  # type: ignore[no-
         if t.applicable and t.gain is not None:
             after = t.details["measured_step_ms_after"]
             assert t.details["gain_on_measured_step"] == pytest.approx(p.measured_step["measured_ms"] / after)
-    # a calibrated plan is tighter than the uncalibrated default uncertainty
-    assert p.uncertainty < 0.3
+    # one step: five knobs reproduce five measured numbers by construction, so the fit's residual is no error
+    # estimate: the plan says "fitted, not validated" and keeps the uncalibrated range
+    assert not cal.validated and cal.cross_step_error is None
+    assert p.uncertainty == pytest.approx(0.3)
+    assert "fitted, not validated" in plan_lines(p)[0]
+    assert doc["calibration"]["validated"] is False
+    assert "fitted, not validated" in doc["calibration"]["error_basis"]
     # NVLink B200: vLLM already runs its custom all-reduce
     assert "already in use" in (p.track("custom_allreduce").why_not or "")
     uncal = plan_document(plan(gpt_oss, concurrency=1))
@@ -94,7 +100,7 @@ def _step(trace_breakdown, **changes):  # type: ignore[no-untyped-def]
     ("changes", "words"),
     [({"kind": "mixed"}, "pure prefill or decode"),
      ({"tokens": None}, "token count"),
-     ({"collectives": {"all_reduce": CollectiveStats(20, 600.0, 30.0, 30.0, 30.0)}}, "all-reduce calls")],
+     ({"collectives": {}}, "0 all-reduce calls")],
 )
 def test_refuses_steps_that_disagree(trace_breakdown, gpt_oss, changes, words) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(PlanError, match=words) as err:
@@ -140,7 +146,7 @@ def test_decode_step_under_cuda_graphs() -> None:
     assert "communication" not in cal.residuals  # TP=1: nothing measured, nothing fitted
     assert cal.knobs["moe"] == "moe_bw_eff"  # decode: the bandwidth knob first
     p = plan(sc, concurrency=32, calibration=cal)
-    assert p.uncertainty == pytest.approx(0.05)  # a decode step was calibrated, residuals ~0
+    assert p.uncertainty == pytest.approx(0.3)  # one decode step: fitted, not validated
     step_s = p.baseline.step.step_time_s - p.baseline.step.class_time_s["other"]  # GPU part, no CPU time
     assert step_s == pytest.approx(step.gpu_span_us / 1e6, rel=0.05)
     with pytest.raises(PlanError, match="world size 1"):
@@ -159,3 +165,65 @@ def test_split_k_on_the_low_occupancy_attention(cal, gpt_oss) -> None:  # type: 
     attention_ms = cal.measured_s["attention"] * 1e3
     expected = cal.measured_s["step"] * 1e3 - attention_ms * (1 - 32 / 148)
     assert t.details["measured_step_ms_after"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_a_trace_of_another_model_warns_in_text_and_json(trace_breakdown) -> None:  # type: ignore[no-untyped-def]
+    """The bundled B200 trace is gpt-oss-120b (36 layers: 73 all-reduces and 73 RMSNorm kernels in its step, counted
+    from the raw JSON here). Calibrated as gpt-oss-20b (24 layers) it still fits — five knobs always can — so the
+    disagreement must be said, in the text and in the JSON."""
+    events = gpu_events(raw_events(TRACE))
+    norms = [e for e in events if "rms_norm" in e["name"].lower() or "rmsnorm" in e["name"].lower()]
+    assert len(norms) == 73 == 2 * 36 + 1
+    small = Scenario.build("gpt-oss-20b", "b200", tp=8, quant="native", efficiency=Efficiency())
+    cal = calibrate(trace_breakdown, small)
+    assert any("imply ~36 layers" in w and "has 24" in w and "all-reduce" in w for w in cal.warnings)
+    assert any("RMSNorm" in w and "has 24" in w for w in cal.warnings)
+    p = plan(small, concurrency=1, calibration=cal)
+    assert any("imply ~36 layers" in line for line in plan_lines(p))
+    assert any("imply ~36 layers" in w for w in plan_document(p)["warnings"])
+
+
+def test_gpt_oss_20b_trace_calibrated_as_120b_warns() -> None:
+    """The MI300X decode trace is gpt-oss-20b at TP=1 (no all-reduce to count): its 49 RMSNorm kernels (2 × 24 + 1)
+    disagree with gpt-oss-120b's 36 layers."""
+    b = breakdown(load_trace(DECODE))
+    events = gpu_events(raw_events(DECODE))
+    assert sum(1 for e in events if "rms" in e["name"].lower() and "norm" in e["name"].lower()) == 49
+    big = Scenario.build("gpt-oss-120b", "mi300x", tp=1, quant="native", isl=1000, osl=1443, efficiency=Efficiency())
+    cal = calibrate(b, big, context_len=DECODE_CONTEXT)
+    assert any("imply ~24 layers" in w and "gpt-oss-120b has 36" in w for w in cal.warnings)
+    doc = plan_document(plan(big, concurrency=32, calibration=cal))
+    assert any("imply ~24 layers" in w for w in doc["warnings"])
+    # the right config gives no such warning (test_decode_step_under_cuda_graphs: no warnings at all)
+
+
+def test_cross_step_error_sets_the_range(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    """Two identical prefills whose spans differ by 20 % (synthetic): the knobs fit the sum, so each step's model
+    time is the mean span and the per-step errors are (mean − span) / span, ±9 %: the plan's range uses them."""
+    s0 = trace_breakdown.steps[0]
+    s1 = replace(s0, index=1, gpu_span_us=s0.gpu_span_us * 1.2)
+    two = replace(trace_breakdown, steps=(s0, s1))
+    cal = calibrate(two, gpt_oss)
+    mean = (s0.gpu_span_us + s1.gpu_span_us) / 2
+    expected = [(mean - s.gpu_span_us) / s.gpu_span_us for s in (s0, s1)]
+    assert cal.step_errors == pytest.approx(expected, rel=0.02)
+    assert cal.validated and cal.cross_step_error == pytest.approx(max(abs(e) for e in expected), rel=0.02)
+    p = plan(gpt_oss, concurrency=1, calibration=cal)
+    # prefill steps only: the plan prices decode, so at least OTHER_KIND_UNCERTAINTY (0.2)
+    assert p.uncertainty == pytest.approx(max(0.2, cal.cross_step_error))
+    doc = plan_document(p)["calibration"]
+    assert doc["validated"] is True and doc["cross_step_error"] == pytest.approx(cal.cross_step_error)
+    assert "cross-step error" in doc["error_basis"]
+    assert "fitted, not validated" not in plan_lines(p)[0]
+
+
+def test_near_peak_and_faster_than_measured_warnings(cal) -> None:  # type: ignore[no-untyped-def]
+    """The B200 fit's collective bandwidth lands above the measured curve: said, not hidden. An efficiency fitted
+    above 90 % of its peak is flagged the same way (synthetic: the fitted values with one knob raised)."""
+    from servescope.calibrate import _eff_warnings
+
+    if cal.efficiency.collective_bw_scale > 1.0:
+        assert any("faster than the collective measured alone" in w for w in cal.warnings)
+    high = replace(cal.efficiency, compute_eff=0.95)
+    assert any("above 90% of the peak" in w for w in _eff_warnings(high, {"gemm": "compute_eff"}))
+    assert not any("peak" in w for w in _eff_warnings(replace(high, compute_eff=0.5), {"gemm": "compute_eff"}))

@@ -117,8 +117,8 @@ def test_spec_from_cli_options() -> None:
     assert spec_from_options() is None
     cfg = spec_from_options("eagle3", None, "0.8,0.5,0.3", None)
     assert cfg == SpecConfig("eagle3", 3, (0.8, 0.5, 0.3), None)
-    cfg = spec_from_options("draft:llama-3.2-1b", 4, None, 0.6)
-    assert cfg is not None and cfg.method == "draft" and cfg.draft_model == "llama-3.2-1b"
+    cfg = spec_from_options("draft:qwen3-0.6b", 4, None, 0.6)
+    assert cfg is not None and cfg.method == "draft" and cfg.draft_model == "qwen3-0.6b"
     assert cfg.acceptance == pytest.approx((0.6, 0.36, 0.216, 0.1296))
     with pytest.raises(PlanError, match="not both"):
         spec_from_options("mtp", 2, "0.8,0.5", 0.5)

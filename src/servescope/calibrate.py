@@ -14,8 +14,16 @@ one knob per kernel class so that the model's class time equals the measured one
              per-step CPU time (scheduler, sampling) falls between GPU spans and is not compared
 Each knob is solved by bisection in log space (a class's time is monotone in its knob); of the knobs that reach
 the measurement, the one that moves least from its prior value wins (the most plausible cause); efficiencies stay in
-[0.005, 1.5] (above 1 the model over-counts work and a warning says so). Measured class times are interval unions
-per device (servescope.breakdown), divided by the number of devices in the step.
+[0.005, 1.5]. Measured class times are interval unions per device (servescope.breakdown), divided by the number of
+devices in the step.
+Honesty: k knobs fitted to k measured numbers reproduce them by construction, so the fit's own residual says
+nothing about error. With two or more steps the knobs fit the sums and each step's residual is an out-of-fit check:
+`cross_step_error` (80th percentile of |per-step error|) is what a plan's ranges use; with one step the calibration
+is "fitted, not validated" and the plan keeps the uncalibrated range. Warnings (text and JSON): a fitted efficiency
+above 90 % of its peak (above 100 %: the model over-counts work), a collective faster than its measured curve, and a
+trace that disagrees with the model config — layers (RMSNorm kernels per step ≈ 2·layers + 1 in vLLM/SGLang, and
+all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
+records message sizes).
 Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
 """
 
@@ -23,11 +31,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from servescope.breakdown import StepBreakdown, TraceBreakdown
 from servescope.errors import PlanError, ServescopeError
+from servescope.perfmodel import Efficiency, Scenario, StepPrediction, decode_step, prefill_step
+from servescope.perfmodel.hw import load_gpu
 from servescope.units import s_to_us, us_to_s
 
 CLASSES = ("gemm", "moe", "attention", "communication", "overhead")
@@ -35,6 +44,10 @@ EFF_RANGE = (0.005, 1.5)
 SCALE_RANGE = (0.02, 50.0)
 OVERHEAD_RANGE = (0.0, 5e-3)
 AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
+NEAR_PEAK = 0.9  # a fitted efficiency above this share of its peak is implausible for real kernels
+HIDDEN_TOLERANCE = 0.05  # relative disagreement of the trace's implied hidden size with the config
+STEP_ERROR_QUANTILE = 0.8  # the cross-step error is this quantile of |per-step error| (an 80 % range)
+Pricer = Callable[[Scenario], StepPrediction]
 
 
 @dataclass(frozen=True)
@@ -52,7 +65,7 @@ class CalibratedStep:
 class Calibration:
     """Fitted efficiencies and how well the model then reproduces the measured steps."""
 
-    efficiency: Any  # perfmodel Efficiency
+    efficiency: Efficiency
     cuda_graphs: bool
     model: str
     gpu: str
@@ -65,8 +78,31 @@ class Calibration:
     class_per_call_s: dict[str, float] = field(default_factory=dict)  # measured time per kernel call, per class
     attention_blocks_per_sm: float | None = None
     warnings: tuple[str, ...] = ()
+    step_errors: tuple[float, ...] = ()  # per step: (model − measured) / measured step time after the fit
 
-    def apply(self, scenario: Any) -> Any:
+    @property
+    def validated(self) -> bool:
+        """True when the fit can be checked against numbers it did not reproduce by construction (≥ 2 steps)."""
+        return len(self.step_errors) >= 2
+
+    @property
+    def cross_step_error(self) -> float | None:
+        """80th percentile (nearest rank) of |per-step error|; None with fewer than two steps."""
+        if not self.validated:
+            return None
+        errs = sorted(abs(e) for e in self.step_errors)
+        return errs[min(len(errs) - 1, math.ceil(STEP_ERROR_QUANTILE * len(errs)) - 1)]
+
+    @property
+    def error_basis(self) -> str:
+        """One line: where a plan's ranges come from."""
+        if self.validated:
+            return f"cross-step error ±{self.cross_step_error:.0%} over {len(self.step_errors)} steps"
+        n = len(self.knobs)
+        return (f"fitted, not validated: {n} knob(s) reproduce {n} measured number(s) of one step by construction; "
+                "ranges stay those of the uncalibrated model")
+
+    def apply(self, scenario: Scenario) -> Scenario:
         """The scenario with the fitted efficiencies and the trace's graph mode; PlanError if it is another setup."""
         if (scenario.model.name, scenario.gpu.name, scenario.tp) != (self.model, self.gpu, self.tp):
             raise PlanError(f"calibration fitted on {self.model} / {self.gpu} / TP={self.tp} cannot be applied to "
@@ -74,7 +110,7 @@ class Calibration:
         return scenario.with_(efficiency=self.efficiency, cuda_graphs=self.cuda_graphs)
 
 
-def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: int | None = None,
+def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, step: int | None = None,
               context_len: float | None = None) -> Calibration:
     """Fit `scenario`'s efficiencies to the breakdown's prefill/decode steps (or the one step `step`).
 
@@ -94,7 +130,8 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: in
     measured = [_measured(s) for s in steps]
     pricers = [_pricer(s, scenario, warnings, context_len) for s in steps]
     for s, price in zip(steps, pricers, strict=True):
-        _check_collectives(s, scenario, price(scenario))
+        warnings += _check_collectives(s, scenario, price(scenario))
+        warnings += _check_shape(s, scenario)
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
     eff, knobs = scenario.efficiency, {}
     for cls in CLASSES:
@@ -107,16 +144,18 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Any, step: in
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
     residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}
     warnings += _eff_warnings(eff, knobs)
+    step_errors = tuple((p["step"] - m["step"]) / m["step"] for m, p in zip(measured, predicted, strict=True)
+                        if m["step"] > 0)
     ctx = context_len if context_len is not None else scenario.isl + scenario.osl / 2.0
     cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p,
                                      ctx if s.kind == "decode" else None)
                       for s, m, p in zip(steps, measured, predicted, strict=True))
     return Calibration(
-        efficiency=eff.scaled(source=f"calibrated on {_source(breakdown)}") if hasattr(eff, "scaled") else eff,
+        efficiency=replace(eff, source=f"calibrated on {_source(breakdown)}"),
         cuda_graphs=graphs, model=scenario.model.name, gpu=scenario.gpu.name, tp=int(scenario.tp),
         steps=cal_steps, measured_s=tot_m, predicted_s=tot_p, residuals=residuals, knobs=knobs,
         class_per_call_s=_per_call(steps), attention_blocks_per_sm=_attention_blocks(steps),
-        warnings=tuple(warnings),
+        warnings=tuple(dict.fromkeys(warnings)), step_errors=step_errors,
     )
 
 
@@ -139,13 +178,11 @@ def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[S
     return usable
 
 
-def _check_trace(b: TraceBreakdown, sc: Any) -> None:
+def _check_trace(b: TraceBreakdown, sc: Scenario) -> None:
     if b.world_size and b.world_size != sc.n_gpus:
         raise PlanError(f"{b.file}: trace has world size {b.world_size} but the scenario uses {sc.n_gpus} GPUs "
                         f"(tp={sc.tp} dp={sc.dp} pp={sc.pp})")
     if b.device_name:
-        from servescope.perfmodel.hw import load_gpu
-
         try:
             gpu = load_gpu(b.device_name)
         except ServescopeError:
@@ -154,7 +191,7 @@ def _check_trace(b: TraceBreakdown, sc: Any) -> None:
             raise PlanError(f"{b.file}: trace ran on {b.device_name} but the scenario is for {sc.gpu.name}")
 
 
-def _check_step(s: StepBreakdown, sc: Any, warnings: list[str]) -> None:
+def _check_step(s: StepBreakdown, sc: Scenario, warnings: list[str]) -> None:
     where = f"step {s.index} ({s.label[:40]})"
     if s.kind not in ("prefill", "decode"):
         raise PlanError(f"{where} is {s.kind}; calibrate on a pure prefill or decode step")
@@ -173,15 +210,43 @@ def _check_step(s: StepBreakdown, sc: Any, warnings: list[str]) -> None:
                         "expert GEMMs may be classified as gemm")
 
 
-def _check_collectives(s: StepBreakdown, sc: Any, pred: Any) -> None:
-    """All-reduce calls per step must match the model's (2 per layer + a few for TP>1, none at TP=1)."""
+def _check_collectives(s: StepBreakdown, sc: Scenario, pred: StepPrediction) -> list[str]:
+    """All-reduces per step against the model's (2 per layer + a few at TP>1, none at TP=1). A trace with
+    all-reduces where the model has none, or none where it has some, is another layout: PlanError. Both present
+    but different counts: a warning (another model, e.g. fewer layers), with the layer count they imply."""
     measured = s.collectives.get("all_reduce")
     calls = measured.calls // max(1, s.devices) if measured else 0
     model = pred.collectives.get("all_reduce")
     expected = int(model.calls_per_step) if model is not None and sc.tp > 1 else 0
-    if abs(calls - expected) > max(AR_CALL_TOLERANCE, 0.1 * expected):
+    if abs(calls - expected) <= max(AR_CALL_TOLERANCE, 0.1 * expected):
+        return []
+    if calls == 0 or expected == 0:
         raise PlanError(f"step {s.index}: {calls} all-reduce calls per step, but {sc.model.name} at TP={sc.tp} "
                         f"makes {expected} ({sc.model.n_layers} layers: 2 per layer + a few for TP>1, none at TP=1)")
+    implied = (calls - (expected - 2 * sc.model.n_layers)) / 2
+    return [f"step {s.index}: {calls} all-reduce calls per step imply ~{implied:.0f} layers, but {sc.model.name} "
+            f"has {sc.model.n_layers} ({expected} all-reduces at TP={sc.tp}): the trace is probably another model; "
+            "the fitted efficiencies absorb the difference and mean little"]
+
+
+def _check_shape(s: StepBreakdown, sc: Scenario) -> list[str]:
+    """Layer count from RMSNorm kernels per step (2 per layer + the final norm in vLLM/SGLang) and hidden size
+    from all-reduce message bytes (tokens on the rank × hidden × 2 B), each against the model config."""
+    out = []
+    layers = sc.model.n_layers
+    norms = s.class_calls.get("norm", 0) / max(1, s.devices)
+    implied = (norms - 1) / 2
+    if norms and abs(implied - layers) > max(2.0, 0.1 * layers):
+        out.append(f"step {s.index}: {norms:.0f} RMSNorm kernels per step imply ~{implied:.0f} layers (2 per layer "
+                   f"+ 1), but {sc.model.name} has {layers}: check that the trace is this model")
+    ar = s.collectives.get("all_reduce")
+    tokens = s.tokens or s.batch_size
+    if ar is not None and ar.sized_calls and ar.message_bytes_median and tokens:
+        hidden = ar.message_bytes_median / (tokens * 2.0)
+        if abs(hidden / sc.model.hidden_size - 1.0) > HIDDEN_TOLERANCE:
+            out.append(f"step {s.index}: all-reduce messages of {ar.message_bytes_median:.0f} B over {tokens} tokens "
+                       f"imply hidden size {hidden:.0f} (bf16), but {sc.model.name} has {sc.model.hidden_size}")
+    return out
 
 
 def _measured(s: StepBreakdown) -> dict[str, float]:
@@ -194,9 +259,7 @@ def _measured(s: StepBreakdown) -> dict[str, float]:
     return out
 
 
-def _pricer(s: StepBreakdown, sc: Any, warnings: list[str], context_len: float | None) -> Callable[[Any], Any]:
-    from servescope.perfmodel import decode_step, prefill_step
-
+def _pricer(s: StepBreakdown, sc: Scenario, warnings: list[str], context_len: float | None) -> Pricer:
     if s.kind == "prefill":
         tokens, batch = int(s.tokens or 1), int(s.batch_size or 1)
         return lambda scen: prefill_step(scen, tokens, batch=batch, context_len=0)
@@ -208,7 +271,7 @@ def _pricer(s: StepBreakdown, sc: Any, warnings: list[str], context_len: float |
     return lambda scen: decode_step(scen, batch, ctx, tokens_per_seq=max(1, per_seq))  # type: ignore[arg-type]
 
 
-def _classes(pred: Any) -> dict[str, float]:
+def _classes(pred: StepPrediction) -> dict[str, float]:
     """Model seconds per class as a trace sees them: the per-step CPU time (perfmodel class `other`: scheduler,
     sampling) happens between GPU spans, so it is left out of `overhead` and `step`."""
     out = {c: float(pred.class_time_s.get(c, 0.0)) for c in CLASSES[:4]}
@@ -218,7 +281,7 @@ def _classes(pred: Any) -> dict[str, float]:
     return out
 
 
-def _knobs(cls: str, sc: Any, prefill_heavy: bool) -> list[str]:
+def _knobs(cls: str, sc: Scenario, prefill_heavy: bool) -> list[str]:
     """Knobs to try for a class, preferred first."""
     pairs = {"gemm": ("compute_eff", "gemm_bw_eff"), "moe": ("moe_compute_eff", "moe_bw_eff"),
              "attention": ("attn_compute_eff", "attn_bw_eff")}
@@ -230,9 +293,9 @@ def _knobs(cls: str, sc: Any, prefill_heavy: bool) -> list[str]:
     return ["kernel_overhead_s" if sc.cuda_graphs else "launch_overhead_s"]
 
 
-def _fit_class(cls: str, target_s: float, eff: Any, sc: Any, pricers: list[Callable[[Any], Any]],
-               prefill_heavy: bool) -> tuple[Any, str]:
-    def total(e: Any) -> float:
+def _fit_class(cls: str, target_s: float, eff: Efficiency, sc: Scenario, pricers: list[Pricer],
+               prefill_heavy: bool) -> tuple[Efficiency, str]:
+    def total(e: Efficiency) -> float:
         scen = sc.with_(efficiency=e)
         return sum(_classes(p(scen))[cls] for p in pricers)
 
@@ -241,11 +304,11 @@ def _fit_class(cls: str, target_s: float, eff: Any, sc: Any, pricers: list[Calla
         knobs = _comm_order(eff, total)
     # Among the knobs that reach the measurement (within 1%), take the one that moves least from its prior
     # value (|log ratio|): the most plausible explanation. Otherwise the one that comes closest.
-    best: tuple[tuple[int, float], Any, str] | None = None
+    best: tuple[tuple[int, float], Efficiency, str] | None = None
     for knob in knobs:
         e = _solve(knob, target_s, eff, total)
         err = abs(total(e) - target_s) / target_s
-        change = abs(math.log(max(getattr(e, knob), 1e-12) / max(getattr(eff, knob), 1e-12)))
+        change = abs(math.log(max(knob_value(e, knob), 1e-12) / max(knob_value(eff, knob), 1e-12)))
         score = (0, change) if err < 0.01 else (1, err)
         if best is None or score < best[0]:
             best = (score, e, knob)
@@ -253,7 +316,7 @@ def _fit_class(cls: str, target_s: float, eff: Any, sc: Any, pricers: list[Calla
     return best[1], best[2]
 
 
-def _comm_order(eff: Any, total: Callable[[Any], float]) -> list[str]:
+def _comm_order(eff: Efficiency, total: Callable[[Efficiency], float]) -> list[str]:
     """Bandwidth scale first when the bandwidth part of the model's collective time dominates."""
     full = total(eff)
     latency_only = total(eff.scaled(collective_bw_scale=1e9))
@@ -262,7 +325,7 @@ def _comm_order(eff: Any, total: Callable[[Any], float]) -> list[str]:
             else ["collective_latency_scale", "collective_bw_scale"])
 
 
-def _solve(knob: str, target_s: float, eff: Any, total: Callable[[Any], float]) -> Any:
+def _solve(knob: str, target_s: float, eff: Efficiency, total: Callable[[Efficiency], float]) -> Efficiency:
     """Bisection (log space; linear for overheads that may be 0) for total(eff with knob) = target_s."""
     lo, hi = (EFF_RANGE if knob.endswith("_eff") else SCALE_RANGE if knob.endswith("_scale")
               else OVERHEAD_RANGE)
@@ -284,16 +347,22 @@ def _solve(knob: str, target_s: float, eff: Any, total: Callable[[Any], float]) 
 LAUNCH_BOUND_S = 50e-6
 
 
-def _eff_warnings(eff: Any, knobs: dict[str, str]) -> list[str]:
+def _eff_warnings(eff: Efficiency, knobs: dict[str, str]) -> list[str]:
     out = []
     if knobs.get("overhead") == "launch_overhead_s" and eff.launch_overhead_s > LAUNCH_BOUND_S:
         out.append(f"overhead: {eff.launch_overhead_s * 1e6:.0f} µs of GPU idle per kernel launch: the step is "
                    "launch-bound; profiling with stacks/shapes inflates CPU launch time, so compare with an "
                    "unprofiled run before planning on it")
     for cls, knob in knobs.items():
-        value = getattr(eff, knob)
+        value = knob_value(eff, knob)
         if knob.endswith("_eff") and value > 1.0:
             out.append(f"{cls}: fitted {knob} = {value:.2f} > 1: the model over-counts this class's work")
+        elif knob.endswith("_eff") and value > NEAR_PEAK:
+            out.append(f"{cls}: fitted {knob} = {value:.2f} is above {NEAR_PEAK:.0%} of the peak, more than real "
+                       "kernels reach: the model probably misses work elsewhere in this class")
+        if knob == "collective_bw_scale" and value > 1.0 + 1e-6:
+            out.append(f"{cls}: fitted collective bandwidth {value:.2f}x the measured curve: faster than the "
+                       "collective measured alone, so the model probably over-counts bytes or calls")
         if knob.endswith("_eff") and value <= EFF_RANGE[0] * 1.01:
             out.append(f"{cls}: fitted {knob} hit its floor {EFF_RANGE[0]}: the model misses most of this time")
     return out
@@ -320,14 +389,19 @@ def _attention_blocks(steps: list[StepBreakdown]) -> float | None:
     return weighted / total if total else None
 
 
-def calibration_table(cal: Calibration) -> list[dict[str, Any]]:
+def knob_value(eff: Efficiency, knob: str) -> float:
+    """The value of one fitted knob (an Efficiency field named in `_knobs`)."""
+    return float(getattr(eff, knob))
+
+
+def calibration_table(cal: Calibration) -> list[dict[str, str | float | None]]:
     """Rows per class: measured µs, model µs, residual, knob and its fitted value (for reports)."""
-    rows = []
+    rows: list[dict[str, str | float | None]] = []
     for cls in (*CLASSES, "step"):
         if cls not in cal.measured_s:
             continue
         knob = cal.knobs.get(cls)
         rows.append({"class": cls, "measured_us": s_to_us(cal.measured_s[cls]),
                      "model_us": s_to_us(cal.predicted_s[cls]), "residual": cal.residuals.get(cls),
-                     "knob": knob, "value": getattr(cal.efficiency, knob) if knob else None})
+                     "knob": knob, "value": knob_value(cal.efficiency, knob) if knob else None})
     return rows

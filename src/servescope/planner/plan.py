@@ -5,7 +5,8 @@ Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)
   1. baseline on the objective (TPOT at the concurrency, or decode throughput under a TPOT limit),
   2. each track (independent, evaluated in parallel threads, kept in TRACK_KINDS order), its gain on the objective
      (baseline TPOT / new TPOT, or new / baseline throughput) with a range from acceptance bounds and the model's
-     uncertainty (calibration residuals, else UNCALIBRATED_UNCERTAINTY),
+     uncertainty (a calibration's cross-step error when it has one; a one-step calibration is "fitted, not
+     validated" and keeps UNCALIBRATED_UNCERTAINTY — its residuals are zero by construction),
   3. a greedy combination of compatible tracks that pay (each added only if the combination improves),
   4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference — the
      physical floor of that configuration — and its binding (largest) term,
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from servescope.calibrate import Calibration
 from servescope.errors import PlanError
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import (
@@ -129,7 +131,7 @@ class Plan:
     combined: Combination
     ceiling: Ceiling
     target: Verdict | None
-    calibration: Any = None
+    calibration: Calibration | None = None
     warnings: tuple[str, ...] = ()
     spec: SpecConfig | None = None
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
@@ -158,7 +160,7 @@ def plan(
     concurrency: int = 1,
     target: str | Target | None = None,
     forbid: str | tuple[str, ...] | list[str] | None = (),
-    calibration: Any = None,
+    calibration: Calibration | None = None,
     spec: SpecConfig | None = None,
     tpot_limit_s: float | None = None,
     model: StepModel | None = None,
@@ -186,20 +188,19 @@ def plan(
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
     ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
-    warnings = tuple(getattr(calibration, "warnings", ()) or ())
+    warnings = calibration.warnings if calibration is not None else ()
     limit = tpot_limit_s if tpot_limit_s is not None else (
         ev.at((), concurrency).tpot_s if objective == "throughput" else None)
     return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
                 ceiling, verdict, calibration, warnings, spec, measured, limit)
 
 
-def _measured_step(calibration: Any) -> dict[str, Any] | None:
-    steps = getattr(calibration, "steps", None)
-    if not steps:
+def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
+    if calibration is None or not calibration.steps:
         return None
-    s = steps[0]
+    s = calibration.steps[0]
     return {"index": s.index, "kind": s.kind, "tokens": s.tokens or s.batch or 1, "batch": s.batch or 1,
-            "context_len": getattr(s, "context_len", None),
+            "context_len": s.context_len,
             "measured_ms": s.measured_s["step"] * 1e3, "model_ms": s.predicted_s["step"] * 1e3}
 
 
@@ -218,14 +219,15 @@ def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any])
     return Track(**{**t.__dict__, "details": details})
 
 
-def _uncertainty(calibration: Any) -> float:
-    """Relative uncertainty of a track's time change: the largest calibration residual, at least
-    MIN_UNCERTAINTY, and OTHER_KIND_UNCERTAINTY when no decode step was calibrated (the plan prices decode)."""
-    if calibration is None:
+def _uncertainty(calibration: Calibration | None) -> float:
+    """Relative uncertainty of a track's time change. Uncalibrated, or calibrated on one step ("fitted, not
+    validated": k knobs reproduce k numbers, so the residuals are zero by construction): UNCALIBRATED_UNCERTAINTY.
+    Calibrated on several steps: the cross-step error (spread of per-step residuals), at least MIN_UNCERTAINTY, and
+    OTHER_KIND_UNCERTAINTY when no decode step was calibrated (the plan prices decode)."""
+    if calibration is None or calibration.cross_step_error is None:
         return UNCALIBRATED_UNCERTAINTY
-    residuals = [abs(v) for v in (getattr(calibration, "residuals", {}) or {}).values()]
-    r = max([MIN_UNCERTAINTY, *residuals])
-    if not any(getattr(s, "kind", "") == "decode" for s in getattr(calibration, "steps", ()) or ()):
+    r = max(MIN_UNCERTAINTY, calibration.cross_step_error)
+    if not any(s.kind == "decode" for s in calibration.steps):
         r = max(r, OTHER_KIND_UNCERTAINTY)
     return r
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from servescope.calibrate import Calibration
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.whatif import Evaluator, Outcome, WhatIf
 
@@ -18,7 +19,7 @@ EFFORTS = ("config change", "engine upgrade", "new kernel")
 
 @dataclass(frozen=True)
 class Context:
-    """What a track may look at. `calibration` is a servescope.calibrate.Calibration or None."""
+    """What a track may look at: the (calibrated) scenario, the evaluator, the baseline and the user's limits."""
 
     scenario: Any
     evaluator: Evaluator
@@ -26,7 +27,7 @@ class Context:
     objective: str
     concurrency: int
     forbid: tuple[str, ...] = ()
-    calibration: Any = None
+    calibration: Calibration | None = None
     spec: SpecConfig | None = None
 
     @property

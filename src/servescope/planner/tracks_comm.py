@@ -233,8 +233,7 @@ def collective_fusion_track(ctx: Context) -> Proposal:
 def _measured_norm_call_s(ctx: Context) -> float:
     """Median runtime of one norm kernel in the calibration trace (0 without one: the model has no norm time)."""
     cal = ctx.calibration
-    per_call = getattr(cal, "class_per_call_s", None) or {}
-    return float(per_call.get("norm", 0.0))
+    return cal.class_per_call_s.get("norm", 0.0) if cal is not None else 0.0
 
 
 def expert_parallel_track(ctx: Context) -> Proposal:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import WhatIf
@@ -49,8 +50,8 @@ def split_k_attention_track(ctx: Context) -> Proposal:
                 "FLASHINFER or FLASH_ATTN with num_splits>1); in a trace the attention kernel's blocks per SM "
                 "should reach ≥1 and its time fall")
     cal = ctx.calibration
-    blocks = getattr(cal, "attention_blocks_per_sm", None)
-    knob = (getattr(cal, "knobs", None) or {}).get("attention")
+    blocks = cal.attention_blocks_per_sm if cal is not None else None
+    knob = cal.knobs.get("attention") if cal is not None else None
     if cal is None or blocks is None or knob is None:
         return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
                               "efficiency; calibrate on a trace to see blocks per SM", "engine upgrade", validate)
@@ -60,8 +61,8 @@ def split_k_attention_track(ctx: Context) -> Proposal:
     from servescope.perfmodel import default_efficiency
 
     sc = ctx.scenario
-    full = getattr(default_efficiency(str(sc.gpu.generation), sc.backend), knob)
-    fitted = getattr(sc.efficiency, knob)
+    full = knob_value(default_efficiency(str(sc.gpu.generation), sc.backend), knob)
+    fitted = knob_value(sc.efficiency, knob)
     # an SM without a block pulls nothing: achieved ≈ min(1, blocks per SM) of a full-occupancy kernel, so
     # filling every SM divides the attention time by that fraction (capped at the full-occupancy default)
     target = min(full, fitted / max(occupancy(blocks), 1e-3))

@@ -67,4 +67,7 @@ def _calibration(plan: Plan) -> dict[str, Any] | None:
     """What the calibration fitted and how well the model then reproduces the measured step, class by class."""
     if plan.calibration is None:
         return None
-    return {"measured_step": plan.measured_step, "classes": calibration_table(plan.calibration)}
+    cal = plan.calibration
+    return {"measured_step": plan.measured_step, "classes": calibration_table(cal),
+            "validated": cal.validated, "error_basis": cal.error_basis, "cross_step_error": cal.cross_step_error,
+            "step_errors": list(cal.step_errors)}

@@ -15,7 +15,9 @@ def plan_lines(plan: Plan) -> list[str]:
     """Plain-text lines of a plan (no styling; the report package may render it richer)."""
     unit = "TPOT" if plan.objective == "tpot" else "output tok/s"
     b = plan.baseline
-    head = "calibrated on a trace" if plan.calibrated else "uncalibrated (model defaults; no trace)"
+    head = "uncalibrated (model defaults; no trace)"
+    if plan.calibration is not None:
+        head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
     lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}, ±{plan.uncertainty:.0%} on "
              "each change",
              f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms, {b.output_tok_s:.0f} tok/s, dominant term "
@@ -24,6 +26,7 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
                      "(--tpot-limit; default: the baseline's TPOT)")
     if plan.calibration is not None:
+        lines.append(f"calibration: {plan.calibration.error_basis}")
         lines.append("calibration (class: measured µs → model µs, residual, fitted knob):")
         for row in calibration_table(plan.calibration):
             residual = "–" if row["residual"] is None else f"{100 * row['residual']:+.1f}%"
