@@ -141,3 +141,34 @@ def test_cli_text_and_bad_input() -> None:
     assert r.exit_code == 1 and r.output.count("\n") == 1 and "poisson:RATE" in r.output
     r = CliRunner().invoke(main, ["simulate", *CLI_SMALL, "--arrival", "closed"])
     assert r.exit_code == 1 and "closed-loop arrival needs a concurrency" in r.output
+
+
+def test_model_simulate_adds_percentiles() -> None:
+    r = CliRunner().invoke(main, ["model", *CLI_SMALL, "--concurrency", "1,8", "--simulate", "--json"])
+    assert r.exit_code == 0, r.output
+    pts = json.loads(r.output)["points"]
+    for p in pts:
+        assert p["ttft_p50_ms"] <= p["ttft_p99_ms"] and p["tpot_p50_ms"] <= p["tpot_p99_ms"]
+        assert p["itl_p99_ms"] > 0 and p["simulated"]["requests"] == 200
+    # a lone request: simulated TPOT is the decode step over its output, close to the closed form's TPOT
+    assert pts[0]["tpot_p50_ms"] == pytest.approx(pts[0]["tpot_ms"], rel=0.05)
+
+
+def test_sweep_front() -> None:
+    from servescope.perfmodel.simulate.sweep import SweepPoint, layouts, pareto
+
+    assert {(x.tp, x.dp) for x in layouts(4, moe=False)} == {(1, 4), (2, 2), (4, 1)}
+    assert len(layouts(4, moe=True)) == 6
+    lay = layouts(1, False)[0]
+    pts = [SweepPoint(lay, c, g, u, 0.0, 0.0, 0.0) for c, g, u in ((1, 10, 100), (2, 20, 50), (3, 15, 40))]
+    assert pareto(pts) == [True, True, False]
+    r = CliRunner().invoke(main, ["sweep", "--model", "qwen3-30b-a3b", "--gpu", "h100_sxm", "--gpus", "2",
+                                  "--concurrency", "1,16,64", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["schema"] == "servescope.sweep/1" and doc["n_gpus"] == 2
+    front = [p for p in doc["points"] if p["on_front"]]
+    assert front and all(p["tok_s_per_user"] == pytest.approx(1e3 / p["tpot_ms"]) for p in front)
+    for p in doc["points"]:  # nothing off the front beats a front point on both axes
+        assert p["on_front"] or any(q["tok_s_per_gpu"] >= p["tok_s_per_gpu"]
+                                    and q["tok_s_per_user"] >= p["tok_s_per_user"] for q in front)

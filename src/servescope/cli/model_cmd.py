@@ -22,18 +22,35 @@ from servescope.errors import UnknownName
 @main.command()
 @scenario_options
 @click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
+@click.option("--simulate", "with_sim", is_flag=True,
+              help="Also simulate the engine's scheduler (closed loop) per concurrency: TTFT/TPOT/ITL percentiles.")
 @output_options
 @one_line_errors
-def model(concurrency: str, out: Output, **kw: Any) -> None:
+def model(concurrency: str, with_sim: bool, out: Output, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
-    from servescope.report.model_text import render_points
 
-    points = predict(_scenario(kw), _int_list(concurrency))
+    sc, concs = _scenario(kw), _int_list(concurrency)
+    points = predict(sc, concs)
     title = (f"{kw['model_name']} on {kw['tp'] * kw['dp'] * kw['pp']}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} "
              f"PP={kw['pp']} DP={kw['dp']}), ISL {kw['isl']} / OSL {kw['osl']}")
-    out.emit(model_document(points), text=lambda console: render_points(title, points, console))
+    doc = model_document(points)
+    if with_sim:  # simulate_cmd owns this path: the simulated fields join each point
+        from servescope.cli.simulate_cmd import add_simulated
+
+        add_simulated(doc, sc, concs)
+    out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))
+
+
+def _model_text(title: str, points: Any, doc: dict[str, Any], console: Any, with_sim: bool) -> None:
+    from servescope.report.model_text import render_points
+
+    render_points(title, points, console)
+    if with_sim:
+        from servescope.report.simulate_text import render_model_sim
+
+        render_model_sim(doc, console)
 
 
 @main.group()

@@ -100,3 +100,39 @@ def _compare(sc: Any, engine: Any, path: Path, kv_cache_tokens: int | None, seed
         pairs.append((run, res, compare(run, flat_metrics(res))))
     doc = compare_document(pairs)
     out.emit(doc, text=lambda console: render_compare(title, doc, console))
+
+
+@main.command()
+@scenario_options
+@click.option("--gpus", "n_gpus", type=int, default=None, help="GPUs to lay out (default: tp·dp of the options).")
+@click.option("--concurrency", default="1,4,16,32,64,128,256", show_default=True,
+              help="Comma-separated concurrencies per layout.")
+@click.option("--all", "all_points", is_flag=True, help="Show every point, not only the Pareto front.")
+@output_options
+@one_line_errors
+def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, **kw: Any) -> None:
+    """Concurrency × TP/EP/DP layouts of the same GPUs (closed form): the Pareto front of tok/s per GPU
+    against tok/s per user."""
+    from servescope.cli._app import _int_list
+    from servescope.perfmodel.simulate.sweep import sweep as run_sweep
+    from servescope.report.simulate_doc import sweep_document
+    from servescope.report.simulate_text import render_sweep
+
+    base = _scenario(kw)
+    n = n_gpus or kw["tp"] * kw["dp"]
+
+    def build(tp: int, ep: int, dp: int) -> Any:
+        return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})
+
+    doc = sweep_document(run_sweep(build, n, _int_list(concurrency), base.model.is_moe))
+    title = f"{kw['model_name']} on {kw['gpu']}, ISL {kw['isl']} / OSL {kw['osl']}, {kw['backend']}"
+    out.emit(doc, text=lambda console: render_sweep(title, doc, console, all_points))
+
+
+def add_simulated(doc: dict[str, Any], sc: Any, concurrency: list[int]) -> None:
+    """`model --simulate`: one closed-loop simulation per concurrency; its fields join each model/1 point."""
+    from servescope.perfmodel.simulate import simulate_points
+    from servescope.report.simulate_doc import model_sim_fields
+
+    for point, res in zip(doc["points"], simulate_points(sc, concurrency), strict=True):
+        point.update(model_sim_fields(res))

@@ -8,6 +8,7 @@ from typing import Any
 
 from servescope.perfmodel.benchfile import BenchRun, MetricComparison
 from servescope.perfmodel.simulate import SimResult, Stats
+from servescope.perfmodel.simulate.sweep import Sweep
 from servescope.units import MS_PER_S
 
 SCHEMA = "servescope.simulate/1"
@@ -56,3 +57,34 @@ def compare_document(pairs: Sequence[tuple[BenchRun, SimResult, Sequence[MetricC
                               "error_pct": r.error_frac * 100.0} for r in rows]
         runs.append(doc)
     return {"schema": SCHEMA, "runs": runs}
+
+
+SWEEP_SCHEMA = "servescope.sweep/1"
+
+
+def sweep_document(sw: Sweep) -> dict[str, Any]:
+    """The `servescope.sweep/1` document: every (layout, concurrency) point and whether it is on the Pareto front
+    of tok/s per GPU against tok/s per user."""
+    points = [
+        {"layout": p.layout.label(), "tp": p.layout.tp, "ep": p.layout.ep, "dp": p.layout.dp,
+         "concurrency": p.concurrency, "tok_s_per_gpu": p.tok_s_per_gpu, "tok_s_per_user": p.tok_s_per_user,
+         "tpot_ms": p.tpot_s * MS_PER_S, "ttft_ms": p.ttft_s * MS_PER_S, "output_tok_s": p.output_tok_s,
+         "on_front": p.on_front}
+        for p in sw.points
+    ]
+    return {"schema": SWEEP_SCHEMA, "n_gpus": sw.n_gpus, "points": points, "skipped": list(sw.skipped)}
+
+
+MODEL_SIM_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms")
+
+
+def model_sim_fields(res: SimResult) -> dict[str, Any]:
+    """The simulated fields a `servescope.model/1` point gains with `model --simulate`."""
+    return {
+        "ttft_p50_ms": res.ttft.p50_s * MS_PER_S, "ttft_p99_ms": res.ttft.p99_s * MS_PER_S,
+        "tpot_p50_ms": res.tpot.p50_s * MS_PER_S, "tpot_p99_ms": res.tpot.p99_s * MS_PER_S,
+        "itl_p99_ms": res.itl.p99_s * MS_PER_S,
+        "simulated": {"output_tok_s": res.output_tok_s, "ttft_mean_ms": res.ttft.mean_s * MS_PER_S,
+                      "tpot_mean_ms": res.tpot.mean_s * MS_PER_S, "requests": res.requests,
+                      "preemptions": res.queueing.preemptions, "queued": res.queueing.queued},
+    }

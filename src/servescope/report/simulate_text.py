@@ -59,3 +59,31 @@ def render_compare(title: str, doc: dict[str, Any], console: Console) -> None:
         for w in run["warnings"]:
             console.print(f"[yellow]note[/yellow] {w}")
         console.print()
+
+
+def render_sweep(title: str, doc: dict[str, Any], console: Console, all_points: bool = False) -> None:
+    """The Pareto front (or every point) of tok/s per GPU against tok/s per user."""
+    console.print(f"[bold]{title}[/bold]: {doc['n_gpus']} GPUs, closed form")
+    t = Table(box=None, pad_edge=False)
+    for col in ("layout", "concurrency", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "front"):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    rows = [p for p in doc["points"] if all_points or p["on_front"]]
+    for p in sorted(rows, key=lambda p: -p["tok_s_per_user"]):
+        t.add_row(p["layout"], str(p["concurrency"]), f"{p['tok_s_per_gpu']:,.1f}", f"{p['tok_s_per_user']:,.1f}",
+                  f"{p['tpot_ms']:,.1f}", f"{p['ttft_ms']:,.0f}", "*" if p["on_front"] else "")
+    console.print(t)
+    for s in doc["skipped"]:
+        console.print(f"[yellow]skipped[/yellow] {s}")
+
+
+def render_model_sim(doc: dict[str, Any], console: Console) -> None:
+    """The simulated columns `model --simulate` adds to each point."""
+    t = Table(title="simulated (closed loop at each concurrency)", box=None, pad_edge=False)
+    for col in ("concurrency", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p99"):
+        t.add_column(col, justify="right")
+    for p in doc["points"]:
+        if "ttft_p50_ms" in p:
+            t.add_row(str(p["concurrency"]), f"{p['simulated']['output_tok_s']:,.1f}",
+                      *(f"{p[k]:,.1f}" for k in ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms",
+                                                  "itl_p99_ms")))
+    console.print(t)

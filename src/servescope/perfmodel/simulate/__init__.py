@@ -31,7 +31,8 @@ from servescope.perfmodel.simulate.workload import (
 
 __all__ = [
     "Arrival", "EngineConfig", "Queueing", "RawRun", "SimResult", "Stats", "Workload", "build_workload",
-    "draw_lengths", "engine_defaults", "engine_for", "read_lengths", "simulate", "simulate_workload",
+    "draw_lengths", "engine_defaults", "engine_for", "read_lengths", "simulate", "simulate_points",
+    "simulate_workload",
 ]
 
 
@@ -67,3 +68,13 @@ def simulate(sc: Any, arrival: str | Arrival = "closed", concurrency: int | None
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
     wl = build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed)
     return simulate_workload(sc, wl, engine, kv_cache_tokens, progress)
+
+
+def points_prompts(concurrency: int) -> int:
+    """Requests per simulated point of `model --simulate`: 4 waves of the concurrency, at least 200."""
+    return max(4 * concurrency, 200)
+
+
+def simulate_points(sc: Any, concurrency: list[int], engine: EngineConfig | None = None) -> list[SimResult]:
+    """A closed-loop simulation at each concurrency (sc.isl/sc.osl fixed lengths), for `model --simulate`."""
+    return [simulate(sc, "closed", c, points_prompts(c), engine=engine) for c in concurrency]
