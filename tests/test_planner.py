@@ -303,3 +303,17 @@ def test_expert_imbalance_against_simulation() -> None:
     assert expert_imbalance(384, 8, 8, 1) == pytest.approx(simulated, rel=0.08)
     assert expert_imbalance(384, 8, 8, 100_000) == 1.0
     assert expert_imbalance(384, 8, 1, 1) == 1.0
+
+
+def test_pays_again_after_a_dip() -> None:
+    """A MoE gain curve can dip below 1 and recover (B·(k+1) tokens add experts only until every expert is read)."""
+    from servescope.planner.tracks_spec import pays_again_at
+
+    def dip(c: int) -> float:
+        return {1: 1.5, 2: 1.1, 4: 0.9, 8: 0.95, 16: 1.2, 32: 1.3}[c]
+
+    stop = breakeven_concurrency(dip, 32)
+    assert stop is not None and 2 < stop < 4
+    assert pays_again_at(dip, stop, 32) == 16.0
+    assert pays_again_at(lambda c: 2.0 / c, breakeven_concurrency(lambda c: 2.0 / c, 32), 32) is None
+    assert pays_again_at(dip, None, 32) is None

@@ -20,6 +20,7 @@ from servescope.planner.speculative import (
     SpecConfig,
     breakeven_concurrency,
     bundled_acceptance,
+    concurrency_grid,
     user_acceptance,
 )
 from servescope.planner.track import Context, Proposal, not_applicable
@@ -86,6 +87,7 @@ def speculative_track(ctx: Context) -> Proposal:
         return ev.at((), c).tpot_s / ev.at((nominal,), c).tpot_s
 
     stop = breakeven_concurrency(gain_at, max_c)
+    again = pays_again_at(gain_at, stop, max_c)
     pre = (
         _drafter_precondition(cfg, model),
         f"acceptance AL({k}) = {acc.al(k):.2f} from {acc.name} [{acc.source}]; measure yours",
@@ -93,12 +95,27 @@ def speculative_track(ctx: Context) -> Proposal:
     )
     stops = (f"stops paying at concurrency ≈{stop:.0f}" if stop is not None
              else f"still pays at concurrency {max_c} (the memory limit)")
+    if again is not None:
+        stops += (f", pays again from ≈{again:.0f} (once B·{k + 1} and B tokens both touch nearly every expert, "
+                  "verifying the extra tokens costs little)")
     return Proposal(
         KIND, True, None, "config change", pre, validate, whatif=nominal, bounds=(whatifs[1], whatifs[2]),
         note=f"{cfg.method} k={k}, AL {acc.al(k):.2f} ({acc.al(k, 'low'):.2f}–{acc.al(k, 'high'):.2f}); {stops}",
         details={"method": cfg.method, "k": k, "accepted_length": acc.al(k), "breakeven_concurrency": stop,
+                 "pays_again_concurrency": again,
                  "acceptance_source": acc.source, "max_concurrency_checked": max_c},
     )
+
+
+def pays_again_at(gain_at: Callable[[int], float], stop: float | None, max_concurrency: int) -> float | None:
+    """First grid concurrency above `stop` where the gain is back above 1 (MoE: the verified tokens stop adding
+    experts once the plain batch already reads them all); None when it never comes back up to max_concurrency."""
+    if stop is None:
+        return None
+    for c in concurrency_grid(max_concurrency):
+        if c > stop and gain_at(c) > 1.0:
+            return float(c)
+    return None
 
 
 def _best_k(ctx: Context, cfg: SpecConfig, acc: Acceptance) -> tuple[int, tuple[WhatIf, WhatIf, WhatIf]]:
