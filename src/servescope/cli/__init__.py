@@ -5,6 +5,7 @@ One module per command (or family of commands); importing this package registers
 
 from servescope.cli import (  # noqa: F401  (registers the commands)
     diff_cmd,  # noqa: F401  (servescope diff)
+    export_cmd,  # noqa: F401  (servescope export)
     model_cmd,
     plan_cmd,
     report_cmd,  # noqa: F401  (servescope report)

@@ -1,0 +1,205 @@
+"""`servescope export`: the original Kineto trace plus servescope's tracks, for Perfetto UI (ui.perfetto.dev).
+
+Does: copy the trace's JSON byte for byte and splice new events at the start of its `traceEvents` array, so
+every original event survives unchanged; the new events are Chrome-trace `X` slices on two synthetic processes
+with integer pids above Linux's pid range (so they never collide with Kineto's CPU pids or GPU ordinals):
+  - "servescope steps": one thread per step kind ("prefill steps", "decode steps", …; a second lane when steps
+    of a kind overlap), one slice per step over its GPU span, named "<kind> <label>", args = step numbers;
+  - "servescope kernel classes": one thread per (GPU, kernel class), one slice per interval of the union of
+    that class's kernels on that GPU (overlapping or touching kernels merge), named by the class.
+Timestamps are written in the trace's own unit (µs; ns traces are scaled back). The output is gzip JSON when its
+name ends in .gz, plain JSON otherwise, written atomically (temporary file + rename) and never over the input.
+Adds O(steps + class intervals) events: at most one per GPU event, usually far fewer.
+Does not: repair damaged traces (export needs an intact file: it keeps every byte), or read rank folders.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from servescope.classify import classify
+from servescope.errors import NotATrace, OutputError
+from servescope.steps import find_steps
+from servescope.trace import load_trace
+from servescope.trace._read import read_bytes
+
+STEPS_PID = 10_000_001  # > 2**22 (Linux pid_max): no Kineto CPU pid or GPU ordinal uses it
+CLASSES_PID = 10_000_002
+GZIP_LEVEL = 1  # fastest: the file is for viewing, and the viewer inflates it anyway
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:]')
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    source: str
+    output: str
+    original_events: int
+    added_events: int
+    steps: int
+    class_tracks: int
+    warnings: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        return (f"ExportResult({self.output!r}: {self.original_events:,} original + {self.added_events:,} "
+                f"servescope events, {self.steps} steps, {self.class_tracks} class tracks)")
+
+
+class _Doc(msgspec.Struct):
+    traceEvents: list[msgspec.Raw]  # noqa: N815  (the Kineto key)
+
+
+def _meta(pid: int, tid: int | None, what: str, name: str) -> dict[str, Any]:
+    event: dict[str, Any] = {"ph": "M", "name": what, "pid": pid, "args": {"name": name}}
+    return event if tid is None else {**event, "tid": tid}
+
+
+def _lanes(spans: list[tuple[float, float]]) -> list[int]:
+    """Greedy lane per span (sorted by start) so that spans on one lane never overlap (X slices must nest)."""
+    ends: list[float] = []
+    out = []
+    for start, end in spans:
+        lane = next((i for i, e in enumerate(ends) if e <= start), len(ends))
+        if lane == len(ends):
+            ends.append(end)
+        else:
+            ends[lane] = end
+        out.append(lane)
+    return out
+
+
+def _step_events(steps: pl.DataFrame, scale: float) -> list[dict[str, Any]]:
+    rows = steps.filter(pl.col("gpu_start_us").is_not_null()).sort("gpu_start_us").to_dicts()
+    events = [_meta(STEPS_PID, None, "process_name", "servescope steps")]
+    for i, kind in enumerate(sorted({r["kind"] for r in rows})):
+        mine = [r for r in rows if r["kind"] == kind]
+        lanes = _lanes([(r["gpu_start_us"], r["gpu_end_us"]) for r in mine])
+        for lane in sorted(set(lanes)):
+            name = f"{kind} steps" + (f" (overlap {lane})" if lane else "")
+            events.append(_meta(STEPS_PID, 100 * i + lane + 1, "thread_name", name))
+        for r, lane in zip(mine, lanes, strict=True):
+            events.append({
+                "ph": "X", "cat": "servescope.step", "name": f"{kind} {r['label']}", "pid": STEPS_PID,
+                "tid": 100 * i + lane + 1, "ts": round(r["gpu_start_us"] * scale, 3),
+                "dur": round((r["gpu_end_us"] - r["gpu_start_us"]) * scale, 3),
+                "args": {k: r[k] for k in ("step", "kind", "label", "batch_size", "tokens", "source")},
+            })
+    return events
+
+
+def class_intervals(gpu: pl.DataFrame) -> pl.DataFrame:
+    """Union intervals per (device, kernel_class): columns device, kernel_class, start_us, end_us, kernels."""
+    g = (gpu.select(pl.col("device").fill_null(-1), pl.col("kernel_class").fill_null("other"), "ts_us",
+                    end_us=pl.col("ts_us") + pl.col("dur_us"))
+         .sort("device", "kernel_class", "ts_us"))
+    prev_end = pl.col("end_us").cum_max().shift(1).over("device", "kernel_class")
+    g = g.with_columns(seg=(prev_end.is_null() | (pl.col("ts_us") > prev_end)).cum_sum())
+    return (g.group_by("device", "kernel_class", "seg")
+            .agg(start_us=pl.col("ts_us").min(), end_us=pl.col("end_us").max(), kernels=pl.len())
+            .sort("device", "kernel_class", "start_us").drop("seg"))
+
+
+def _class_events(gpu: pl.DataFrame, scale: float) -> tuple[list[dict[str, Any]], int]:
+    events = [_meta(CLASSES_PID, None, "process_name", "servescope kernel classes")]
+    intervals = class_intervals(gpu)
+    tracks = intervals.select("device", "kernel_class").unique().sort("device", "kernel_class").rows()
+    tid_of = {key: i + 1 for i, key in enumerate(tracks)}
+    for (device, cls), tid in tid_of.items():
+        events.append(_meta(CLASSES_PID, tid, "thread_name", f"GPU {device} {cls}"))
+    for device, cls, start, end, n in intervals.iter_rows():
+        events.append({"ph": "X", "cat": "servescope.class", "name": cls, "pid": CLASSES_PID,
+                       "tid": tid_of[(device, cls)], "ts": round(start * scale, 3),
+                       "dur": round((end - start) * scale, 3), "args": {"kernels": n}})
+    return events, len(tracks)
+
+
+def _array_start(buf: bytes | bytearray | memoryview, path: Path) -> int:
+    """Offset just after the `[` of the top-level traceEvents array (or of a bare top-level list)."""
+    depth, want_value = 0, False
+    for m in _TOKEN.finditer(buf):
+        tok = m.group()
+        if want_value:
+            if tok == b"[":
+                return m.end()
+            want_value = tok == b":"
+            if not want_value:
+                break
+        elif tok in (b"{", b"["):
+            if depth == 0 and tok == b"[":
+                return m.end()
+            depth += 1
+        elif tok in (b"}", b"]"):
+            depth -= 1
+        elif depth == 1 and tok == b'"traceEvents"':
+            want_value = True
+    raise NotATrace(f"{path}: no traceEvents array found")
+
+
+def _check_intact(path: Path, buf: bytes | bytearray, warnings: list[str]) -> int:
+    """Number of original events; raises when the file is damaged (export keeps every byte, so cannot repair)."""
+    if warnings:
+        raise NotATrace(f"{path}: damaged ({warnings[0]}); export copies every byte and needs an intact trace")
+    try:
+        if buf.lstrip()[:1] == b"[":
+            return len(msgspec.json.decode(buf, type=list[msgspec.Raw]))
+        return len(msgspec.json.decode(buf, type=_Doc).traceEvents)
+    except msgspec.ValidationError as exc:
+        raise NotATrace(f"{path}: not a Chrome/Kineto trace ({exc})") from None
+    except msgspec.DecodeError as exc:
+        raise NotATrace(f"{path}: damaged JSON ({exc}); export copies every byte and needs an intact trace") from None
+
+
+def _write(out: Path, pieces: list[bytes | memoryview]) -> None:
+    """Write pieces to `out` through a temporary file in the same folder, renamed over it at the end."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise OutputError(f"{out}: cannot write here: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            sink = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) if out.suffix == ".gz" else raw
+            for piece in pieces:
+                sink.write(piece)
+            if sink is not raw:
+                sink.close()
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{out}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
+    """Write `path`'s trace plus servescope's step and kernel-class tracks to `out` (see the module docstring)."""
+    path, out = Path(path), Path(out)
+    if path.is_dir():
+        raise NotATrace(f"{path}: is a folder; export takes one trace file (one rank)")
+    if out.exists() and path.exists() and out.resolve() == path.resolve():
+        raise OutputError(f"{out}: is the input trace; export never modifies its input, choose another -o")
+    read_warnings: list[str] = []
+    buf = read_bytes(path, read_warnings)
+    n_original = _check_intact(path, buf, read_warnings)
+    trace = load_trace(path)
+    table = find_steps(classify(trace.events))
+    scale = 1e3 if any(w.startswith("timestamps are in ns") for w in trace.warnings) else 1.0
+    step_events = _step_events(table.steps, scale)
+    class_events, n_tracks = _class_events(table.gpu_events, scale)
+    added = step_events + class_events
+    at = _array_start(buf, path)
+    empty = buf[at:].lstrip()[:1] == b"]"
+    body = msgspec.json.encode(added)[1:-1] + (b"" if empty else b",")
+    view = memoryview(buf)
+    _write(out, [view[:at], body, view[at:]])
+    n_steps = sum(1 for e in step_events if e["ph"] == "X")
+    return ExportResult(str(path), str(out), n_original, len(added), n_steps, n_tracks, trace.warnings)
