@@ -223,6 +223,7 @@ class FakePred:
     collectives: dict[str, object] = field(default_factory=dict)
     class_time_s: dict[str, float] = field(default_factory=dict)
     floor_s: float = 0.0
+    tokens: int = 1
 
 
 class FakeModel:
@@ -238,6 +239,11 @@ class FakeModel:
 
     def max_concurrency(self, sc: FakeScenario) -> int:
         return 64
+
+    def interference(self, sc: FakeScenario, batch: int) -> float:
+        """perfmodel's serving formula: interference share · (b − 1)/osl · (prefill + per-prefill overhead)."""
+        eff = sc.efficiency
+        return eff.prefill_interference * (batch - 1) / sc.osl * (0.050 + eff.prefill_overhead_s)
 
 
 def _draft(sc: FakeScenario) -> FakeScenario:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import TRACKS, Plan
 from servescope.planner.target import TRACK_KINDS
 from servescope.planner.track import Context
@@ -39,8 +40,8 @@ class Curve:
     points: tuple[CurvePoint, ...]
 
 
-def _gpus(sc: object) -> int:
-    return max(1, int(getattr(sc, "tp", 1)) * int(getattr(sc, "pp", 1) or 1) * int(getattr(sc, "dp", 1) or 1))
+def _gpus(sc: Scenario) -> int:
+    return max(1, sc.n_gpus)
 
 
 def _curve(ev: Evaluator, name: str, whatifs: tuple[WhatIf, ...], concurrencies: Sequence[int]) -> Curve:

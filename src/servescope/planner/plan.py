@@ -23,6 +23,7 @@ from typing import Any
 
 from servescope.calibrate import Calibration
 from servescope.errors import PlanError
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import (
     TRACK_KINDS,
@@ -121,7 +122,7 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Plan:
-    scenario: Any
+    scenario: Scenario
     objective: str
     concurrency: int
     calibrated: bool
@@ -155,7 +156,7 @@ class Plan:
 
 
 def plan(
-    scenario: Any,
+    scenario: Scenario,
     objective: str = "tpot",
     concurrency: int = 1,
     target: str | Target | None = None,
@@ -318,7 +319,7 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
     return Combination(tuple(names), out, ev.gain(ev.objective_value(()), out))
 
 
-def _ideal(s: Any) -> Any:
+def _ideal(s: Scenario) -> Scenario:
     """Every efficiency at 1, no launch/CPU/prefill overhead or interference: the physical floor."""
     e = s.efficiency
     return s.with_(efficiency=e.scaled(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servescope.calibrate import Calibration
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.whatif import Evaluator, Outcome, WhatIf
 
@@ -21,7 +22,7 @@ EFFORTS = ("config change", "engine upgrade", "new kernel")
 class Context:
     """What a track may look at: the (calibrated) scenario, the evaluator, the baseline and the user's limits."""
 
-    scenario: Any
+    scenario: Scenario
     evaluator: Evaluator
     baseline: Outcome
     objective: str
@@ -32,8 +33,7 @@ class Context:
 
     @property
     def n_gpus(self) -> int:
-        sc = self.scenario
-        return int(sc.tp) * int(getattr(sc, "pp", 1) or 1) * int(getattr(sc, "dp", 1) or 1)
+        return self.scenario.n_gpus
 
     @property
     def link(self) -> str:

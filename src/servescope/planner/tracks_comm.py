@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 from servescope.errors import ScenarioError
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Adjust, Collective, StepView, WhatIf
+from servescope.specs.collectives import CollectiveCurves, load_collectives
 from servescope.units import GIGA
 
 VLLM_CUSTOM_AR_MAX_BYTES = 8192 * 1024  # VLLM-CAR max_size
@@ -56,11 +57,9 @@ def custom_ar_call_s(message_bytes: float, n_gpus: int, link: str, nvlink_bw: fl
     return min(one, two)
 
 
-def _curves(ctx: Context) -> Any:
-    from servescope.perfmodel.hw import load_curves
-
+def _curves(ctx: Context) -> CollectiveCurves:
     sc = ctx.scenario
-    return load_curves(sc.gpu, int(sc.tp), sc.interconnect)
+    return load_collectives(sc.gpu, int(sc.tp), sc.interconnect)
 
 
 def _ar_calls(ctx: Context) -> float:
@@ -71,9 +70,9 @@ def _ar_calls(ctx: Context) -> float:
 CallCost = Callable[[float], tuple[float, float]]  # message bytes -> (latency floor s, time s) of one call
 
 
-def _alternative_call_s(curves: Any, backend: str) -> CallCost | None:
+def _alternative_call_s(curves: CollectiveCurves, backend: str) -> CallCost | None:
     """A measured alternative all-reduce path (specs.collectives: min(that, NCCL)), if the system has one."""
-    alt = (getattr(curves, "alternatives", None) or {}).get(backend)
+    alt = curves.alternatives.get(backend)
     if alt is None:
         return None
     from servescope.specs.collectives import collective_time_s
@@ -96,7 +95,7 @@ def _ar_adjust(call: CallCost, max_bytes: float) -> Adjust:
     """Every all-reduce call below `max_bytes` costs min(current, new path), the new path scaled like the
     perfmodel scales curves: floor · latency_scale + (t − floor) / bw_scale (in-situ rank skew stays)."""
 
-    def adjust(sc: Any, view: StepView) -> StepView:
+    def adjust(sc: Scenario, view: StepView) -> StepView:
         old = view.collectives.get("all_reduce")
         if old is None or old.calls_per_step == 0 or old.bytes_per_call >= max_bytes:
             return view
@@ -123,12 +122,12 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
         return not_applicable(kind, f"{sc.gpu.name} has no GPU peer-to-peer access over PCIe; custom "
                               "all-reduce needs P2P (vLLM gpu_p2p_access_check)", "new kernel", validate)
     curves = _curves(ctx)
-    if bool(getattr(curves, "custom_allreduce_available", False)):
+    if curves.custom_allreduce_available:
         return not_applicable(kind, "already in use: vLLM enables its custom all-reduce on this system "
                               f"({'NVLink' if link == 'nvlink' else '2 PCIe GPUs'})", "config change", validate)
     effort = "engine upgrade" if link == "pcie" else "config change"
     pre: tuple[str, ...] = ("GPU peer-to-peer access (P2P) between all TP ranks",)
-    note = str(getattr(curves, "custom_allreduce_reason", "") or "")
+    note = curves.custom_allreduce_reason
     if link == "pcie":
         pre += ("an engine build that allows one-shot all-reduce on >2 PCIe GPUs (vLLM disables it: 'not "
                 "supported on more than two PCIe-only GPUs'); e.g. local-inference-lab/vllm#261 "
@@ -138,7 +137,7 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     call_s = measured or _formula_call_s(n, link, nvl)
     source = ("measured one-shot curve (specs.collectives pcie_oneshot, R6K-ONESHOT)" if measured
               else "one-shot/two-shot formula (module docstring)")
-    max_bytes = float(getattr(curves, "custom_allreduce_max_bytes", 0.0) or VLLM_CUSTOM_AR_MAX_BYTES)
+    max_bytes = curves.custom_allreduce_max_bytes or VLLM_CUSTOM_AR_MAX_BYTES
     return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=_ar_adjust(call_s, max_bytes)),
                     note=f"{note}; priced with the {source}" if note else f"priced with the {source}",
                     details={"source": source})
@@ -169,13 +168,13 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
         return not_applicable(kind, "collectives already at the tuned bus bandwidth and latency floor",
                               "config change")
 
-    def change(s: Any, reset_latency: bool = False) -> Any:
+    def change(s: Scenario, reset_latency: bool = False) -> Scenario:
         e = s.efficiency
         lat = min(1.0, e.collective_latency_scale) if reset_latency else e.collective_latency_scale
         return s.with_(efficiency=e.scaled(collective_bw_scale=max(bw_scale, e.collective_bw_scale),
                                            collective_latency_scale=lat))
 
-    def optimistic(s: Any) -> Any:
+    def optimistic(s: Scenario) -> Scenario:
         return change(s, reset_latency=True)
 
     nominal = WhatIf(kind, scenario=change, adjust=adjust)
@@ -191,11 +190,10 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
                     note=note, details={"bw_scale": bw_scale, "source": source})
 
 
-def _curve_busbw(curves: Any) -> float:
+def _curve_busbw(curves: CollectiveCurves) -> float:
     """All-reduce bus bandwidth of the NCCL curve (specs.collectives) or the perfmodel's fallback."""
-    inner = (getattr(curves, "curves", None) or {}).get("all_reduce")
-    value = getattr(inner, "bus_bw_bytes_per_s", None) or getattr(curves, "busbw", None)
-    return float(value) if value else 0.0
+    inner = curves.curves.get("all_reduce")
+    return float(inner.bus_bw_bytes_per_s) if inner is not None else 0.0
 
 
 def collective_fusion_track(ctx: Context) -> Proposal:
@@ -217,7 +215,7 @@ def collective_fusion_track(ctx: Context) -> Proposal:
     calls = _ar_calls(ctx)
     norm_call_s = _measured_norm_call_s(ctx)
 
-    def adjust(s: Any, view: StepView) -> StepView:
+    def adjust(s: Scenario, view: StepView) -> StepView:
         ar = view.collectives.get("all_reduce")
         if ar is None or ar.calls_per_step == 0:
             return view
@@ -270,7 +268,7 @@ def expert_parallel_track(ctx: Context) -> Proposal:
                              "explanation": explain, "unfit": [u[0] for u in unfit]})
 
 
-def _ep_layouts(sc: Any, n: int) -> list[tuple[str, dict[str, int]]]:
+def _ep_layouts(sc: Scenario, n: int) -> list[tuple[str, dict[str, int]]]:
     """EP over all n GPUs: with the current TP attention, and with attention TP t × DP n/t for smaller t."""
     out = [("EP with TP attention", {"ep": n})]
     for t in (d for d in range(1, int(sc.tp)) if n % d == 0 and sc.model.n_heads % d == 0):
@@ -330,8 +328,8 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
-def _with(changes: dict[str, int], check: bool = False) -> Any:
-    def change(s: Any) -> Any:
+def _with(changes: dict[str, int], check: bool = False) -> Callable[[Scenario], Scenario]:
+    def change(s: Scenario) -> Scenario:
         new = s.with_(**changes)
         if check:
             from servescope.perfmodel.memory import check_fits
@@ -364,7 +362,7 @@ def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:
     return max(1.0, expected_max / (n * q))
 
 
-def imbalance_adjust(sc: Any, view: StepView) -> StepView:
+def imbalance_adjust(sc: Scenario, view: StepView) -> StepView:
     """Scale the routed-expert time by the load imbalance of whole experts per GPU (EP only)."""
     moe = view.class_time_s.get("moe", 0.0)
     if sc.ep <= 1 or moe <= 0:

@@ -18,11 +18,13 @@ Does not: price accuracy loss of quantization, or prefill-pool sizing beyond the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import WhatIf
 from servescope.specs import quant as q
@@ -36,7 +38,7 @@ def cuda_graphs_track(ctx: Context) -> Proposal:
     if ctx.scenario.cuda_graphs:
         return not_applicable(kind, "already on: decode steps replay CUDA graphs", "config change", validate)
 
-    def change(s: Any) -> Any:
+    def change(s: Scenario) -> Scenario:
         return s.with_(cuda_graphs=True)
 
     pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
@@ -70,7 +72,7 @@ def split_k_attention_track(ctx: Context) -> Proposal:
         return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches the "
                               f"full-occupancy efficiency ({knob} {fitted:.2f})", "engine upgrade", validate)
 
-    def change(s: Any) -> Any:
+    def change(s: Scenario) -> Scenario:
         return s.with_(efficiency=s.efficiency.scaled(**{knob: target}))
 
     pre = (f"the trace's attention kernels run {blocks:.2f} blocks per SM (< 1): most SMs idle",)
@@ -86,10 +88,10 @@ def occupancy(blocks_per_sm: float) -> float:
     return min(1.0, max(0.0, blocks_per_sm))
 
 
-def _quant_options(sc: Any) -> dict[str, Any]:
+def _quant_options(sc: Scenario) -> dict[str, Any]:
     """Lower-precision layouts the GPU has tensor-core paths for: KV → FP8, 16-bit weights → FP8, experts →
     NVFP4, and all of them together."""
-    qc, flops = sc.quant, dict(getattr(sc.gpu, "flops_per_s", {}) or {})
+    qc, flops = sc.quant, dict(sc.gpu.flops_per_s)
     steps: dict[str, dict[str, Any]] = {}
     if qc.kv.bytes_per_param >= 2 and flops.get("fp8", 0) > 0:
         steps["KV cache to FP8"] = {"kv": q.SCHEMES["fp8"]}
@@ -136,8 +138,8 @@ def quantization_track(ctx: Context) -> Proposal:
                     note=best[1], details={"option": best[1]})
 
 
-def _set_quant(qc: Any) -> Any:
-    def change(s: Any) -> Any:
+def _set_quant(qc: q.QuantConfig) -> Callable[[Scenario], Scenario]:
+    def change(s: Scenario) -> Scenario:
         return s.with_(quant=qc)
 
     return change
@@ -177,7 +179,7 @@ def _layouts(ctx: Context) -> list[tuple[str, dict[str, int]]]:
         dp = n // tp
         ep = n if sc.ep > 1 else 1
         out.append((f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else ""), {"tp": tp, "dp": dp, "ep": ep}))
-    domain = int(getattr(sc.gpu, "nvlink_domain_gpus", 0) or 0) or 8
+    domain = int(sc.gpu.nvlink_domain_gpus) or 8
     if ctx.objective == "tpot" and 2 * sc.tp * sc.dp <= domain:
         tp = 2 * sc.tp
         out.append((f"TP{tp}×DP{sc.dp} ({tp * sc.dp - n} more GPUs)", {"tp": tp, "dp": sc.dp,
@@ -193,7 +195,7 @@ def parallelism_change_track(ctx: Context) -> Proposal:
     options: list[tuple[float, str, WhatIf]] = []
     reasons: list[str] = []
     for name, changes in _layouts(ctx):
-        def change(s: Any, changes: dict[str, int] = changes) -> Any:
+        def change(s: Scenario, changes: dict[str, int] = changes) -> Scenario:
             new = s.with_(**changes)
             check_fits(new)
             return new

@@ -17,40 +17,45 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.speculative import SpecIteration, SpecShape, iteration
+from servescope.perfmodel.step import StepPrediction
 from servescope.planner.speculative import concurrency_grid
 
 
 class StepModel(Protocol):
     """What the planner needs from the performance model."""
 
-    def decode(self, scenario: Any, batch: int, context_len: float, tokens_per_seq: int = 1) -> Any: ...
+    def decode(self, scenario: Scenario, batch: int, context_len: float,
+               tokens_per_seq: int = 1) -> StepPrediction: ...
 
-    def prefill(self, scenario: Any, tokens: int, batch: int = 1, context_len: float = 0) -> Any: ...
+    def prefill(self, scenario: Scenario, tokens: int, batch: int = 1, context_len: float = 0) -> StepPrediction: ...
 
-    def max_concurrency(self, scenario: Any) -> int: ...
+    def max_concurrency(self, scenario: Scenario) -> int: ...
+
+    def interference(self, scenario: Scenario, batch: int) -> float: ...
 
 
 class PerfModel:
     """The real analytical model (servescope.perfmodel)."""
 
-    def decode(self, scenario: Any, batch: int, context_len: float, tokens_per_seq: int = 1) -> Any:
+    def decode(self, scenario: Scenario, batch: int, context_len: float, tokens_per_seq: int = 1) -> StepPrediction:
         from servescope.perfmodel import decode_step
 
         return decode_step(scenario, batch, context_len, tokens_per_seq=tokens_per_seq)  # type: ignore[arg-type]
 
-    def prefill(self, scenario: Any, tokens: int, batch: int = 1, context_len: float = 0) -> Any:
+    def prefill(self, scenario: Scenario, tokens: int, batch: int = 1, context_len: float = 0) -> StepPrediction:
         from servescope.perfmodel import prefill_step
 
         return prefill_step(scenario, tokens, batch=batch, context_len=context_len)  # type: ignore[arg-type]
 
-    def max_concurrency(self, scenario: Any) -> int:
+    def max_concurrency(self, scenario: Scenario) -> int:
         """Sequences whose KV fits at the steady-state mean context isl + osl/2, as perfmodel.predict caps them."""
         from servescope.perfmodel import max_concurrency
 
         return max(1, int(max_concurrency(scenario, scenario.isl + scenario.osl / 2.0)))
 
-    def interference(self, scenario: Any, batch: int) -> float:
+    def interference(self, scenario: Scenario, batch: int) -> float:
         """TPOT above the decode step at `batch`: other requests' prefills, exactly as perfmodel.predict adds them
         (one formula, so `servescope model` and `servescope plan` agree on the baseline)."""
         from servescope.perfmodel import predict_arrays
@@ -79,19 +84,19 @@ class StepView:
     tokens: int = 1  # tokens in the step over all dp ranks (batch × tokens per sequence)
 
     @classmethod
-    def of(cls, pred: Any) -> StepView:
+    def of(cls, pred: StepPrediction) -> StepView:
         colls = {
             name: Collective(float(c.calls_per_step), float(c.bytes_per_call), float(c.time_s))
-            for name, c in (getattr(pred, "collectives", None) or {}).items()
+            for name, c in pred.collectives.items()
         }
         return cls(
             step_time_s=float(pred.step_time_s),
             terms_s=dict(pred.terms_s),
-            class_time_s=dict(getattr(pred, "class_time_s", None) or {}),
+            class_time_s=dict(pred.class_time_s),
             collectives=colls,
             dominant=str(pred.dominant),
-            floor_s=float(getattr(pred, "floor_s", 0.0) or 0.0),
-            tokens=int(getattr(pred, "tokens", 1) or 1),
+            floor_s=float(pred.floor_s),
+            tokens=max(1, int(pred.tokens)),
         )
 
     def with_collective(self, name: str, new: Collective) -> StepView:
@@ -114,7 +119,7 @@ class StepView:
                        dominant=max(terms, key=lambda t: terms[t]), **changes)
 
 
-Adjust = Callable[[Any, StepView], StepView]
+Adjust = Callable[[Scenario, StepView], StepView]
 
 
 @dataclass(frozen=True)
@@ -124,7 +129,7 @@ class SpecSetup:
 
     shape: SpecShape
     al: float
-    draft: Callable[[Any], Any]  # target scenario -> drafter scenario or None
+    draft: Callable[[Scenario], Scenario | None]  # target scenario -> drafter scenario (None: no drafter)
 
     @property
     def k(self) -> int:
@@ -134,7 +139,7 @@ class SpecSetup:
 @dataclass(frozen=True)
 class WhatIf:
     kind: str
-    scenario: Callable[[Any], Any] | None = None
+    scenario: Callable[[Scenario], Scenario] | None = None
     adjust: Adjust | None = None
     spec: SpecSetup | None = None
     exclusive: tuple[str, ...] = ()  # kinds this one cannot be combined with
@@ -162,18 +167,18 @@ class Evaluator:
     Step predictions are cached by scenario identity (scenarios hold dicts and are not hashable)."""
 
     model: StepModel
-    scenario: Any
+    scenario: Scenario
     objective: str = "tpot"
     concurrency: int = 1
     tpot_limit_s: float | None = None
     base_adjusts: tuple[Adjust, ...] = ()  # planner refinements of the model applied to every step
-    _steps: dict[tuple[int, int, int], tuple[Any, StepView]] = field(default_factory=dict)
-    _prefill: dict[int, tuple[Any, float]] = field(default_factory=dict)
-    _max_c: dict[int, tuple[Any, int]] = field(default_factory=dict)
-    _scenarios: dict[tuple[WhatIf, ...], Any] = field(default_factory=dict)
-    _drafts: dict[tuple[int, SpecSetup], tuple[Any, Any]] = field(default_factory=dict)
+    _steps: dict[tuple[int, int, int], tuple[Scenario, StepView]] = field(default_factory=dict)
+    _prefill: dict[int, tuple[Scenario, float]] = field(default_factory=dict)
+    _max_c: dict[int, tuple[Scenario, int]] = field(default_factory=dict)
+    _scenarios: dict[tuple[WhatIf, ...], Scenario] = field(default_factory=dict)
+    _drafts: dict[tuple[int, SpecSetup], tuple[Scenario, Scenario | None]] = field(default_factory=dict)
 
-    def step(self, scenario: Any, batch: int, tokens_per_seq: int, adjusts: Iterable[Adjust]) -> StepView:
+    def step(self, scenario: Scenario, batch: int, tokens_per_seq: int, adjusts: Iterable[Adjust]) -> StepView:
         key = (id(scenario), batch, tokens_per_seq)
         hit = self._steps.get(key)
         if hit is None or hit[0] is not scenario:
@@ -185,24 +190,21 @@ class Evaluator:
             view = fn(scenario, view)
         return view
 
-    def max_concurrency(self, scenario: Any) -> int:
+    def max_concurrency(self, scenario: Scenario) -> int:
         hit = self._max_c.get(id(scenario))
         if hit is None or hit[0] is not scenario:
             hit = (scenario, self.model.max_concurrency(scenario))
             self._max_c[id(scenario)] = hit
         return hit[1]
 
-    def interference_s(self, scenario: Any, batch: int) -> float:
+    def interference_s(self, scenario: Scenario, batch: int) -> float:
         """Other requests' prefills landing in this request's decode, per output token (perfmodel serving)."""
         eff = scenario.efficiency
         if batch <= 1 or not eff.prefill_interference:
             return 0.0
-        interference = getattr(self.model, "interference", None)
-        if interference is not None:
-            return float(interference(scenario, batch))
-        return float(eff.prefill_interference * (batch - 1) / scenario.osl * self.prefill_s(scenario))
+        return float(self.model.interference(scenario, batch))
 
-    def prefill_s(self, scenario: Any) -> float:
+    def prefill_s(self, scenario: Scenario) -> float:
         """One request's prefill (isl tokens) plus the per-prefill overhead, seconds."""
         hit = self._prefill.get(id(scenario))
         if hit is None or hit[0] is not scenario:
@@ -211,7 +213,7 @@ class Evaluator:
             self._prefill[id(scenario)] = hit
         return hit[1]
 
-    def scenario_of(self, whatifs: tuple[WhatIf, ...]) -> Any:
+    def scenario_of(self, whatifs: tuple[WhatIf, ...]) -> Scenario:
         sc = self._scenarios.get(whatifs)
         if sc is None:
             sc = self.scenario
@@ -221,18 +223,18 @@ class Evaluator:
             self._scenarios[whatifs] = sc
         return sc
 
-    def _draft_of(self, spec: SpecSetup, sc: Any) -> Any:
+    def _draft_of(self, spec: SpecSetup, sc: Scenario) -> Scenario | None:
         hit = self._drafts.get((id(sc), spec))
         if hit is None or hit[0] is not sc:
             hit = (sc, spec.draft(sc))
             self._drafts[(id(sc), spec)] = hit
         return hit[1]
 
-    def iteration(self, spec: SpecSetup, sc: Any, batch: int, adjusts: Iterable[Adjust] = ()) -> SpecIteration:
+    def iteration(self, spec: SpecSetup, sc: Scenario, batch: int, adjusts: Iterable[Adjust] = ()) -> SpecIteration:
         """One speculative iteration priced on this evaluator's (adjusted, cached) steps: perfmodel.speculative."""
         fns = tuple(adjusts)
 
-        def step(scen: Any, b: int, tokens_per_seq: int) -> tuple[float, float]:
+        def step(scen: Scenario, b: int, tokens_per_seq: int) -> tuple[float, float]:
             view = self.step(scen, b, tokens_per_seq, fns)
             return view.step_time_s, view.class_time_s.get("other", 0.0)
 
