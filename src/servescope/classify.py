@@ -189,7 +189,7 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
     work = frame.with_columns(
         pl.lit(None, dtype).alias(name) for name, dtype in missing.items() if name not in frame.columns
     )
-    comm = work.with_row_index("_row").filter(is_comm)
+    comm = work.lazy().with_row_index("_row").filter(is_comm).collect()
     linked = _linked_ops(work, comm)
     own = _collective_expr(comm, "comm_name")
     collective = pl.coalesce(own, "op_collective", "collective")
@@ -205,7 +205,8 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
         .select("_row", "collective", "collective_source", "message_bytes", pl.col("comm_group_size").alias("group_size"))
     )
     rows = comm["_row"]
-    nulls = {name: pl.Series(name, [None] * frame.height, dtype) for name, dtype in LINKED_COLUMNS.items()}
+    nulls = {name: pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
+             for name, dtype in LINKED_COLUMNS.items()}
     columns = {"collective": frame["collective"].clone(), **nulls}
     return frame.with_columns(series.scatter(rows, comm[name]) for name, series in columns.items())
 
@@ -228,12 +229,13 @@ def _message_bytes(frame: pl.DataFrame) -> pl.Expr:
 
 def _comm_ops(frame: pl.DataFrame) -> pl.DataFrame:
     """CPU-side collective ops with their collective (from the `Collective name` arg, else the name)."""
-    cpu = frame.filter(pl.col("kind").is_in(_CPU_KINDS))
-    names = cpu.select(pl.col("name").drop_nulls().unique())  # the regex runs once per distinct name
-    op_names = names.filter(
+    is_cpu = pl.col("kind").is_in(_CPU_KINDS)
+    names = frame.lazy().filter(is_cpu).select(pl.col("name").drop_nulls().unique()).collect()
+    op_names = names.filter(  # the regex runs once per distinct name
         pl.col("name").str.contains(COMM_OP_PATTERN) & ~pl.col("name").str.starts_with(NOT_COMM_OP_PREFIX)
     )["name"].implode()
-    ops = cpu.filter(pl.col("name").is_in(op_names))
+    wanted = ["kind", "name", "pid", "tid", "ts_us", "dur_us", "external_id", *COMM_COLUMNS]
+    ops = frame.lazy().select(wanted).filter(is_cpu & pl.col("name").is_in(op_names)).collect()
     return ops.select(
         pl.col("pid").alias("op_pid"),
         pl.col("tid").alias("op_tid"),
@@ -253,9 +255,11 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     launch_cols = ("correlation", "pid", "tid", "ts_us", "external_id")
     wanted = comm["correlation"].drop_nulls().implode()
     launches = (
-        frame.filter(pl.col("correlation").is_in(wanted))
-        .filter(pl.col("kind").is_in(_LAUNCH_KINDS))
+        frame.lazy()
+        .select("kind", *launch_cols)
+        .filter(pl.col("correlation").is_in(wanted) & pl.col("kind").is_in(_LAUNCH_KINDS))
         .select(launch_cols)
+        .collect()
         .unique("correlation", keep="first", maintain_order=True)
         .rename({c: f"launch_{c}" for c in launch_cols[1:]})
     )

@@ -81,6 +81,7 @@ _MOE: tuple[Rule, ...] = (
     # TRT-LLM-gen batched GEMM with dynamic batch = expert GEMM (cpu_op vllm::moe_forward on the b200 trace).
     (r"^bmm_\w*dynBatch", "moe", None),
     (r"topkGating|grouped_topk|fused_gate|routingRenormalize|(?<![a-z])ep_(?:scatter|gather)", "moe", None),
+    (r"aiter(?:::|\d+)topksoftmax", "moe", None),  # AITER asm router top-k softmax
 )
 
 # 4. Attention. Before GEMM: FA3 is `cutlass::device_kernel<flash::...FlashAttnFwdSm90...>` (a GEMM
@@ -88,7 +89,13 @@ _MOE: tuple[Rule, ...] = (
 #    it is a namespace for norm, activation, sampling and all-reduce kernels too.
 _ATTENTION: tuple[Rule, ...] = (
     (r"flash::|flash_fwd|flash_bwd|FlashAttn|flash_?attn|flash_?mla|fmha|mha_(?:fwd|bwd|batch)", "attention", None),
-    (r"BatchPrefillWith|BatchDecodeWith|SinglePrefillWith|SingleDecodeWith|BatchMLA|MergeStates", "attention", None),
+    # FlashInfer: Batch/Single Prefill/Decode, the Hopper `PrefillWithKVCacheKernel` / `FP8PrefillWith…`,
+    # MLA, cascade `MergeState[s|InPlace]Kernel` (flashinfer include/flashinfer/attention/*.cuh).
+    (r"(?:Prefill|Decode)With\w*KVCache|BatchMLA|MergeState", "attention", None),
+    # SageAttention (`sage_fwd` in a diffusion trace, issue 9; its Triton kernels are `_attn_fwd`, below).
+    (r"(?<![a-z])sage_?(?:attn|fwd|bwd)|sageattn", "attention", None),
+    # AITER hand-written asm: paged attention `pa_*` and MLA decode `mla_a16w16_*` (symbols `_ZN5aiter<len>pa_…E`).
+    (r"aiter(?:::|\d+)(?:pa|mla)_", "attention", None),
     (r"paged_attention|unified_attention|attention|attn_fwd|attn_bwd|merge_attn_states|_decode_att", "attention", None),
     (r"(?:^|[^a-z])mla_(?:decode|prefill|fwd)", "attention", None),  # MLA decode/prefill kernels (AITER, vLLM)
     # Triton decode/extend attention (SGLang/vLLM): _fwd_kernel, _fwd_grouped_kernel_stage1, _fwd_kernel_stage2.
@@ -106,6 +113,10 @@ _GEMM: tuple[Rule, ...] = (
     (r"(?<!fb)gemm|gemv|nvjet|xmma|^Cijk_|cutlass\w*tensorop|marlin|machete|matmul|^bmm_", "gemm", None),
     (r"^triton_tem_fused_\w*mm", "gemm", None),  # Inductor max-autotune GEMM templates (mm, addmm, bmm)
     (r"splitKreduce|scudnn|hcudnn|convolve_sgemm|igemm_|winograd|dgrad_engine|wgrad_alg\d_engine", "gemm", None),
+    # cuBLASLt's separate epilogue pass (bias/activation/split-K output of a matmul): part of the GEMM.
+    (r"^(?:void\s+)?epilogue::impl::", "gemm", None),
+    # cuDNN FFT convolution: forward/inverse FFT tiles around a pointwise complex GEMM.
+    (r"^(?:void\s+)?fft[12]d_(?:r2c|c2r|c2c)", "gemm", None),
 )
 
 # 6. Norm. Before cast: `add_rmsnorm_quant_kernel` quantizes its output, and vLLM's

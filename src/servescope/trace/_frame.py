@@ -116,7 +116,7 @@ def _comm_columns(args: list[Args], lost: Counter[str]) -> dict[str, pl.Series]:
     are built from them alone and scattered into all-null columns."""
     n_rows = len(args)
     rows = [i for i, a in enumerate(args) if a.coll_name is not None or a.group_size is not None]
-    out = {name: pl.Series(name, [None] * n_rows, dtype=SCHEMA[name]) for name in COMM_COLUMNS}
+    out = {name: pl.repeat(None, n_rows, dtype=SCHEMA[name], eager=True).alias(name) for name in COMM_COLUMNS}
     if not rows:
         return out
     few = [args[i] for i in rows]
