@@ -78,3 +78,26 @@ def test_predicted_vs_measured_share_within_twenty_percent() -> None:
         if r.pair.kind == "below":
             assert r.within == (r.predicted < r.pair.measured)
     assert within >= ACHIEVED_WITHIN, [(r.pair.id, round(r.predicted, 2)) for r in results]
+
+
+def test_drafter_heads_follow_the_target_architecture() -> None:
+    """An EAGLE-3 head for an MLA model (Kimi-K2.5) is one MLA layer: its KV per token is the latent
+    (kv_lora_rank + rope dims) of one layer, not GQA heads; for a GQA model (Llama-3.1-8B) one GQA layer. Both
+    are dense (no experts), BF16, and carry the 3h→h fusion GEMM on top of the dense MLP."""
+    from servescope.perfmodel import Scenario, kv_bytes_per_seq
+    from servescope.perfmodel.speculative import draft_scenario
+
+    kimi = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16")
+    head = draft_scenario(kimi, "eagle3")
+    assert head is not None
+    m, t = head.model, kimi.model
+    assert (m.attention_kind, m.n_layers, m.kv_lora_rank) == ("mla", 1, t.kv_lora_rank)
+    assert not m.is_moe and head.ep == 1 and head.quant.dense_mlp.name == "bf16"
+    h = t.hidden_size
+    assert m.params.dense_mlp == 3 * h * t.intermediate_size + 3 * h * h
+    # one MLA layer's latent cache per token: (512 + 64) elements × 2 B, a 61st of the target's
+    assert kv_bytes_per_seq(head, 1000) == pytest.approx(kv_bytes_per_seq(kimi, 1000) / t.n_layers, rel=1e-6)
+    llama = Scenario.build("llama-3.1-8b", "h100_sxm")
+    g = draft_scenario(llama, "eagle3")
+    assert g is not None and (g.model.attention_kind, g.model.n_layers) == ("gqa", 1)
+    assert draft_scenario(llama, "ngram") is None
