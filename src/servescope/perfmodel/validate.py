@@ -98,16 +98,29 @@ def mape(errs: list[float]) -> float:
     return float(np.mean(errs)) if errs else float("nan")
 
 
-def _num(v: str, default: float = 0.0) -> float:
-    try:
-        return float(v) if v.strip() else default
-    except ValueError:
+class BadRow(ValueError):
+    """A row that cannot be read (short, a cell that is not a finite number); it is skipped with this reason."""
+
+
+MAX_CELL = 2.0**31  # sizes, lengths and counts beyond this are damage, not a serving configuration
+
+
+def _num(v: str | None, default: float = 0.0) -> float:
+    """A finite number from a cell; `default` when empty; BadRow when unreadable, non-finite or absurdly large."""
+    if v is None or not v.strip():
         return default
+    try:
+        x = float(v)
+    except ValueError:
+        raise BadRow(f"not a number: {v[:40]!r}") from None
+    if not abs(x) < MAX_CELL:  # also catches inf and nan
+        raise BadRow(f"not a finite number below {MAX_CELL:.0f}: {v[:40]!r}")
+    return x
 
 
 def _concurrency(r: dict[str, str]) -> int:
     m = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source", ""))
-    return int(m.group(1)) if m else int(_num(r.get("batch_size", ""), 1.0))
+    return int(_num(m.group(1))) if m else int(_num(r.get("batch_size", ""), 1.0))
 
 
 def layout(r: dict[str, str]) -> tuple[int, int, int, int]:
@@ -169,15 +182,34 @@ def parse_row(r: dict[str, str], cache: dict[tuple, Scenario | str] | None = Non
 def read_rows(path: str | Path) -> list[Row]:
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as f:
+        with p.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not part of `id`
             reader = csv.DictReader(f)
             missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
             if missing:
                 raise BadConfig(f"{p}: missing columns {', '.join(missing)}")
             cache: dict[tuple, Scenario | str] = {}
-            return [parse_row(r, cache) for r in reader]
+            return [_parse_or_skip(r, cache, reader.line_num) for r in reader]
     except FileNotFoundError:
         raise BadConfig(f"{p}: no such file") from None
+    except IsADirectoryError:
+        raise BadConfig(f"{p}: is a folder, not a CSV file") from None
+    except UnicodeDecodeError as exc:
+        raise BadConfig(f"{p}: not UTF-8 text (byte {exc.start}; a binary or Latin-1 file?)") from None
+    except csv.Error as exc:
+        raise BadConfig(f"{p}: not a readable CSV: {exc}") from None
+
+
+def _parse_or_skip(r: dict[str, str], cache: dict[tuple, Scenario | str], line: int) -> Row:
+    """parse_row, or a skipped Row saying why the row cannot be read (one bad row never stops the file)."""
+    try:
+        short = [k for k, v in r.items() if v is None]  # DictReader fills a short row's missing cells with None
+        if short:
+            raise BadRow(f"short row: no value for {', '.join(short[:3])}")
+        return parse_row(r, cache)
+    except BadRow as exc:
+        text = {k: str(v) for k, v in r.items() if isinstance(k, str) and isinstance(v, str)}
+        return Row(text.get("id") or f"line {line}", text.get("system", ""), text.get("backend", ""),
+                   text.get("model_path", ""), 0, float("nan"), float("nan"), None, f"unreadable row: {exc}")
 
 
 def evaluate(rows: list[Row], efficiency: dict[tuple[str, str], Efficiency] | None = None) -> ValidationResult:

@@ -73,6 +73,10 @@ def spec_from_options(
     if method is None and k is None and acceptance is None and acceptance_rate is None:
         return None
     name, draft = parse_spec_method(method or "eagle3")
+    if draft is not None:
+        from servescope.specs.models import load_model
+
+        load_model(draft)  # an unknown draft model fails here (UnknownName, with close matches), not as a silent n/a
     positions = parse_acceptance(acceptance, acceptance_rate, k)
     return SpecConfig(name, k if k is not None else (len(positions) if positions else None), positions, draft)
 

@@ -134,9 +134,15 @@ def _get(cfg: dict[str, Any], path: str, *keys: str, default: Any = None, requir
     return default
 
 
+MAX_LAYERS = 100_000
+MAX_CONFIG_INT = 2**53  # beyond this an integer in a config.json is damage (and overflows NumPy's int64 math)
+
+
 def _int(cfg: dict[str, Any], path: str, *keys: str, default: int = 0, required: bool = False) -> int:
     v = _get(cfg, path, *keys, default=default, required=required)
     try:
+        if abs(int(v)) > MAX_CONFIG_INT:
+            raise ValueError(v)
         return int(v)
     except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity in the JSON
         raise BadConfig(f"{path}: {keys[0]} is not an integer ({v!r})") from None
@@ -253,6 +259,8 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     nh = _int(c, path, "num_attention_heads", "n_head", required=True)
     if n <= 0 or h <= 0 or nh <= 0 or vocab <= 0:
         raise BadConfig(f"{path}: non-positive layer/hidden/head/vocab count")
+    if n > MAX_LAYERS:  # a per-layer tuple is built below; 10**30 layers is damage, not a model
+        raise BadConfig(f"{path}: {n} layers is beyond any model (> {MAX_LAYERS:,})")
     nkv = _int(c, path, "num_key_value_heads", default=nh) or nh
     d = _int(c, path, "head_dim", "attention_head_dim", default=h // nh)
     n_exp = _int(c, path, "n_routed_experts", "num_experts", "num_local_experts", default=0)

@@ -73,21 +73,41 @@ def load_trace(path: str | Path) -> Trace:
         from servescope.trace.nsys import load_nsys
 
         return load_nsys(path)
-    decoded = fast_decode(path, warnings)
-    if decoded is None:  # odd layout or damage: read the whole file, repair if needed
-        buf = read_bytes(path, warnings)
-        decoded = decode(path, buf, warnings, try_fast=False)
-        del buf  # the JSON bytes are the biggest object alive; free them before the table
+    try:
+        decoded = _decode(path, warnings)
+    except RecursionError:  # msgspec and the repairs recurse once per nesting level
+        raise NotATrace(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace") from None
     _check_has_events(path, decoded, warnings)
     top = decoded.top
     _check_schema(top, warnings)
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
     with gc_paused():
-        events = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
+        events = _name_unnamed(finish_events(decoded.parts, num_sms, decoded.lost, warnings), warnings)
     del decoded
     rank, world = _rank(top, path)
     return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
+
+
+def _decode(path: Path, warnings: list[str]) -> Decoded:
+    decoded = fast_decode(path, warnings)
+    if decoded is None:  # odd layout or damage: read the whole file, repair if needed
+        buf = read_bytes(path, warnings)
+        decoded = decode(path, buf, warnings, try_fast=False)
+        del buf  # the JSON bytes are the biggest object alive; free them before the table
+    return decoded
+
+
+UNNAMED = "(no name)"
+
+
+def _name_unnamed(events: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Events whose name is null, missing or not a string get UNNAMED: every later stage reads names as text."""
+    n = events["name"].null_count()
+    if n == 0:
+        return events
+    warnings.append(f"{n:,} events without a readable name; shown as {UNNAMED!r}")
+    return events.with_columns(pl.col("name").fill_null(UNNAMED))
 
 
 KNOWN_SCHEMA_VERSIONS = (1,)  # Kineto's output_json.cpp has written schemaVersion 1 since 2021
@@ -169,16 +189,21 @@ def _fix_duplicate_ranks(traces: list[Trace]) -> list[Trace]:
     ]
 
 
+INT64_MAX = (1 << 63) - 1
+
+
 def _as_int(value: Num) -> int | None:
+    """An integer that fits int64 (ids, ranks, SM counts), else None: 2**70 or 1e308 is damage, not a count."""
+    number: int | None = None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        number = int(value) if len(value.strip()) <= 20 else None
+    return number if number is not None and -INT64_MAX <= number <= INT64_MAX else None
 
 
 def _rank(top: TopLevel, path: Path) -> tuple[int | None, int | None]:
