@@ -6,12 +6,15 @@ Expected values are computed here from the B200 trace with stdlib json (768 kern
 from __future__ import annotations
 
 import importlib.util
+import tomllib
+from importlib import resources
+from pathlib import Path
 
 import polars as pl
 import pytest
-from independent import DATA, gpu_events, raw_events
 
 import servescope
+from independent import DATA, gpu_events, raw_events
 from servescope.frames import points_frame
 
 B200 = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
@@ -80,3 +83,11 @@ def test_to_pandas(analysis: servescope.TraceAnalysis) -> None:
 def test_reprs_are_short(analysis: servescope.TraceAnalysis) -> None:
     text = repr(analysis)
     assert len(text) < 300 and "1 step(s)" in text and "eager_trace" in text
+
+
+def test_py_typed_marker_ships_in_the_package() -> None:
+    """PEP 561: the marker sits in the package folder, which the hatch wheel target ships whole
+    (checked by hand: `pip wheel . --no-deps` lists servescope/py.typed)."""
+    assert (resources.files("servescope") / "py.typed").is_file()
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/servescope"]
