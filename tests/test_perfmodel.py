@@ -34,7 +34,8 @@ def test_llama8b_batch1_weights_term_is_bytes_over_bandwidth() -> None:
     gpu = load_gpu("h100_sxm")
     p = sc.model.params
     gemm_bytes = 2.0 * (p.attention + p.dense_mlp + p.lm_head)  # bf16, TP=1; embedding is a lookup
-    assert s.terms_s["weights"] == pytest.approx(gemm_bytes / (gpu.hbm_bw_bytes_per_s * EFF.gemm_bw_eff), rel=1e-9)
+    achieved = gpu.hbm_bw_bytes_per_s * (gpu.hbm_bw_efficiency or 0.8)  # measured/sourced fraction of the datasheet
+    assert s.terms_s["weights"] == pytest.approx(gemm_bytes / (achieved * EFF.gemm_bw_eff), rel=1e-9)
     assert s.dominant == "weights"
     assert s.collectives == {}  # TP=1: no all-reduce
     assert sum(s.terms_s.values()) == pytest.approx(s.step_time_s, rel=1e-12)
@@ -73,13 +74,16 @@ def test_kimi_k25_int4_rtx_pro_tp8() -> None:
     assert points[-1].batch < 256  # memory caps the running batch
 
 
-def test_kimi_k25_step_at_concurrency_1_is_communication_dominated() -> None:
+def test_kimi_k25_reference_case_tpot_and_all_reduces() -> None:
+    """The reference case of issue 7: Kimi-K2.5 INT4 experts, 8x RTX PRO 6000 Server, vLLM TP=8, concurrency 1,
+    measured 12.1 ms TPOT. The all-reduces run on the measured PCIe curve as measured (no fitted multiplier)."""
     sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, quant="bf16", moe_quant="int4-w4a16")
     p = predict(sc, [1])[0]
-    # 123 all-reduces at >= 25 us each on PCIe (measured isolated floor) -> over 3 ms per step even before the
-    # fitted in-situ latency scale; with the fitted efficiencies communication is the largest term.
-    assert p.terms_s["communication"] > 123 * 25e-6
-    assert p.dominant == "communication"
+    ar = p.collectives["all_reduce"]
+    assert ar.calls_per_step == 2 * 61 + 1  # attention + MLP per layer + the vocab-parallel embedding
+    # 14 KiB per call (7168 x 2 B) on the measured 8-GPU curve: 24-28 us per call (reference §2a/§2f)
+    assert 123 * 24e-6 < ar.time_s < 123 * 28e-6
+    assert abs(p.tpot_s / 12.1e-3 - 1.0) <= 0.15
 
 
 def test_prefill_long_prompt_is_compute_bound() -> None:

@@ -1,10 +1,11 @@
-"""Efficiency factors of the performance model: fractions of hardware peaks and fixed overheads.
+"""Efficiency factors of the performance model: fractions of measured ceilings and fixed overheads.
 
-What it does: defines `Efficiency` (frozen; every field is dimensionless or carries its unit) and loads its
-defaults per (GPU generation, backend) from `data/efficiency.toml`, which bench/fit_efficiency.py writes from the
-dev validation rows (how and when is recorded in the file). Lookup order: `<generation>.<backend>`, then
-`<generation>`, then `default`; each level overrides only the keys it names; a `[<gpu name>]` section (and
-`[<gpu name>.<backend>]`) overrides its generation, for GPUs whose memory system differs from their siblings.
+What it does: defines `Efficiency` (frozen; every field is dimensionless or carries its unit) and builds the
+defaults: the global fitted values of `data/efficiency.toml` (written by bench/fit_efficiency.py from the dev
+validation rows; how and when is recorded in the file) plus the measured per-kernel cost in a CUDA graph from
+`data/engine_overheads.toml` (bench/measure_engine_overheads.py, from real traces). Collective scales stay 1: the
+measured curves are used as measured. The lookup still honours `<generation>`, `<generation>.<backend>` and
+`<gpu name>` sections if a file has them; the shipped file has none (one global fit).
 What it does not: fit anything (see perfmodel.fit) or know about individual models.
 """
 
@@ -23,9 +24,10 @@ from servescope.errors import BadConfig
 class Efficiency:
     """Multipliers on peaks (0-1] and overheads (seconds). `source` says where the numbers came from."""
 
-    gemm_bw_eff: float = 0.8  # fraction of HBM bandwidth dense/attention-projection GEMM weight reads reach
-    moe_bw_eff: float = 0.7  # same for routed-expert (grouped) GEMMs
-    attn_bw_eff: float = 0.7  # same for KV-cache reads in attention
+    # bandwidth efficiencies are fractions of the GPU's *achieved* memory bandwidth (datasheet × hbm_bw_efficiency)
+    gemm_bw_eff: float = 1.0  # dense/attention-projection GEMM weight reads
+    moe_bw_eff: float = 0.9  # routed-expert (grouped) GEMMs
+    attn_bw_eff: float = 0.9  # KV-cache reads in attention
     compute_eff: float = 0.6  # fraction of dense tensor-core peak reached by GEMMs
     moe_compute_eff: float = 0.45  # same for grouped expert GEMMs
     attn_compute_eff: float = 0.4  # same for attention (QK^T, PV)
@@ -74,11 +76,29 @@ def _apply(eff: Efficiency, section: Any, where: str) -> Efficiency:
     return replace(eff, **vals, source=f"efficiency.toml [{where}]") if vals else eff  # type: ignore[arg-type]
 
 
+@lru_cache(maxsize=1)
+def measured_kernel_overhead_s() -> float:
+    """Per-kernel cost of a decode step replayed in a CUDA graph (launch gap + the small kernels no roofline term
+    prices), measured on vLLM's FULL-graph decode trace (data/engine_overheads.toml [vllm.graph]); the other
+    engines replay graphs the same way and take the same number (transferred, no trace of theirs is bundled)."""
+    path = resources.files("servescope.perfmodel").joinpath("data", "engine_overheads.toml")
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        return float(doc["vllm"]["graph"]["per_kernel_us"]) * 1e-6
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise BadConfig(f"perfmodel/data/engine_overheads.toml: {e}") from None
+
+
+def unfitted_start() -> Efficiency:
+    """The built-in defaults with the measured numbers in place: where a fit starts (bench/fit_efficiency.py)."""
+    return Efficiency(kernel_overhead_s=measured_kernel_overhead_s(), source="built-in defaults + measured")
+
+
 def default_efficiency(generation: str, backend: str, gpu_name: str | None = None) -> Efficiency:
     """Fitted defaults for a GPU generation (e.g. "hopper", "blackwell") and backend (vllm|sglang|trtllm).
     A section named after the GPU itself (e.g. [rtx_pro_6000_server]) overrides its generation's values."""
     t = _table()
-    eff = _apply(Efficiency(), t.get("default"), "default")
+    eff = _apply(unfitted_start(), t.get("default"), "default")
     be = backend.lower()
     for level in (generation.lower(), (gpu_name or "").lower()):
         g = t.get(level) if level else None

@@ -1,200 +1,208 @@
-"""Fit the model's efficiency factors to measured serving rows (least absolute log error, numpy only).
+"""Fit the model's global efficiency factors to measured serving rows: vectorised least squares on log error.
 
-Objective per group of rows (one GPU generation × backend), the reported metric itself:
-    J = MAPE(TPOT) + w_ttft · MAPE(TTFT),   MAPE = mean |pred − meas| / meas,   w_ttft = W_TTFT = 2
-minimised by cyclic coordinate search over a shrinking multiplicative grid (each parameter in turn tries
-x·f for f in a grid, clipped to physical bounds; the best J is kept). `objective(..., log=True)` gives the
-scale-free mean |ln(pred/meas)| instead (reported next to the fit, not minimised).
-Only efficiency factors are fitted — never per-model or per-row terms — so the result transfers to other
-models on the same GPU generation and backend.
-What it does not: read or write files (bench/fit_efficiency.py does), or change the physics.
+Objective (stated once, minimised once): the sum over rows of ρ(ln(pred_TPOT/meas_TPOT)) + ρ(ln(pred_TTFT/meas_TTFT))
+with ρ the soft-L1 loss 2δ²(√(1 + (r/δ)²) − 1), δ = 0.1 (squared error below ~10 %, absolute error above: the
+median-like fit MAPE rewards, without letting a few rows 3x off pull every parameter),
+over the fitted parameters only (`FITTED`), each kept inside its physical bounds by a logistic map
+p = lo + (hi − lo)·σ(z). Minimiser: Levenberg–Marquardt on z with a forward-difference Jacobian. Every row's
+efficiency-free parts are built once (`fit_data`), so one evaluation of the objective is a few numpy operations
+over all rows; a fit takes about a second and cross-validation folds can refit from a warm start.
+Everything else is measured data, not fitted: memory bandwidth (specs: hbm_bw_efficiency), collective curves
+(specs/collectives, used as measured), per-kernel cost in a CUDA graph (data/engine_overheads.toml).
+`LEGACY` is the parameter set of the previous model (18 numbers per (generation, backend) group plus a global
+fit), kept only to measure that model's cross-validated error (bench/validation_report.py).
+What it does not: read or write files (bench/fit_efficiency.py), choose rows, or change the physics.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.serving import linear_layers, mla_layers, predict_arrays, ttft_s
+from servescope.perfmodel.serving import ServingParts, combine_serving, serving_parts, stack_serving
+from servescope.perfmodel.step import map_parts
 from servescope.perfmodel.validate import Row
 
-# (lower, upper) bounds; every fitted field is physical: a fraction of a peak, a scale or an overhead in s.
-BOUNDS: dict[str, tuple[float, float]] = {
-    "gemm_bw_eff": (0.3, 1.0),
-    "moe_bw_eff": (0.2, 1.0),
-    "attn_bw_eff": (0.2, 1.0),
-    "compute_eff": (0.2, 0.95),
-    "moe_compute_eff": (0.1, 0.95),
-    "attn_compute_eff": (0.1, 0.95),
-    "collective_latency_scale": (0.5, 4.0),
-    "collective_bw_scale": (0.25, 2.0),
-    "kernel_overhead_s": (0.0, 1.0e-5),
-    "cpu_overhead_s": (0.0, 1.0e-2),
-    "prefill_overhead_s": (0.0, 0.25),
-    "prefill_eff": (0.2, 1.5),
-    "prefill_interference": (0.0, 2.0),
-    "ttft_queue_frac": (0.0, 1.0),
-    "ttft_queue_exp": (0.3, 1.0),
-    "launch_overhead_s": (1.0e-6, 3.0e-5),
-    "mla_prefill_layer_s": (0.0, 4.0e-3),  # 0-4 ms per MLA layer per prefill (0-250 ms for 61 layers)
-    "linear_prefill_layer_s": (0.0, 4.0e-3),  # 0-4 ms per linear-attention/Mamba layer per prefill
+# Fitted globally: (lower, upper) bounds and the rows that determine each (docs/model.md §Fitted numbers).
+FITTED: dict[str, tuple[float, float, str]] = {
+    "gemm_bw_eff": (0.3, 1.0, "TPOT of memory-bound decode, dense models and small batches"),
+    "moe_bw_eff": (0.2, 1.0, "TPOT of memory-bound decode of MoE models"),
+    "attn_bw_eff": (0.2, 1.0, "TPOT at long context / large batch (KV reads)"),
+    "compute_eff": (0.2, 0.95, "TTFT (prefill GEMMs) and large-batch TPOT of dense models"),
+    "moe_compute_eff": (0.05, 0.95, "TTFT and large-batch TPOT of MoE models"),
+    "attn_compute_eff": (0.1, 0.95, "TTFT at long prompts (attention FLOPs)"),
+    "cpu_overhead_s": (1e-5, 5e-3, "TPOT at small batches"),
+    "cpu_overhead_per_seq_s": (1e-8, 5e-5, "TPOT growth with batch beyond the roofline"),
+    "launch_overhead_s": (5e-7, 3e-5, "TTFT: per-kernel cost of an (eager/piecewise) prefill"),
+    "prefill_overhead_s": (1e-4, 0.25, "TTFT at concurrency 1 (request set-up, tokenizer, first sampling)"),
+    "prefill_eff": (0.2, 1.5, "TTFT, and TPOT through prefill interference"),
+    "prefill_interference": (0.0, 2.0, "TPOT growth with concurrency (other requests' prefills)"),
+    "ttft_queue_frac": (0.0, 1.0, "TTFT growth with concurrency"),
+    "ttft_queue_exp": (0.3, 1.0, "TTFT growth with concurrency"),
+    "mla_prefill_layer_s": (0.0, 4e-3, "TTFT of MLA models (DeepSeek-V3/R1, Kimi-K2.5, GLM-5)"),
+    "linear_prefill_layer_s": (0.0, 4e-3, "TTFT of linear-attention models (Qwen3.5)"),
 }
-GRID_ONLY = ("mla_prefill_layer_s", "linear_prefill_layer_s")  # set by the TTFT grid alone (TTFT-only and closed form: no coordinate search)
-COORD_PARAMS = tuple(name for name in BOUNDS if name not in GRID_ONLY)
-_GRID = (0.5, 0.7, 0.85, 1.0, 1.18, 1.4, 2.0)
-W_TTFT = 2.0  # TTFT weighted twice: TPOT has margin to its target, TTFT not (1.0: TPOT 13.9% / TTFT 25.3%)
+LEGACY: dict[str, tuple[float, float, str]] = {
+    **FITTED,
+    "collective_latency_scale": (0.5, 4.0, "legacy"),
+    "collective_bw_scale": (0.25, 2.0, "legacy"),
+    "kernel_overhead_s": (0.0, 1e-5, "legacy"),
+}
+GroupKey = tuple[str, str]
+MAX_STEP_Z = 0.5  # largest change of one logistic coordinate per iteration (keeps steps off the flat tails)
+SOFT_L1_S = 0.1  # log-error scale (≈ 10 %) where the loss turns from squared to absolute
+
+
+@dataclass(frozen=True)
+class FitData:
+    """Stacked efficiency-free parts of every modelled row, the measured values and each row's labels."""
+
+    parts: ServingParts
+    tpot_s: np.ndarray
+    ttft_s: np.ndarray
+    ids: tuple[str, ...]
+    labels: dict[str, np.ndarray]  # model, system, backend, generation, vendor per row (object arrays)
+
+    def subset(self, mask: np.ndarray) -> FitData:
+        p = self.parts
+        dec, pf = (map_parts(s, lambda x: x[mask]) for s in (p.dec, p.pf))
+        sp = ServingParts(dec, pf, *(getattr(p, f)[mask] for f in _SERVING_FIELDS))
+        ids = tuple(i for i, m in zip(self.ids, mask, strict=True) if m)
+        return FitData(sp, self.tpot_s[mask], self.ttft_s[mask], ids, {k: v[mask] for k, v in self.labels.items()})
+
+
+_SERVING_FIELDS = ("concurrency", "cap", "osl", "dp", "n_mla", "n_lin")
+
+
+def fit_data(rows: Sequence[Row]) -> FitData:
+    """Parts of every modelled row, grouped by scenario so each scenario is built into parts once."""
+    groups: dict[int, list[Row]] = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            groups[id(r.scenario)].append(r)
+    parts, ordered = [], []
+    for grp in groups.values():
+        sc = grp[0].scenario
+        assert sc is not None
+        parts.append(serving_parts(sc, [r.concurrency for r in grp]))
+        ordered.extend(grp)
+    lab = {
+        "model": [r.model for r in ordered], "system": [r.system for r in ordered],
+        "backend": [r.backend for r in ordered],
+        "generation": [r.scenario.gpu.generation if r.scenario else "" for r in ordered],
+        "vendor": [r.scenario.gpu.vendor if r.scenario else "" for r in ordered],
+    }
+    return FitData(stack_serving(parts), np.array([r.tpot_ms for r in ordered]) / 1e3,
+                   np.array([r.ttft_ms for r in ordered]) / 1e3, tuple(r.id for r in ordered),
+                   {k: np.array(v, dtype=object) for k, v in lab.items()})
+
+
+def predict_data(data: FitData, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
+    """(TPOT s, TTFT s) of every row of `data` with one set of efficiencies."""
+    a = combine_serving(data.parts, eff)
+    return a["tpot_s"], a["ttft_s"]
 
 
 @dataclass(frozen=True)
 class FitResult:
     efficiency: Efficiency
     rows: int
-    objective_before: float
-    objective_after: float
-    tpot_mape: float
-    ttft_mape: float
+    objective: float  # mean of the squared log errors (TPOT and TTFT), at the optimum
+    iterations: int
+    at_bound: tuple[str, ...]  # fitted parameters within 1 % of the bound range of a bound
 
 
-def group_key(row: Row) -> tuple[str, str]:
-    assert row.scenario is not None
-    return str(row.scenario.gpu.generation), row.backend
+def _residuals(data: FitData, eff: Efficiency) -> np.ndarray:
+    tpot, ttft = predict_data(data, eff)
+    r = np.concatenate([tpot / data.tpot_s - 1.0, ttft / data.ttft_s - 1.0])
+    r = np.where(np.isfinite(r), r, 10.0)
+    # soft-L1 (pseudo-Huber) on the relative error: Σ r̃² = Σ 2δ²(√(1 + (r/δ)²) − 1) ≈ Σ r² near 0, ≈ 2δ·Σ|r|
+    # beyond δ — a smooth stand-in for the MAPE the validation reports
+    return np.sign(r) * SOFT_L1_S * np.sqrt(2.0 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0))
 
 
-def _by_scenario(rows: list[Row]) -> list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]]:
-    g: dict[int, list[Row]] = defaultdict(list)
-    for r in rows:
-        if r.scenario is not None:
-            g[id(r.scenario)].append(r)
-    return [(v[0].scenario, np.array([r.concurrency for r in v], dtype=float),
-             np.array([r.tpot_ms for r in v]) / 1e3, np.array([r.ttft_ms for r in v]) / 1e3) for v in g.values()]
+def _to_z(x: float, lo: float, hi: float) -> float:
+    u = min(max((x - lo) / (hi - lo), 1e-4), 1 - 1e-4)
+    return float(np.log(u / (1.0 - u)))
 
 
-def _errors(groups: list, eff: Efficiency) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(log TPOT ratios, log TTFT ratios, TPOT APE, TTFT APE) over all rows of the groups."""
-    lt, lf, at, af = [], [], [], []
-    for sc, conc, tpot, ttft in groups:
-        a = predict_arrays(replace(sc, efficiency=eff), conc)
-        lt.append(np.log(a["tpot_s"] / tpot))
-        lf.append(np.log(a["ttft_s"] / ttft))
-        at.append(np.abs(a["tpot_s"] - tpot) / tpot)
-        af.append(np.abs(a["ttft_s"] - ttft) / ttft)
-    return np.concatenate(lt), np.concatenate(lf), np.concatenate(at), np.concatenate(af)
+def _from_z(z: np.ndarray, bounds: Sequence[tuple[float, float]]) -> list[float]:
+    zc = np.clip(z, -30.0, 30.0)
+    return [lo + (hi - lo) / (1.0 + np.exp(-zi)) for zi, (lo, hi) in zip(zc, bounds, strict=True)]
 
 
-def objective(groups: list, eff: Efficiency, w_ttft: float = W_TTFT, log: bool = False) -> float:
-    lt, lf, at, af = _errors(groups, eff)
-    if log:
-        return float(np.mean(np.abs(lt)) + w_ttft * np.mean(np.abs(lf)))
-    return float(np.mean(at) + w_ttft * np.mean(af))
+def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
+        iterations: int = 200) -> FitResult:
+    """Levenberg–Marquardt on the logistic-mapped parameters (module docstring), from `start`."""
+    names = list(params)
+    bounds = [(params[n][0], params[n][1]) for n in names]
+    z = np.array([_to_z(float(getattr(start, n)), lo, hi) for n, (lo, hi) in zip(names, bounds, strict=True)])
+
+    def eff_at(zv: np.ndarray) -> Efficiency:
+        return start.scaled(**dict(zip(names, _from_z(zv, bounds), strict=True)))
+
+    r = _residuals(data, eff_at(z))
+    cost, lam, it = float(r @ r), 1e-2, 0
+    for it in range(1, iterations + 1):  # noqa: B007
+        jac = np.empty((len(r), len(z)))
+        for j in range(len(z)):
+            dz = np.zeros_like(z)
+            dz[j] = 1e-4
+            jac[:, j] = (_residuals(data, eff_at(z + dz)) - r) / 1e-4
+        jtj, g = jac.T @ jac, jac.T @ r
+        improved = converged = False
+        while lam < 1e8:
+            step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-9), -g)
+            if float(np.max(np.abs(step))) > MAX_STEP_Z:  # trust region in z: damp harder, do not rescale
+                lam = max(lam, 1e-6) * 4.0
+                continue
+            r_new = _residuals(data, eff_at(z + step))
+            c_new = float(r_new @ r_new)
+            if c_new < cost:
+                z, r, lam, improved = z + step, r_new, lam / 3.0, True
+                converged = cost - c_new < 1e-7 * cost
+                cost = c_new
+                break
+            lam *= 4.0
+        if not improved or converged:
+            break
+    eff = eff_at(z)
+    near = tuple(n for n, (lo, hi) in zip(names, bounds, strict=True)
+                 if min(getattr(eff, n) - lo, hi - getattr(eff, n)) < 0.01 * (hi - lo))
+    return FitResult(eff.scaled(), len(data.tpot_s), cost / len(r), it, near)
 
 
-def _step(x: float, f: float, lo: float, hi: float) -> float:
-    if x == 0.0 and f != 1.0:  # an overhead at zero: try a small absolute value instead of a product
-        x = 0.05 * hi
-    return min(max(x * f, lo), hi)
+@dataclass(frozen=True)
+class GroupedFit:
+    """A global fit plus optional per-(generation, backend) refits (LEGACY structure only)."""
+
+    glob: FitResult
+    groups: dict[GroupKey, FitResult]
+
+    def predict(self, data: FitData) -> tuple[np.ndarray, np.ndarray]:
+        tpot, ttft = predict_data(data, self.glob.efficiency)
+        for key, res in self.groups.items():
+            m = (data.labels["generation"] == key[0]) & (data.labels["backend"] == key[1])
+            if m.any():
+                t2, f2 = predict_data(data.subset(m), res.efficiency)
+                tpot, ttft = tpot.copy(), ttft.copy()
+                tpot[m], ttft[m] = t2, f2
+        return tpot, ttft
 
 
-TTFT_PARAMS = ("prefill_eff", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp", *GRID_ONLY)
-
-
-def _ttft_grid(groups: list, eff: Efficiency) -> Efficiency:
-    """Exhaustive grid over the TTFT-only constants (TTFT MAPE, closed form in serving.ttft_s; TPOT held at its
-    current prediction). Cheap: every candidate is one numpy broadcast over all rows. A per-layer prefill cost is
-    gridded only when the rows contain a model with such layers (else it stays where it is)."""
-    parts = []
-    for sc, conc, _, ttft in groups:
-        a = predict_arrays(replace(sc, efficiency=eff), conc)
-        p = a["parts"]
-        parts.append((np.full_like(conc, p["pf_step"]), np.full_like(conc, p["pf_overhead"]), p["dec_step"],
-                      conc, np.full_like(conc, p["cap"]), a["tpot_s"], np.full_like(conc, sc.osl),
-                      np.full_like(conc, sc.dp), np.full_like(conc, p["n_mla"]),
-                      np.full_like(conc, p["n_lin"]), ttft))
-    pf, po, dec, c, cap, tpot, osl, dp, nm, nl, meas = (np.concatenate(x) for x in zip(*parts, strict=True))
-    ov = np.concatenate([[0.0], np.geomspace(1e-3, BOUNDS["prefill_overhead_s"][1], 13)])[:, None, None, None]
-    qf = np.concatenate([[0.0], np.geomspace(0.01, 1.0, 15)])[None, :, None, None]
-    qe = np.linspace(BOUNDS["ttft_queue_exp"][0], 1.0, 8)[None, None, :, None]
-
-    def layer_grid(name: str, n: np.ndarray) -> list[float]:
-        hi = BOUNDS[name][1]
-        return [0.0, *np.geomspace(hi / 40.0, hi, 7)] if n.any() else [float(getattr(eff, name))]
-
-    pes = np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 12)
-    best: tuple[float, dict[str, float]] = (np.inf, {})
-    for pe, xm, xl in itertools.product(pes, layer_grid("mla_prefill_layer_s", nm),
-                                        layer_grid("linear_prefill_layer_s", nl)):
-        pred = ttft_s(pf, po, dec, c, cap, tpot, osl, dp, pe, ov, qf, qe, nm, xm, nl, xl)
-        mape = np.mean(np.abs(pred - meas) / meas, axis=-1)
-        i = np.unravel_index(int(np.argmin(mape)), mape.shape)
-        if mape[i] < best[0]:
-            best = (float(mape[i]), {"prefill_eff": float(pe), "prefill_overhead_s": float(ov.ravel()[i[0]]),
-                                     "ttft_queue_frac": float(qf.ravel()[i[1]]),
-                                     "ttft_queue_exp": float(qe.ravel()[i[2]]), "mla_prefill_layer_s": float(xm),
-                                     "linear_prefill_layer_s": float(xl)})
-    return eff.scaled(**best[1])
-
-
-def fit_group(rows: list[Row], start: Efficiency,
-              params: tuple[str, ...] = COORD_PARAMS,
-              sweeps: int = 3, w_ttft: float = W_TTFT) -> FitResult:
-    """TTFT grid, then coordinate search of `params` (TTFT grid again after each sweep), from `start`."""
-    groups = _by_scenario(rows)
-    eff = start
-    before = objective(groups, eff, w_ttft)
-    eff = _ttft_grid(groups, eff)
-    best = objective(groups, eff, w_ttft)
-    if best > before:
-        eff, best = start, before
-    for sweep in range(sweeps):
-        grid = [f ** (1.0 / (sweep + 1)) for f in _GRID]
-        for name in params:
-            lo, hi = BOUNDS[name]
-            x0 = float(getattr(eff, name))
-            for f in grid:
-                cand = eff.scaled(**{name: _step(x0, f, lo, hi)})
-                j = objective(groups, cand, w_ttft)
-                if j < best - 1e-9:
-                    best, eff = j, cand
-        cand = _ttft_grid(groups, eff)
-        j = objective(groups, cand, w_ttft)
-        if j < best - 1e-9:
-            best, eff = j, cand
-    _, _, at, af = _errors(groups, eff)
-    return FitResult(eff, len(at), before, best, float(np.mean(at)), float(np.mean(af)))
-
-
-def fit_all(rows: list[Row], start: Efficiency | None = None, sweeps: int = 3, min_rows: int = 40,
-            warm: dict[tuple[str, str], Efficiency] | None = None) -> tuple[FitResult, dict[tuple[str, str], FitResult]]:
-    """A global fit over all rows, then each (generation, backend) group with >= min_rows rows refitted from it.
-    `warm` (e.g. the efficiencies of the previous fit) gives a group a second starting point; the coordinate
-    search is local, so the better of the two results is kept."""
-    modelled = [r for r in rows if r.scenario is not None]
-    glob = fit_group(modelled, start or Efficiency(), sweeps=sweeps)
-    per: dict[tuple[str, str], list[Row]] = defaultdict(list)
-    for r in modelled:
-        per[group_key(r)].append(r)
-    out: dict[tuple[str, str], FitResult] = {}
-    for k, v in sorted(per.items()):
-        if len(v) < min_rows:
-            continue
-        res = fit_group(v, glob.efficiency, sweeps=sweeps)
-        if warm is not None and k in warm:
-            alt = fit_group(v, warm[k], sweeps=sweeps)
-            res = alt if alt.objective_after < res.objective_after else res
-        out[k] = _inherit_unconstrained(res, v, glob.efficiency)
-    return glob, out
-
-
-def _inherit_unconstrained(res: FitResult, rows: list[Row], glob: Efficiency) -> FitResult:
-    """A per-layer prefill cost that no row of the group exercises (no MLA / linear layers among its models) is
-    not fitted by the group: it takes the global value, so an unseen model on that GPU still pays it."""
-    changes: dict[str, float] = {}
-    if not any(mla_layers(r.scenario) for r in rows):
-        changes["mla_prefill_layer_s"] = glob.mla_prefill_layer_s
-    if not any(linear_layers(r.scenario) for r in rows):
-        changes["linear_prefill_layer_s"] = glob.linear_prefill_layer_s
-    return replace(res, efficiency=res.efficiency.scaled(**changes)) if changes else res
+def fit_grouped(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
+                min_rows: int = 0) -> GroupedFit:
+    """Global fit; with min_rows > 0 each (generation, backend) group with >= min_rows rows is refitted from it."""
+    glob = fit(data, start, params)
+    groups: dict[GroupKey, FitResult] = {}
+    if min_rows > 0:
+        keys = sorted(set(zip(data.labels["generation"], data.labels["backend"], strict=True)))
+        for gen, be in keys:
+            m = (data.labels["generation"] == gen) & (data.labels["backend"] == be)
+            if int(m.sum()) >= min_rows:
+                groups[(str(gen), str(be))] = fit(data.subset(m), glob.efficiency, params)
+    return GroupedFit(glob, groups)

@@ -18,16 +18,21 @@ What it does not: choose efficiencies, batch sizes or combine terms into time (s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
 
 # Kernels per layer part (norm, GEMMs, rope/KV write, attention, activation, router/top-k, combine), counted from
 # typical vLLM/SGLang decode graphs; collectives are counted separately.
 KERNELS_ATTN, KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED, KERNELS_STEP = 6, 4, 8, 3, 10
 ACT_BYTES = 2.0  # activations travel in bf16
+DEFAULT_HBM_BW_EFFICIENCY = 0.8  # AIC-SYS mem_bw_empirical_scaling_factor, for a GPU file without the field
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,8 @@ class Ops:
     state_bytes_per_seq: float  # linear/Mamba state read+written per sequence per step
     kv_write_bytes_per_token: float
     attn_peak_flops: float
-    bw_bytes_per_s: float
+    bw_bytes_per_s: float  # achieved: datasheet × the GPU's hbm_bw_efficiency (measured or sourced, specs/data/gpus)
+    peak_bw_bytes_per_s: float  # datasheet (the floor uses it)
     kernels_per_step: int
     ar_per_step: int  # TP all-reduces (tp>1), incl. the vocab-parallel embedding one
     moe_a2a_layers: int  # MoE layers using dispatch/combine (attention-DP)
@@ -74,23 +80,23 @@ class Ops:
     vocab: int
 
 
-def peak_flops(gpu: Any, dtype: str) -> float:
+def peak_flops(gpu: GpuSpec, dtype: str) -> float:
     """Dense tensor-core peak for a GEMM dtype, falling back fp4 -> fp8 -> bf16 where the GPU lacks it."""
-    fl = getattr(gpu, "flops_per_s", {}) or {}
+    fl = gpu.flops_per_s
     for key in {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "fp8", "bf16")}.get(
         dtype, ("bf16",)
     ):
         v = float(fl.get(key) or 0.0)
         if v > 0:
             return v
-    raise ValueError(f"GPU {getattr(gpu, 'name', '?')} has no bf16 FLOP/s peak")
+    raise ValueError(f"GPU {gpu.name} has no bf16 FLOP/s peak")
 
 
-def _time_peak(params: float, s: QuantScheme, gpu: Any) -> float:
+def _time_peak(params: float, s: QuantScheme, gpu: GpuSpec) -> float:
     return 2.0 * params / peak_flops(gpu, s.gemm_dtype)
 
 
-def build_ops(sc: Any) -> Ops:
+def build_ops(sc: Scenario) -> Ops:
     m, qc, g = sc.model, sc.quant, sc.gpu
     p, tp = m.params, sc.tp
     attn_sh = (p.attention - p.attention_replicated) / tp
@@ -114,18 +120,25 @@ def build_ops(sc: Any) -> Ops:
         experts_per_gpu=m.n_routed_experts / sc.ep if n_moe else 0.0, expert_s_per_token_peak=exp_s,
         ctx_terms=_ctx_terms(sc), state_bytes_per_seq=_state_bytes(sc),
         kv_write_bytes_per_token=kv_bytes_per_token(sc), attn_peak_flops=peak_flops(g, "bf16"),
-        bw_bytes_per_s=float(g.hbm_bw_bytes_per_s), kernels_per_step=kernels, ar_per_step=ar,
+        bw_bytes_per_s=achieved_bw_bytes_per_s(g), peak_bw_bytes_per_s=float(g.hbm_bw_bytes_per_s),
+        kernels_per_step=kernels, ar_per_step=ar,
         moe_a2a_layers=a2a, hidden=m.hidden_size, vocab=m.vocab_size,
     )
 
 
-def _state_bytes(sc: Any) -> float:
+def achieved_bw_bytes_per_s(gpu: GpuSpec) -> float:
+    """Device-memory bandwidth a streaming kernel reaches: datasheet × `hbm_bw_efficiency` (a measured fraction
+    where one is published, else aiconfigurator's empirical 0.8; its source is in specs/data/gpus)."""
+    return float(gpu.hbm_bw_bytes_per_s) * (gpu.hbm_bw_efficiency or DEFAULT_HBM_BW_EFFICIENCY)
+
+
+def _state_bytes(sc: Scenario) -> float:
     m = sc.model
     n_lin = sum(1 for a in m.layer_attention if a in ("linear", "mamba"))
     return 2.0 * n_lin * m.linear_state_elems * 4.0 / sc.tp
 
 
-def kv_bytes_per_token(sc: Any) -> float:
+def kv_bytes_per_token(sc: Scenario) -> float:
     """KV-cache bytes one token occupies on one GPU, over all layers holding full KV (sliding layers included)."""
     m, kvb = sc.model, sc.quant.kv.bytes_per_param
     if m.attention_kind == "gqa":
@@ -135,7 +148,7 @@ def kv_bytes_per_token(sc: Any) -> float:
     return m.n_layers * (m.kv_elems_per_token_layer() * kvb + idx)
 
 
-def _ctx_terms(sc: Any) -> tuple[CtxTerm, ...]:
+def _ctx_terms(sc: Scenario) -> tuple[CtxTerm, ...]:
     m, tp, kvb = sc.model, sc.tp, sc.quant.kv.bytes_per_param
     nh = m.n_heads / tp
     if m.attention_kind == "gqa":
@@ -159,7 +172,7 @@ def _ctx_terms(sc: Any) -> tuple[CtxTerm, ...]:
     return _v4_terms(sc, nh, kvb)
 
 
-def _v4_terms(sc: Any, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
+def _v4_terms(sc: Scenario, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
     """DeepSeek-V4 (approximate): every layer attends a 128-token window; ratio-4 layers add top-k of the 4x
     compressed cache (plus an indexer over it), ratio-128 layers add the whole 128x compressed cache."""
     m = sc.model

@@ -28,12 +28,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from servescope.perfmodel import memory
-from servescope.perfmodel.step import TERMS, CollectiveCost, public_name, step_arrays
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.step import (
+    TERMS,
+    CollectiveCost,
+    StepParts,
+    combine_step,
+    public_name,
+    stack_parts,
+    step_parts,
+)
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -76,34 +88,82 @@ def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot
     return ttft + over * (ttft + (osl - 1) * tpot)
 
 
-def predict_arrays(sc: Any, concurrency: Any) -> dict[str, Any]:
-    """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays and the TTFT parts)."""
-    eff = sc.efficiency
-    c = np.maximum(np.asarray(concurrency, dtype=float), 1.0)
+@dataclass(frozen=True)
+class ServingParts:
+    """Efficiency-free parts of aggregated serving at some concurrencies (1-d arrays over the points, or stacked
+    over many scenarios for fitting): the decode step at the concurrency, one prefill, and the TTFT inputs."""
+
+    dec: StepParts
+    pf: StepParts
+    concurrency: np.ndarray
+    cap: np.ndarray  # sequences whose KV at the mean context fits
+    osl: np.ndarray
+    dp: np.ndarray
+    n_mla: np.ndarray
+    n_lin: np.ndarray
+
+
+def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> ServingParts:
+    """The efficiency-free parts of `predict_arrays` for one scenario."""
+    c = np.maximum(np.asarray(concurrency, dtype=float).ravel(), 1.0)
+    n = len(c)
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
-    ce = np.minimum(c, cap)
-    dec = step_arrays(sc, ce, sc.isl + sc.osl / 2.0, 1)
-    pf = step_arrays(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
-    pf_step, pf_over = float(pf["step"]), float(pf["overhead"])
-    share = eff.prefill_interference * (ce - 1.0) / (sc.osl * sc.dp)
-    terms = {k: dec[k] + (0.0 if k == "overhead" else share * float(pf[k]) / eff.prefill_eff) for k in TERMS}
+    dec = step_parts(sc, np.minimum(c, cap), sc.isl + sc.osl / 2.0, 1).take(n)
+    pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True).take(n)  # one request per attention-DP rank, in parallel
+
+    def full(x: float) -> np.ndarray:
+        return np.full(n, float(x))
+
+    return ServingParts(dec, pf, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
+                        full(linear_layers(sc)))
+
+
+def stack_serving(parts: list[ServingParts]) -> ServingParts:
+    """Concatenate the parts of many scenarios (one vectorised evaluation for a whole validation set)."""
+    def cat(f: str) -> np.ndarray:
+        return np.concatenate([getattr(p, f) for p in parts])
+
+    return ServingParts(stack_parts([p.dec for p in parts]), stack_parts([p.pf for p in parts]), cat("concurrency"),
+                        cat("cap"), cat("osl"), cat("dp"), cat("n_mla"), cat("n_lin"))
+
+
+def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
+    """TPOT, TTFT (s) and the TPOT terms from the parts (formulas in the module docstring)."""
+    dec, pf = combine_step(p.dec, eff), combine_step(p.pf, eff)
+    ce = np.minimum(p.concurrency, p.cap)
+    share = eff.prefill_interference * (ce - 1.0) / (p.osl * p.dp)
+    terms = {k: dec[k] + (0.0 if k == "overhead" else share * pf[k] / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    n_mla, n_lin = mla_layers(sc), linear_layers(sc)
-    ttft = ttft_s(pf_step, pf_over, dec["step"], c, cap, tpot, sc.osl, sc.dp, eff.prefill_eff, eff.prefill_overhead_s,
-                  eff.ttft_queue_frac, eff.ttft_queue_exp, n_mla, eff.mla_prefill_layer_s, n_lin,
-                  eff.linear_prefill_layer_s)
+    ttft = ttft_s(pf["step"], pf["overhead"], dec["step"], p.concurrency, p.cap, tpot, p.osl, p.dp, eff.prefill_eff,
+                  eff.prefill_overhead_s, eff.ttft_queue_frac, eff.ttft_queue_exp, p.n_mla, eff.mla_prefill_layer_s,
+                  p.n_lin, eff.linear_prefill_layer_s)
+    out = {"tpot_s": tpot, "ttft_s": ttft, "batch": ce, "step": dec["step"], "floor": dec["floor"],
+           "pf_step": pf["step"], "pf_overhead": pf["overhead"]}
+    out.update({"term:" + k: v for k, v in terms.items()})
+    out.update({k: v for k, v in dec.items() if k.startswith("coll:")})
+    return out
+
+
+def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dict[str, Any]:
+    """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays and the TTFT parts)."""
+    p = serving_parts(sc, concurrency)
+    a = combine_serving(p, sc.efficiency)
+    c, ce, tpot, ttft = p.concurrency, a["batch"], a["tpot_s"], a["ttft_s"]
+    cap = float(p.cap[0])
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
     mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv * (sc.isl + sc.osl / 2.0) / (sc.isl + sc.osl)
-    mem = mem + eff.reserve_bytes
+    mem = mem + sc.efficiency.reserve_bytes
     return {
         "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
         "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
-        "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc), "terms": terms,
-        "step": dec["step"], "floor": dec["floor"], "collectives": dec["collectives"],
-        "parts": {"pf_step": pf_step, "pf_overhead": pf_over, "dec_step": dec["step"], "cap": cap, "n_mla": n_mla,
-                  "n_lin": n_lin},
+        "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc),
+        "terms": {k: a["term:" + k] for k in TERMS}, "step": a["step"], "floor": a["floor"],
+        "collectives": {k: (c_.calls, np.broadcast_to(c_.bytes_per_call, c.shape), a["coll:" + k])
+                        for k, c_ in p.dec.colls.items()},
+        "parts": {"pf_step": float(a["pf_step"][0]), "pf_overhead": float(a["pf_overhead"][0]),
+                  "dec_step": a["step"], "cap": int(cap), "n_mla": int(p.n_mla[0]), "n_lin": int(p.n_lin[0])},
     }
 
 

@@ -1,31 +1,47 @@
 """One engine step (decode, speculative verify, or a prefill chunk): its terms, dominant term and floor.
 
+Two stages, so a fit can re-evaluate many efficiencies on fixed scenarios without rebuilding anything:
+`step_parts` (efficiency-free times at 100 % of each measured ceiling, numpy arrays) and `combine_step`
+(efficiencies applied). `step_arrays` = both; `decode_step` / `prefill_step` wrap it for one point.
+
 Combination (docs/model.md §Terms). Per kernel class c ∈ {gemm, moe, attention} the time is a roofline
-    t_c = max(memory_c / (BW · bw_eff_c), flops_c / (peak_c · compute_eff_c))
-and is attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (attention memory-bound) or
-`compute` (any compute-bound class). Then
+    t_c = max(memory_c / (BW_achieved · bw_eff_c), flops_c / (peak_c · compute_eff_c))
+with BW_achieved = datasheet BW × the GPU's measured/sourced `hbm_bw_efficiency` (specs/data/gpus), and is
+attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (attention memory-bound) or `compute`.
     step = weights + kv + compute + communication + overhead           (no overlap assumed: exact sum)
-    communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale)
-    overhead      = kernels · (kernel_overhead_s with CUDA graphs | launch_overhead_s without, and for prefill)
+    communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
+    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill)
                     + cpu_overhead_s + cpu_overhead_per_seq_s · batch
 Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
-routing), so a batch-1 step reads only the k activated experts and a large batch reads them all.
-`floor_s` = max(all bytes / peak BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no efficiency
-losses, no launch/CPU overhead): what the hardware could do at best for this step.
+routing). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
+expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
+engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
+graphs.py); beyond it the step runs eagerly.
+`floor_s` = max(all bytes / datasheet BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no
+efficiency losses, no launch/CPU overhead): what the hardware could do at best for this step.
 What it does not: serving dynamics (serving.py) or memory capacity (memory.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
-from servescope.perfmodel.ops import ACT_BYTES, build_ops
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.graphs import padded_tokens
+from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
 
 TERMS = ("weights", "kv", "compute", "communication", "overhead")
+Arr = np.ndarray
+ArrayLike = float | int | Arr | list[int] | list[float]
 
 
 @dataclass(frozen=True)
@@ -49,11 +65,76 @@ class StepPrediction:
     kind: str  # "decode" | "prefill"
 
 
+@dataclass(frozen=True)
+class CollParts:
+    """One collective in a step, efficiency-free: calls, bytes per call, summed latency and bandwidth parts (s)."""
+
+    calls: int
+    bytes_per_call: Arr
+    latency_s: Arr
+    bandwidth_s: Arr
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Efficiency-free times of one step (arrays, broadcast over the points): each class at 100 % of its
+    ceiling (memory over achieved BW, compute over peak), collectives on the measured curves, kernel count."""
+
+    mem_gemm_s: Arr
+    comp_gemm_s: Arr
+    mem_moe_s: Arr
+    comp_moe_s: Arr
+    mem_attn_s: Arr
+    comp_attn_s: Arr
+    kernels: Arr
+    graphed: Arr  # 1.0 where the step replays a CUDA graph, else 0.0
+    batch: Arr  # sequences in the step, all dp ranks
+    tokens: Arr
+    floor_s: Arr
+    coll_latency_s: Arr  # Σ over collectives of calls × latency part
+    coll_bandwidth_s: Arr  # Σ over collectives of calls × bandwidth part
+    colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
+
+    def take(self, n: int) -> StepParts:
+        """The parts broadcast to n points (1-d arrays, ready for `stack_parts`)."""
+        def b(x: Arr) -> Arr:
+            return np.broadcast_to(np.asarray(x, dtype=float), (n,)).copy()
+
+        colls = {k: CollParts(c.calls, b(c.bytes_per_call), b(c.latency_s), b(c.bandwidth_s))
+                 for k, c in self.colls.items()}
+        return map_parts(self, b, colls)
+
+
+_ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "kernels",
+                 "graphed", "batch", "tokens", "floor_s", "coll_latency_s", "coll_bandwidth_s")
+
+
+def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
+    """`fn` applied to every array field of `p` (a mask, a broadcast); `colls` replaces the per-collective detail."""
+    return StepParts(
+        mem_gemm_s=fn(p.mem_gemm_s), comp_gemm_s=fn(p.comp_gemm_s), mem_moe_s=fn(p.mem_moe_s),
+        comp_moe_s=fn(p.comp_moe_s), mem_attn_s=fn(p.mem_attn_s), comp_attn_s=fn(p.comp_attn_s),
+        kernels=fn(p.kernels), graphed=fn(p.graphed), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
+        coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s), colls=colls or {},
+    )
+
+
+def stack_parts(parts: list[StepParts]) -> StepParts:
+    """Concatenate 1-d parts of many scenarios into one (per-collective detail dropped)."""
+    first = parts[0]
+    cols = {f: np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAY_FIELDS}
+    return map_parts(first, lambda x: cols[_field_of(first, x)])
+
+
+def _field_of(p: StepParts, x: Arr) -> str:
+    return next(f for f in _ARRAY_FIELDS if getattr(p, f) is x)
+
+
 class _Model:
     """Ops and collective timers of one scenario, built once. They do not depend on the efficiencies, so the
     cache key leaves them out (fitting re-evaluates many efficiencies on the same scenarios)."""
 
-    def __init__(self, sc: Any):
+    def __init__(self, sc: Scenario):
         self.sc, self.ops = sc, build_ops(sc)
         self.timers: dict[str, hw.CollectiveTimer] = {}
         for name, n in self._groups().items():
@@ -77,14 +158,16 @@ class _Model:
         return g
 
 
-_CACHE: dict[tuple, tuple[Any, _Model]] = {}
+_CacheKey = tuple[int, int, object, int, int, int, int, str | None, str]
+_CACHE: dict[_CacheKey, tuple[Scenario, _Model]] = {}
 
 
-def _key(sc: Any) -> tuple:
-    return (id(sc.model), id(sc.gpu), sc.quant, sc.tp, sc.ep, sc.pp, sc.dp, sc.interconnect)
+def _key(sc: Scenario) -> _CacheKey:
+    return (id(sc.model), id(sc.gpu), sc.quant, sc.tp, sc.ep, sc.pp, sc.dp, sc.interconnect, sc.backend)
 
 
-def model_for(sc: Any) -> _Model:
+def model_for(sc: Scenario) -> _Model:
+    """The cached ops and collective timers of a scenario (loads the collective curves on first use)."""
     key = _key(sc)
     hit = _CACHE.get(key)
     if hit is not None and hit[0].model is sc.model and hit[0].gpu is sc.gpu:
@@ -96,15 +179,12 @@ def model_for(sc: Any) -> _Model:
     return m
 
 
-def _collectives(mdl: _Model, eff: Any, t_rank: np.ndarray, t_glob: np.ndarray) -> dict[str, tuple]:
-    """{name: (calls, bytes per call, time with efficiencies, time on the measured curve)} for one step with
-    t_rank tokens per attention rank (all arrays)."""
+def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr) -> dict[str, CollParts]:
+    """Collectives of one step with t_rank tokens per attention rank (message sizes per docs/model.md)."""
     sc, o = mdl.sc, mdl.ops
-    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
-    timers = mdl.timers
     h = o.hidden
-    out: dict[str, tuple] = {}
-    for name in timers:
+    out: dict[str, CollParts] = {}
+    for name, timer in mdl.timers.items():
         if name == hw.ALL_REDUCE:
             calls, msg = o.ar_per_step, t_rank * h * ACT_BYTES
         elif name == hw.ALL_GATHER + ":logits":
@@ -115,63 +195,96 @@ def _collectives(mdl: _Model, eff: Any, t_rank: np.ndarray, t_glob: np.ndarray) 
             calls, msg = o.moe_a2a_layers, t_glob * h * ACT_BYTES
         else:  # send_recv between PP stages
             calls, msg = sc.pp - 1, t_rank * h * ACT_BYTES
-        floor, bw_part = timers[name].parts_s(msg)
-        out[name] = (calls, msg, calls * (floor * lat + bw_part / bws), calls * (floor + bw_part))
+        lat, bw_part = timer.parts_s(msg)
+        out[name] = CollParts(calls, msg, calls * lat, calls * bw_part)
     return out
 
 
-def step_arrays(sc: Any, batch: Any, ctx: Any, tokens_per_seq: Any, prefill: bool = False) -> dict[str, Any]:
-    """Vectorised core: numpy arrays (broadcast) of batch (sequences, all dp ranks), context length and tokens per
-    sequence -> dict of term/class arrays. For prefill, ctx is the context before the chunk."""
+def moe_imbalance(ep: int, routed: Arr) -> Arr:
+    """Busiest expert-parallel rank's routed-token load over the mean load, for `routed` = B·k token-expert
+    assignments spread uniformly over ep ranks: E[max of ep Binomial(n, 1/ep)] / (n/ep) with the normal-tail
+    expectation of the maximum, 1 + sqrt(2·ln(ep)·(1 − 1/ep)·ep/n) (balls-in-bins; Raab & Steger 1998), capped
+    at ep (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
+    n = np.maximum(np.asarray(routed, dtype=float), 1.0)
+    if ep <= 1:
+        return np.ones_like(n)
+    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep) * ep / n)
+    return np.minimum(f, float(ep))
+
+
+def _moe_bytes(o: Ops, t_glob: Arr) -> Arr:
+    if not o.n_moe_layers:
+        return np.zeros_like(t_glob)
+    touched = o.experts_per_gpu * (1.0 - (1.0 - o.top_k / o.n_experts) ** t_glob)
+    return o.n_moe_layers * touched * o.expert_bytes
+
+
+def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
+               prefill: bool = False) -> StepParts:
+    """Efficiency-free parts of a step: numpy arrays (broadcast) of batch (sequences, all dp ranks), context
+    length and tokens per sequence. For prefill, ctx is the context before the chunk."""
     mdl = model_for(sc)
-    o, eff = mdl.ops, sc.efficiency
-    b_all = np.asarray(batch, dtype=float)
-    t = np.asarray(tokens_per_seq, dtype=float)
-    L = np.asarray(ctx, dtype=float)
+    o = mdl.ops
+    b_all, t, L = (np.asarray(x, dtype=float) for x in (batch, tokens_per_seq, ctx))
+    b_all, t, L = np.broadcast_arrays(b_all, t, L)
     b = np.ceil(b_all / sc.dp - 1e-9)  # the busiest attention-DP rank sets the pace
     t_rank, t_glob = b * t, b_all * t
+    graphed, t_pad = padded_tokens(sc.backend, t_rank, sc.cuda_graphs and not prefill)
     bw = o.bw_bytes_per_s
-    # dense GEMMs (attention projections, dense MLP, shared experts, lm_head)
-    m_gemm = np.full_like(t_rank, o.gemm_weight_bytes / (bw * eff.gemm_bw_eff))
-    c_gemm = t_rank * o.gemm_s_per_token_peak / eff.compute_eff
-    # routed experts
-    if o.n_moe_layers:
-        touched = o.experts_per_gpu * (1.0 - (1.0 - o.top_k / o.n_experts) ** t_glob)
-        moe_bytes = o.n_moe_layers * touched * o.expert_bytes
-    else:
-        moe_bytes = np.zeros_like(t_rank)
-    m_moe = moe_bytes / (bw * eff.moe_bw_eff)
-    c_moe = t_glob * o.expert_s_per_token_peak / eff.moe_compute_eff
-    # attention over the KV cache / recurrent state
+    moe_bytes = _moe_bytes(o, t_glob)
+    ep = sc.ep if o.n_moe_layers else 1
+    comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
     L_eff = L + t if prefill else L + t - 1.0
     kv_bytes = b * (sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + o.state_bytes_per_seq)
     kv_bytes = kv_bytes + t_rank * o.kv_write_bytes_per_token
     L_q = L + (t + 1.0) / 2.0 if prefill else L_eff  # mean context a query token sees (causal within a chunk)
     attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.ctx_terms)
-    m_attn = kv_bytes / (bw * eff.attn_bw_eff)
-    c_attn = attn_fl / (o.attn_peak_flops * eff.attn_compute_eff)
-    comm = _collectives(mdl, eff, t_rank, t_glob)
-    comm_s = sum((v[2] for v in comm.values()), np.zeros_like(t_rank))
-    # Prefill chunks run eagerly in vLLM/SGLang/TRT-LLM (graphs are captured for decode batch sizes only).
-    per_kernel = eff.kernel_overhead_s if (sc.cuda_graphs and not prefill) else eff.launch_overhead_s
-    kern_s = np.full_like(t_rank, o.kernels_per_step * per_kernel)
-    cpu_s = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * b_all
+    colls = _coll_parts(mdl, t_rank, t_glob)
+    mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes) / o.peak_bw_bytes_per_s
+    fl_peak = t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak + attn_fl / o.attn_peak_flops
+    zero = np.zeros_like(t_rank)
+    c_lat = sum((c.latency_s for c in colls.values()), zero)
+    c_bw = sum((c.bandwidth_s for c in colls.values()), zero)
+    floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
+    return StepParts(
+        mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw), comp_gemm_s=t_pad * o.gemm_s_per_token_peak,
+        mem_moe_s=moe_bytes / bw, comp_moe_s=comp_moe, mem_attn_s=kv_bytes / bw,
+        comp_attn_s=attn_fl / o.attn_peak_flops, kernels=np.full_like(t_rank, float(o.kernels_per_step)),
+        graphed=graphed, batch=b_all, tokens=t_glob, floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
+        colls=colls,
+    )
+
+
+def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
+    """Apply efficiencies to a step's parts: {step, TERMS..., gemm, moe, attention, kernels, cpu, floor, tokens}
+    plus `coll:<name>` with each collective's time (all arrays)."""
+    m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
+    m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
+    m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
+    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
+    out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
+    comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
+    per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
+    kern = p.kernels * per_kernel
+    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)
     comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
             + np.where(m_attn < c_attn, c_attn, 0.0))
-    over = kern_s + cpu_s
-    step = w + kv + comp + comm_s + over
-    mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes) / bw
-    fl_peak = (t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak
-               + attn_fl / o.attn_peak_flops)
-    floor = np.maximum(mem_peak, fl_peak) + sum((v[3] for v in comm.values()), np.zeros_like(t_rank))
-    return {
-        "step": step, "weights": w, "kv": kv, "compute": comp, "communication": comm_s, "overhead": over,
-        "gemm": np.maximum(m_gemm, c_gemm), "moe": np.maximum(m_moe, c_moe),
-        "attention": np.maximum(m_attn, c_attn), "kernels": kern_s, "cpu": cpu_s,
-        "floor": floor, "collectives": comm, "tokens": t_glob,
-    }
+    over = kern + cpu
+    out.update({
+        "step": w + kv + comp + comm + over, "weights": w, "kv": kv, "compute": comp, "communication": comm,
+        "overhead": over, "gemm": np.maximum(m_gemm, c_gemm), "moe": np.maximum(m_moe, c_moe),
+        "attention": np.maximum(m_attn, c_attn), "kernels": kern, "cpu": cpu, "floor": p.floor_s,
+        "tokens": p.tokens,
+    })
+    return out
+
+
+def step_arrays(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
+                prefill: bool = False) -> dict[str, Arr]:
+    """Vectorised step: `combine_step(step_parts(...), sc.efficiency)`."""
+    return combine_step(step_parts(sc, batch, ctx, tokens_per_seq, prefill), sc.efficiency)
 
 
 def public_name(key: str) -> str:
@@ -179,38 +292,39 @@ def public_name(key: str) -> str:
     return "gather_logits" if key == hw.ALL_GATHER + ":logits" else key
 
 
-def _to_prediction(a: dict[str, Any], batch: int, ctx: int, kind: str) -> StepPrediction:
-    terms = {k: float(a[k]) for k in TERMS}
-    colls = {
-        public_name(k): CollectiveCost(int(v[0]), float(v[1]), float(v[2])) for k, v in a["collectives"].items()
-    }
-    classes = {
-        "gemm": float(a["gemm"]), "moe": float(a["moe"]), "attention": float(a["attention"]),
-        "communication": float(a["communication"]), "norm": float(a["kernels"]), "other": float(a["cpu"]),
-    }
+def collective_costs(p: StepParts, a: dict[str, Arr], i: int = 0) -> dict[str, CollectiveCost]:
+    """The collectives of point i of a combined step, by public name."""
+    def at(x: Arr) -> float:
+        return float(np.broadcast_to(x, a["step"].shape).ravel()[i])
+
+    return {public_name(k): CollectiveCost(c.calls, at(c.bytes_per_call), at(a["coll:" + k]))
+            for k, c in p.colls.items()}
+
+
+def _to_prediction(sc: Scenario, p: StepParts, batch: int, ctx: int, kind: str) -> StepPrediction:
+    a = combine_step(p, sc.efficiency)
+    terms = {k: float(a[k].ravel()[0]) for k in TERMS}
+    classes = {k: float(a[k].ravel()[0]) for k in ("gemm", "moe", "attention", "communication")}
+    classes.update({"norm": float(a["kernels"].ravel()[0]), "other": float(a["cpu"].ravel()[0])})
     return StepPrediction(
-        step_time_s=float(a["step"]), terms_s=terms, dominant=max(terms, key=lambda k: terms[k]),
-        collectives=colls, floor_s=float(a["floor"]), class_time_s=classes, batch=batch,
-        tokens=int(round(float(a["tokens"]))), context_len=ctx, kind=kind,
+        step_time_s=float(a["step"].ravel()[0]), terms_s=terms, dominant=max(terms, key=lambda k: terms[k]),
+        collectives=collective_costs(p, a), floor_s=float(a["floor"].ravel()[0]), class_time_s=classes,
+        batch=batch, tokens=int(round(float(a["tokens"].ravel()[0]))), context_len=ctx, kind=kind,
     )
 
 
-def decode_step(sc: Any, batch: int, context_len: int, tokens_per_seq: int = 1) -> StepPrediction:
+def decode_step(sc: Scenario, batch: int, context_len: int, tokens_per_seq: int = 1) -> StepPrediction:
     """One decode step of `batch` sequences (all dp ranks) at `context_len` tokens of context each.
     tokens_per_seq > 1 is a speculative verification of k+1 tokens per sequence."""
     if batch < 1 or context_len < 0 or tokens_per_seq < 1:
-        from servescope.errors import ScenarioError
-
         raise ScenarioError(f"decode_step: batch={batch}, context_len={context_len}, tokens={tokens_per_seq}")
-    return _to_prediction(step_arrays(sc, batch, context_len, tokens_per_seq), batch, context_len, "decode")
+    return _to_prediction(sc, step_parts(sc, batch, context_len, tokens_per_seq), batch, context_len, "decode")
 
 
-def prefill_step(sc: Any, tokens: int, batch: int = 1, context_len: int = 0) -> StepPrediction:
+def prefill_step(sc: Scenario, tokens: int, batch: int = 1, context_len: int = 0) -> StepPrediction:
     """One prefill chunk of `tokens` tokens in total, split evenly over `batch` sequences that already hold
     `context_len` tokens of context each (chunked prefill continues after earlier chunks)."""
     if tokens < 1 or batch < 1 or context_len < 0:
-        from servescope.errors import ScenarioError
-
         raise ScenarioError(f"prefill_step: tokens={tokens}, batch={batch}, context_len={context_len}")
-    a = step_arrays(sc, batch, context_len, tokens / batch, prefill=True)
-    return _to_prediction(a, batch, context_len, "prefill")
+    p = step_parts(sc, batch, context_len, tokens / batch, prefill=True)
+    return _to_prediction(sc, p, batch, context_len, "prefill")

@@ -1,0 +1,96 @@
+"""Grouped cross-validation of the fitted model: refit on all rows but one group, predict that group.
+
+What it does: for each grouping (model, system = GPU, backend; generation for the range data), every group in
+turn is held out, the global efficiencies are refitted on the other rows (perfmodel.fit, warm-started from the
+shipped fit) and the held-out rows predicted. Folds run in worker processes (ProcessPoolExecutor). Per grouping:
+MAPE and bias (mean signed (pred − meas)/meas, a fraction) of TPOT and TTFT over all held-out predictions, the
+number of folds and rows, and each row's out-of-fold prediction (for ranges and coverage). A grouping with fewer
+than two groups cannot be cross-validated: it reports the in-sample numbers and says so in `warning`.
+What it does not: read CSVs (perfmodel.validate), decide which parameters are fitted (perfmodel.fit) or format.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.fit import FITTED, FitData, fit_grouped, predict_data
+
+GROUPINGS = {"leave_one_model_out": "model", "leave_one_system_out": "system", "leave_one_backend_out": "backend"}
+RANGE_GROUPINGS = {**GROUPINGS, "leave_one_generation_out": "generation"}
+Params = dict[str, tuple[float, float, str]]
+
+
+@dataclass(frozen=True)
+class CvSummary:
+    """Out-of-fold accuracy of one grouping (fractions)."""
+
+    tpot_mape: float
+    ttft_mape: float
+    tpot_bias: float
+    ttft_bias: float
+    folds: int
+    rows: int
+    warning: str = ""  # set when the grouping could not be cross-validated (in-sample numbers instead)
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    summaries: dict[str, CvSummary]  # by grouping name
+    pred_tpot_s: dict[str, np.ndarray]  # out-of-fold predictions, aligned with the FitData rows
+    pred_ttft_s: dict[str, np.ndarray]
+
+
+def summarize(pred_tpot: np.ndarray, pred_ttft: np.ndarray, data: FitData, folds: int, warning: str = "") -> CvSummary:
+    et, ef = pred_tpot / data.tpot_s - 1.0, pred_ttft / data.ttft_s - 1.0
+    return CvSummary(float(np.mean(np.abs(et))), float(np.mean(np.abs(ef))), float(np.mean(et)), float(np.mean(ef)),
+                     folds, len(et), warning)
+
+
+@dataclass(frozen=True)
+class _Fold:
+    data: FitData
+    held_out: np.ndarray  # bool mask
+    start: Efficiency
+    params: Params
+    min_rows: int
+
+
+def _run_fold(f: _Fold) -> tuple[np.ndarray, np.ndarray]:
+    model = fit_grouped(f.data.subset(~f.held_out), f.start, f.params, f.min_rows)
+    return model.predict(f.data.subset(f.held_out))
+
+
+def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, min_rows: int = 0,
+                   groupings: dict[str, str] = GROUPINGS, workers: int = 2) -> CrossValidation:
+    """Leave-one-group-out for each grouping (module docstring); folds of all groupings share one process pool."""
+    folds: list[tuple[str, _Fold]] = []
+    summaries: dict[str, CvSummary] = {}
+    pt: dict[str, np.ndarray] = {}
+    pf: dict[str, np.ndarray] = {}
+    for name, label in groupings.items():
+        values = sorted(set(data.labels[label]))
+        if len(values) < 2:
+            tp, tf = predict_data(data, start)
+            pt[name], pf[name] = tp, tf
+            summaries[name] = summarize(tp, tf, data, 0, f"only one {label} ({values[0] if values else 'none'}): "
+                                                         "in-sample, not cross-validated")
+            continue
+        folds += [(name, _Fold(data, data.labels[label] == v, start, params, min_rows)) for v in values]
+    if workers > 1 and len(folds) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            results = list(ex.map(_run_fold, [f for _, f in folds]))
+    else:
+        results = [_run_fold(f) for _, f in folds]
+    for name in {n for n, _ in folds}:
+        tp, tf = np.full(len(data.tpot_s), np.nan), np.full(len(data.tpot_s), np.nan)
+        n_folds = 0
+        for (n, f), (a, b) in zip(folds, results, strict=True):
+            if n == name:
+                tp[f.held_out], tf[f.held_out], n_folds = a, b, n_folds + 1
+        pt[name], pf[name] = tp, tf
+        summaries[name] = summarize(tp, tf, data, n_folds)
+    return CrossValidation({k: summaries[k] for k in groupings}, pt, pf)

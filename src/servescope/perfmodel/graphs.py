@@ -1,0 +1,63 @@
+"""CUDA-graph capture sizes per engine: which decode batches replay a graph, padded to which size.
+
+What it does: reads the engine defaults in `perfmodel/data/engines.toml` (each with its source) and, for a
+decode step of `t` tokens per rank, returns whether it replays a captured graph (t ≤ the largest captured size)
+and the size it runs at (the next captured size ≥ t; eager steps run at t). Prefill chunks run eagerly here.
+What it does not: model piecewise graphs of mixed batches (perfmodel/simulate does), or time anything.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from servescope.errors import BadConfig
+
+_DATA = ("data", "engines.toml")
+
+
+@lru_cache(maxsize=1)
+def engine_table() -> dict[str, dict[str, object]]:
+    """The parsed data/engines.toml: one section per backend (graph sizes and measured overheads, with sources)."""
+    path = resources.files("servescope.perfmodel").joinpath(*_DATA)
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise BadConfig(f"perfmodel/data/engines.toml: {e}") from None
+    return {k: v for k, v in doc.items() if isinstance(v, dict)}
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """'1,2,4,8:256:8' -> (1, 2, 4, 8, 16, ..., 248): items are ints or start:stop:step ranges."""
+    out: list[int] = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        try:
+            nums = [int(p) for p in item.split(":")]
+        except ValueError:
+            raise BadConfig(f"perfmodel/data/engines.toml: bad capture size {item!r}") from None
+        out.extend(range(*nums) if len(nums) == 3 else nums)
+    return tuple(sorted(set(out)))
+
+
+@lru_cache(maxsize=8)
+def capture_sizes(backend: str) -> np.ndarray:
+    """Captured decode batch sizes (tokens per rank) of an engine's default configuration, ascending."""
+    sec = engine_table().get(backend)
+    if sec is None or "cuda_graph_sizes" not in sec:
+        raise BadConfig(f"perfmodel/data/engines.toml: no cuda_graph_sizes for backend {backend!r}")
+    return np.asarray(parse_sizes(str(sec["cuda_graph_sizes"])), dtype=float)
+
+
+def padded_tokens(backend: str, tokens: np.ndarray, graphs: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(graphed 1.0/0.0, tokens the step runs at) for decode steps of `tokens` tokens per rank."""
+    t = np.asarray(tokens, dtype=float)
+    if not graphs:
+        return np.zeros_like(t), t
+    sizes = capture_sizes(backend)
+    idx = np.searchsorted(sizes, t - 1e-9)
+    inside = idx < len(sizes)
+    padded = np.where(inside, sizes[np.minimum(idx, len(sizes) - 1)], t)
+    return inside.astype(float), padded
