@@ -103,8 +103,9 @@ def test_spec_method_and_config() -> None:
         parse_spec_method("medusa")
     with pytest.raises(PlanError, match="draft model"):
         SpecConfig(method="draft")
-    with pytest.raises(PlanError, match="only used with method 'draft'"):
-        SpecConfig(method="eagle3", draft_model="x")
+    with pytest.raises(PlanError, match="only used with draft, eagle or eagle3"):
+        SpecConfig(method="mtp", draft_model="x")
+    assert SpecConfig(method="eagle3", draft_model="head.json").draft_model == "head.json"  # the head's config
     with pytest.raises(PlanError, match="disagrees"):
         SpecConfig(k=2, acceptance=(0.8, 0.6, 0.4))
     with pytest.raises(PlanError, match="outside 1..16"):

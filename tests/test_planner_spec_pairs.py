@@ -101,3 +101,27 @@ def test_drafter_heads_follow_the_target_architecture() -> None:
     g = draft_scenario(llama, "eagle3")
     assert g is not None and (g.model.attention_kind, g.model.n_layers) == ("gqa", 1)
     assert draft_scenario(llama, "ngram") is None
+
+
+def test_an_eagle_head_given_by_its_own_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`eagle3:HEAD_CONFIG`: the head's own config.json (synthetic here, shaped like a LlamaForCausalLMEagle3
+    checkpoint: one layer, a narrower MLP than the target) is priced as written, plus the 3h→h fusion GEMM."""
+    import json
+
+    from servescope.perfmodel import Scenario
+    from servescope.perfmodel.speculative import draft_scenario
+    from servescope.planner import SpecConfig, parse_acceptance, plan, spec_from_options
+
+    cfg = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "num_hidden_layers": 1,
+           "hidden_size": 4096, "intermediate_size": 7168, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "head_dim": 128, "vocab_size": 128256, "max_position_embeddings": 8192}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg), encoding="utf-8")
+    sc = Scenario.build("llama-3.1-8b", "h100_sxm")
+    head = draft_scenario(sc, "eagle3", str(path))
+    assert head is not None and head.model.n_layers == 1 and head.quant.dense_mlp.name == "bf16"
+    assert head.model.params.dense_mlp == pytest.approx(3 * 4096 * 7168 + 3 * 4096 * 4096)
+    spec = spec_from_options(f"eagle3:{path}", 3, None, 0.7)
+    assert spec == SpecConfig("eagle3", 3, parse_acceptance(rate=0.7, k=3), str(path))
+    t = plan(sc, concurrency=1, spec=spec).track("speculative_decoding")
+    assert t.applicable and str(path) in t.validate

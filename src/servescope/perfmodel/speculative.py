@@ -19,7 +19,8 @@ loop, which vLLM also uses for MTP; SGLang's chain drafting has the same shape):
               + HOST_SYNCS × HOST_SYNC_S   (the accepted counts go to the host before the drafter runs)
     gain      = t_base(B) · AL / iteration          (AL = accepted length, bonus token included)
 
-Drafters: EAGLE / EAGLE-3 head = one layer with the target's attention kind (an MLA target gets an MLA layer,
+Drafters: EAGLE / EAGLE-3 head = its own config.json when given (plus the 3h→h fusion GEMM), else one layer with
+the target's attention kind (an MLA target gets an MLA layer,
 a GQA target a GQA layer), a dense MLP at the target's dense intermediate size, the 3h→h fusion GEMM and its own
 LM head over the target vocabulary (conservative: many heads use a 32k draft vocabulary), BF16, on the target's
 TP ranks, no expert parallelism; MTP = one of the target's own layers plus the 2h→h projection, target
@@ -151,10 +152,20 @@ def mtp_head(target: ModelSpec) -> ModelSpec:
     )
 
 
+def head_from_config(head: ModelSpec, target: ModelSpec) -> ModelSpec:
+    """An EAGLE head given by its own config.json (e.g. a LlamaForCausalLMEagle3 checkpoint): its layers as the
+    config says, plus the 3·h_target→h fusion GEMM that config files leave out of their layer shapes."""
+    fc = 3.0 * target.hidden_size * head.hidden_size
+    return replace(head, name=f"{head.name} (head of {target.name})",
+                   params=replace(head.params, dense_mlp=head.params.dense_mlp + fc))
+
+
 def draft_scenario(sc: Scenario, method: str, draft_model: str | None = None) -> Scenario | None:
-    """The drafter's scenario on the target's GPUs; None for n-gram (no drafter forward)."""
+    """The drafter's scenario on the target's GPUs; None for n-gram (no drafter forward). For EAGLE a
+    `draft_model` is the head's own config (else the head is derived from the target's config)."""
     if method in ("eagle", "eagle3"):
-        return replace(sc, model=eagle_head(sc.model), quant=_bf16(sc.quant.kv), ep=1)
+        model = head_from_config(load_model(draft_model), sc.model) if draft_model else eagle_head(sc.model)
+        return replace(sc, model=model, quant=_bf16(sc.quant.kv), ep=1)
     if method == "mtp":
         if sc.model.n_mtp_layers == 0:
             raise ScenarioError(f"{sc.model.name} has no MTP layers (num_nextn_predict_layers = 0)")

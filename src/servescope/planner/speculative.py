@@ -43,8 +43,9 @@ class SpecConfig:
             raise PlanError(f"unknown speculative method {self.method!r}; valid: eagle3, eagle, mtp, ngram, draft:MODEL")
         if self.method == "draft" and not self.draft_model:
             raise PlanError("speculative method 'draft' needs a draft model (draft:MODEL)")
-        if self.method != "draft" and self.draft_model:
-            raise PlanError(f"a draft model is only used with method 'draft', not {self.method!r}")
+        if self.method not in ("draft", "eagle", "eagle3") and self.draft_model:
+            raise PlanError(f"a draft model or head config is only used with draft, eagle or eagle3, not "
+                            f"{self.method!r}")
         if self.k is not None and not 1 <= self.k <= 16:
             raise PlanError(f"--spec-k {self.k} is outside 1..16")
         if self.acceptance is not None:
@@ -54,7 +55,8 @@ class SpecConfig:
 
 
 def parse_spec_method(text: str) -> tuple[str, str | None]:
-    """`eagle3`, `eagle`, `mtp`, `ngram` or `draft:MODEL` → (method, draft model or None)."""
+    """`eagle3`, `eagle`, `mtp`, `ngram`, `draft:MODEL` or `eagle3:HEAD_CONFIG` (the head's own config.json or
+    HF id) → (method, draft model / head config or None)."""
     method, _, model = text.strip().partition(":")
     method = method.lower().replace("-", "")
     if method not in METHODS:
