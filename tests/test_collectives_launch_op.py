@@ -192,3 +192,23 @@ def test_sibling_op_that_ended_does_not_claim_a_later_launch() -> None:
     rows = classify(frame).filter(pl.col("kind") == "kernel")
     assert rows["collective"].to_list() == ["all_reduce", "all_gather", None]
     assert rows["collective_source"].to_list() == ["launch_op", "name", None]
+
+
+def test_trace_json_and_text_show_size_and_bandwidth() -> None:
+    """The JSON document carries the per-collective size and bandwidths; the terminal table shows them in GB/s."""
+    from click.testing import CliRunner
+
+    from servescope.cli import main
+
+    (ag,) = [e for e in raw_events(B200) if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllGather")]
+    size = ag["args"]["Out msg nelems"] * 2
+    doc = json.loads(CliRunner().invoke(main, ["trace", str(B200), "--json"]).stdout)
+    gather = doc["ranks"][0]["by_kind"][0]["collectives"]["all_gather"]
+    assert (gather["sized_calls"], gather["message_bytes_total"], gather["group_size"]) == (1, size, 8)
+    assert gather["algbw_bytes_per_s"] == pytest.approx(size / (ag["dur"] / 1e6), abs=1.0)
+    assert gather["busbw_bytes_per_s"] == pytest.approx(size * 7 / 8 / (ag["dur"] / 1e6), abs=1.0)
+    assert doc["ranks"][0]["by_kind"][0]["collectives"]["all_reduce"]["algbw_bytes_per_s"] is None
+    text = CliRunner().invoke(main, ["trace", str(B200)], terminal_width=200).output
+    assert "busbw" in text and "algbw" in text
+    (line,) = [x for x in text.splitlines() if "all_gather" in x and "│" in x]
+    assert f"{size / 1e3:.1f} kB" in line and f"{size * 7 / 8 / (ag['dur'] / 1e6) / 1e9:.1f}" in line

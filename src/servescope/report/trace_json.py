@@ -19,7 +19,10 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 
 def _collectives(c: dict[str, CollectiveStats]) -> dict[str, dict[str, Any]]:
     return {
-        name: {"calls": s.calls, "total_us": _r(s.total_us), "mean_us": _r(s.mean_us), "median_us": _r(s.median_us), "p90_us": _r(s.p90_us)}
+        name: {"calls": s.calls, "total_us": _r(s.total_us), "mean_us": _r(s.mean_us), "median_us": _r(s.median_us), "p90_us": _r(s.p90_us),
+               "sized_calls": s.sized_calls, "message_bytes_total": s.message_bytes_total,
+               "message_bytes_median": _r(s.message_bytes_median, 1), "group_size": s.group_size,
+               "algbw_bytes_per_s": _r(s.algbw_bytes_per_s, 0), "busbw_bytes_per_s": _r(s.busbw_bytes_per_s, 0)}
         for name, s in c.items()
     }
 

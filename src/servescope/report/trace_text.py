@@ -13,6 +13,7 @@ from rich.text import Text
 from servescope.analysis import TraceAnalysis
 from servescope.breakdown import KindSummary, TraceBreakdown
 from servescope.report.ranks_text import render_ranks
+from servescope.units import GIGA, KILO, MEGA
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 _ARGS = re.compile(r"\(.*\)\s*$")
@@ -83,13 +84,29 @@ def _collectives_table(k: KindSummary) -> Table | None:
         return None
     t = Table(title=f"{k.kind}: collectives (communication exposed: {_pct(k.comm_exposed_us, k.gpu_busy_us)} of "
                     "GPU busy)", title_justify="left")
-    for col in ("collective", "calls/step", "calls/token", "median µs", "p90 µs", "total ms", "% of GPU busy"):
-        t.add_column(col, justify="left" if col == "collective" else "right")
+    for col in ("collective", "calls/step", "calls/token", "median µs", "p90 µs", "total ms", "% of GPU busy",
+                "median msg", "algbw GB/s", "busbw GB/s"):
+        t.add_column(col, justify="left" if col == "collective" else "right", no_wrap=col == "collective")
     for name, s in k.collectives.items():
         per_token = k.calls_per_token(name)
         t.add_row(name, f"{k.calls_per_step(name):.1f}", "–" if per_token is None else f"{per_token:.1f}",
-                  f"{s.median_us:.1f}", f"{s.p90_us:.1f}", f"{s.total_us / 1e3:.3f}", _pct(s.total_us, k.gpu_busy_us))
+                  f"{s.median_us:.1f}", f"{s.p90_us:.1f}", f"{s.total_us / 1e3:.3f}", _pct(s.total_us, k.gpu_busy_us),
+                  _bytes(s.message_bytes_median), _gb_per_s(s.algbw_bytes_per_s), _gb_per_s(s.busbw_bytes_per_s))
     return t
+
+
+def _bytes(n_bytes: float | None) -> str:
+    """Decimal units (kB = 1e3 B, MB = 1e6 B), as nccl-tests sizes are usually read."""
+    if n_bytes is None:
+        return "–"
+    for unit, scale in (("GB", GIGA), ("MB", MEGA), ("kB", KILO)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.1f} {unit}"
+    return f"{n_bytes:.0f} B"
+
+
+def _gb_per_s(bytes_per_s: float | None) -> str:
+    return "–" if bytes_per_s is None else f"{bytes_per_s / GIGA:.1f}"
 
 
 def _kernels_table(k: KindSummary, num_sms: int | None) -> Table:
