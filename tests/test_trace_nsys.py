@@ -281,3 +281,37 @@ def test_a_folder_of_exports_is_found(tmp_path: Path) -> None:
                 kernels=[(3_000, 4_000 + rank * 1_000, 1, 3, 0)])
     analysis = analyze_trace(tmp_path)
     assert [(r.rank, sum(s.gpu_busy_us for s in r.steps)) for r in analysis.ranks] == [(0, 1.0), (1, 2.0)]
+
+
+# --- damage: regressions from byte-flip fuzzing of the fixtures (each crashed before the fix) -------------------
+
+@pytest.mark.parametrize("patch", [
+    (b"CREATE TABLE TARGET_INFO_SYSTEM_ENV", b"CREATE TABLX TARGET_INFO_SYSTEM_ENV"),  # malformed schema
+    (b"CREATE TABLE TARGET_INFO_SYSTEM_ENV", b"CREATE TABLE TARGET_INFO\nSYSTEM_ENV"),  # SQLite quotes the newline
+    (b"CREATE TABLE TARGET_INFO_SYSTEM_ENV", b"CREATE \xff\xfeBLE TARGET_INFO_SYSTEM_ENV"[:35]),  # invalid UTF-8
+], ids=["syntax", "newline", "utf8"])
+def test_damaged_schema_is_one_line(tmp_path: Path, patch: tuple[bytes, bytes]) -> None:
+    raw = PAIR[1].read_bytes()
+    assert raw.count(patch[0]) == 1 and len(patch[0]) == len(patch[1])
+    path = tmp_path / "flipped.sqlite"
+    path.write_bytes(raw.replace(*patch))
+    with pytest.raises(NotATrace) as info:
+        load_trace(path)
+    assert "flipped.sqlite" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_wrong_types_and_bad_text_load_with_warnings(tmp_path: Path) -> None:
+    path = _export(tmp_path / "damaged.sqlite", nvtx=[(0, 10_000, "ProfilerStep#1")],
+                   runtime=[(1_000, 2_000, 1, 1), (2_000, 3_000, 2, 1)],
+                   kernels=[(3_000, 5_000, 1, 99, 0), (5_000, 6_000, 2, 3, 0)])  # name id 99 is not in StringIds
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'x(5' WHERE correlationId = 2")
+        con.execute("UPDATE NVTX_EVENTS SET text = CAST(X'50726f66696c657253746570ff2331' AS TEXT)")
+    trace = load_trace(path)
+    text = " | ".join(trace.warnings)
+    assert "1 values in CUPTI_ACTIVITY_KIND_KERNEL are not of the type" in text
+    assert "1 rows without a readable start or end were dropped" in text
+    assert "1 kernel names not found in StringIds" in text and "not valid UTF-8" in text
+    kernels = trace.events.filter(pl.col("kind") == "kernel")
+    assert kernels["name"].to_list() == ["unnamed kernel"] and kernels["dur_us"].to_list() == [2.0]
+    assert trace.events.filter(pl.col("kind") == "user_annotation")["name"].to_list() == ["ProfilerStep\ufffd#1"]

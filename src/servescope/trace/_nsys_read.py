@@ -99,27 +99,61 @@ def is_sqlite(path: Path) -> bool:
         return False
 
 
+class _Text:
+    """sqlite3 text factory: UTF-8, with invalid bytes replaced (U+FFFD) and counted."""
+
+    def __init__(self) -> None:
+        self.n_bad = 0
+
+    def __call__(self, raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            self.n_bad += 1
+            return raw.decode(errors="replace")
+
+
 @contextmanager
-def _open(path: Path) -> Iterator[sqlite3.Connection]:
+def _open(path: Path, warnings: list[str]) -> Iterator[sqlite3.Connection]:
     """Read-only, immutable connection; any SQLite failure becomes one NotATrace line naming the file."""
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+    text = _Text()
     try:
         con = sqlite3.connect(uri, uri=True)
+        con.text_factory = text
     except sqlite3.Error as exc:
-        raise NotATrace(f"{path}: cannot open the SQLite file ({exc})") from None
+        raise NotATrace(f"{path}: cannot open the SQLite file ({_one_line(exc)})") from None
     try:
         yield con
-    except sqlite3.Error as exc:
+        if text.n_bad:
+            warnings.append(f"{text.n_bad:,} text values are not valid UTF-8; bad bytes shown as U+FFFD")
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own message may quote invalid UTF-8
         raise NotATrace(
-            f"{path}: SQLite file is corrupt or not an Nsight Systems export ({exc})"
+            f"{path}: SQLite file is corrupt or not an Nsight Systems export ({_one_line(exc)})"
         ) from None
     finally:
         con.close()
 
 
+@dataclass(frozen=True)
+class _Export:
+    """An open export: connection, file, its tables and their columns, and the warnings list to add to."""
+
+    con: sqlite3.Connection
+    path: Path
+    tables: set[str]
+    cols: dict[str, set[str]]
+    warnings: list[str]
+
+
+def _one_line(exc: Exception) -> str:
+    """SQLite's message on one line (a malformed schema message quotes the schema, newlines and all)."""
+    return " ".join(str(exc).split())[:200]
+
+
 def read_tables(path: Path, warnings: list[str]) -> NsysTables:
     """All the tables servescope uses; raises NotATrace for a corrupt or non-nsys SQLite file."""
-    with _open(path) as con:
+    with _open(path, warnings) as con:
         tables = _table_names(con)
         _check_is_nsys(path, tables)
         for table, what in _OPTIONAL.items():
@@ -127,17 +161,17 @@ def read_tables(path: Path, warnings: list[str]) -> NsysTables:
                 warnings.append(
                     f"no {table} table (nsys creates tables only for what it saw): {what}"
                 )
-        cols = {t: _columns(con, t) for t in tables}
+        db = _Export(con, path, tables, {t: _columns(con, t) for t in tables}, warnings)
         result = NsysTables(
-            kernels=_read_kernels(con, path, tables, cols),
-            memcpys=_read_gpu(con, path, tables, cols, MEMCPY, MEMCPY_SCHEMA),
-            memsets=_read_gpu(con, path, tables, cols, MEMSET, MEMSET_SCHEMA),
-            runtime=_read_runtime(con, path, tables, cols),
-            nvtx=_read_nvtx(con, tables, cols),
-            process_names=_process_names(con, tables, cols),
-            export=_export_facts(con, tables, cols),
+            kernels=_read_kernels(db),
+            memcpys=_read_gpu(db, MEMCPY, MEMCPY_SCHEMA),
+            memsets=_read_gpu(db, MEMSET, MEMSET_SCHEMA),
+            runtime=_read_runtime(db),
+            nvtx=_read_nvtx(db),
+            process_names=_process_names(db),
+            export=_export_facts(db),
         )
-        _read_gpus(con, tables, cols, result)
+        _read_gpus(db, result)
     return result
 
 
@@ -177,27 +211,36 @@ def _require(path: Path, table: str, have: set[str], need: tuple[str, ...]) -> N
 
 
 def _frame(
-    con: sqlite3.Connection, sql: str, schema: Mapping[str, type[pl.DataType]]
+    db: _Export, sql: str, table: str, schema: Mapping[str, type[pl.DataType]]
 ) -> pl.DataFrame:
-    """Rows of `sql` as a frame; values of the wrong type (a damaged file) become nulls."""
-    rows = con.execute(sql).fetchall()
-    return pl.DataFrame(rows, schema=schema, orient="row", strict=False)
+    """Rows of `sql` as a frame, built column by column; values of the wrong type (a damaged file: text or
+    bytes where nsys writes integers) become nulls, counted into one warning per table."""
+    rows = db.con.execute(sql).fetchall()
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    series = [
+        pl.Series(name, list(values), dtype=dtype, strict=False)
+        for (name, dtype), values in zip(schema.items(), columns, strict=True)
+    ]
+    lost = sum(s.null_count() - list(v).count(None) for s, v in zip(series, columns, strict=True))
+    if lost:
+        db.warnings.append(
+            f"{lost:,} values in {table} are not of the type nsys writes; set to null"
+        )
+    return pl.DataFrame(series)
 
 
 _GPU_NEED = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
 _GPU_SELECT = 't.start, t."end", t.deviceId, t.streamId, t.correlationId, t.globalPid ' + _PID
 
 
-def _read_kernels(
-    con: sqlite3.Connection, path: Path, tables: set[str], cols: dict[str, set[str]]
-) -> pl.DataFrame:
+def _read_kernels(db: _Export) -> pl.DataFrame:
     """Kernels with the demangled name (Kineto's spelling), else the short name; grid and block products."""
-    table = _resolve(tables, KERNEL)
+    table = _resolve(db.tables, KERNEL)
     if table is None:
         return pl.DataFrame(schema=KERNEL_SCHEMA)
-    have = cols[table]
+    have = db.cols[table]
     _require(
-        path,
+        db.path,
         table,
         have,
         (*_GPU_NEED, "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"),
@@ -208,50 +251,39 @@ def _read_kernels(
         f't.blockX * t.blockY * t.blockZ FROM "{table}" t '
         f"LEFT JOIN StringIds d ON d.id = {name_id} LEFT JOIN StringIds s ON s.id = t.shortName"
     )
-    return _frame(con, sql, KERNEL_SCHEMA)
+    return _frame(db, sql, table, KERNEL_SCHEMA)
 
 
-def _read_gpu(
-    con: sqlite3.Connection,
-    path: Path,
-    tables: set[str],
-    cols: dict[str, set[str]],
-    name: str,
-    schema: Mapping[str, type[pl.DataType]],
-) -> pl.DataFrame:
+def _read_gpu(db: _Export, name: str, schema: Mapping[str, type[pl.DataType]]) -> pl.DataFrame:
     """Memcpy (copy kind, source and destination memory kinds) or memset (memory kind) rows."""
-    table = _resolve(tables, name)
+    table = _resolve(db.tables, name)
     if table is None:
         return pl.DataFrame(schema=schema)
-    have = cols[table]
-    _require(path, table, have, _GPU_NEED)
+    have = db.cols[table]
+    _require(db.path, table, have, _GPU_NEED)
     extra = ("copyKind", "srcKind", "dstKind") if name == MEMCPY else ("memKind",)
     picked = ", ".join(f"t.{c}" if c in have else "NULL" for c in extra)
-    return _frame(con, f'SELECT {_GPU_SELECT}, {picked} FROM "{table}" t', schema)
+    return _frame(db, f'SELECT {_GPU_SELECT}, {picked} FROM "{table}" t', table, schema)
 
 
-def _read_runtime(
-    con: sqlite3.Connection, path: Path, tables: set[str], cols: dict[str, set[str]]
-) -> pl.DataFrame:
+def _read_runtime(db: _Export) -> pl.DataFrame:
     """CUDA runtime (eventClass 0) and driver (1) calls, with their names resolved."""
-    table = _resolve(tables, RUNTIME)
+    table = _resolve(db.tables, RUNTIME)
     if table is None:
         return pl.DataFrame(schema=RUNTIME_SCHEMA)
-    have = cols[table]
-    _require(path, table, have, ("start", "end", "globalTid", "correlationId", "nameId"))
+    have = db.cols[table]
+    _require(db.path, table, have, ("start", "end", "globalTid", "correlationId", "nameId"))
     event_class = "t.eventClass" if "eventClass" in have else "0"
     sql = (
         f'SELECT t.start, t."end", {event_class}, t.globalTid {_PID}, t.globalTid {_TID}, t.correlationId, '
         f's.value FROM "{table}" t LEFT JOIN StringIds s ON s.id = t.nameId'
     )
-    return _frame(con, sql, RUNTIME_SCHEMA)
+    return _frame(db, sql, table, RUNTIME_SCHEMA)
 
 
-def _read_nvtx(
-    con: sqlite3.Connection, tables: set[str], cols: dict[str, set[str]]
-) -> pl.DataFrame:
+def _read_nvtx(db: _Export) -> pl.DataFrame:
     """Closed NVTX ranges (push/pop and start/end) with a name: inline `text`, else the registered string."""
-    have = cols.get(NVTX, set())
+    have = db.cols.get(NVTX, set())
     if not {"start", "end", "eventType", "globalTid", "text"} <= have:
         return pl.DataFrame(schema=NVTX_SCHEMA)
     name = "COALESCE(t.text, s.value)" if "textId" in have else "t.text"
@@ -261,49 +293,43 @@ def _read_nvtx(
         f'SELECT t.start, t."end", t.globalTid {_PID}, t.globalTid {_TID}, {name} FROM {NVTX} t {join} '
         f'WHERE t.eventType IN ({types}) AND t."end" IS NOT NULL AND t."end" >= t.start AND {name} IS NOT NULL'
     )
-    return _frame(con, sql, NVTX_SCHEMA)
+    return _frame(db, sql, NVTX, NVTX_SCHEMA)
 
 
-def _process_names(
-    con: sqlite3.Connection, tables: set[str], cols: dict[str, set[str]]
-) -> dict[int, str]:
-    if "PROCESSES" not in tables or not {"pid", "name"} <= cols["PROCESSES"]:
+def _process_names(db: _Export) -> dict[int, str]:
+    if "PROCESSES" not in db.tables or not {"pid", "name"} <= db.cols["PROCESSES"]:
         return {}
     return {
         int(pid): str(name)
-        for pid, name in con.execute("SELECT pid, name FROM PROCESSES")
+        for pid, name in db.con.execute("SELECT pid, name FROM PROCESSES")
         if pid is not None
     }
 
 
-def _export_facts(
-    con: sqlite3.Connection, tables: set[str], cols: dict[str, set[str]]
-) -> dict[str, str]:
-    if "META_DATA_EXPORT" not in tables or not {"name", "value"} <= cols["META_DATA_EXPORT"]:
+def _export_facts(db: _Export) -> dict[str, str]:
+    if "META_DATA_EXPORT" not in db.tables or not {"name", "value"} <= db.cols["META_DATA_EXPORT"]:
         return {}
     wanted = ("EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION")
-    rows = con.execute("SELECT name, value FROM META_DATA_EXPORT")
+    rows = db.con.execute("SELECT name, value FROM META_DATA_EXPORT")
     return {str(k): str(v) for k, v in rows if k in wanted and v is not None}
 
 
-def _read_gpus(
-    con: sqlite3.Connection, tables: set[str], cols: dict[str, set[str]], out: NsysTables
-) -> None:
+def _read_gpus(db: _Export, out: NsysTables) -> None:
     """SM counts and names per (pid, CUDA ordinal) from TARGET_INFO_CUDA_DEVICE (+ TARGET_INFO_GPU names).
 
     The join `TARGET_INFO_GPU.id = TARGET_INFO_CUDA_DEVICE.gpuId`, `cudaId` = the kernel's deviceId, follows
     GindaChen/nsys-ai (reference §3.2); the column set is not verified on a real export here, so every
     column is checked first and a missing one just leaves the facts unknown.
     """
-    have = cols.get("TARGET_INFO_CUDA_DEVICE", set())
+    have = db.cols.get("TARGET_INFO_CUDA_DEVICE", set())
     if not {"cudaId", "numMultiprocessors"} <= have:
         return
     pid = "d.pid" if "pid" in have else "NULL"
-    gpu_ok = {"id", "name"} <= cols.get("TARGET_INFO_GPU", set()) and "gpuId" in have
+    gpu_ok = {"id", "name"} <= db.cols.get("TARGET_INFO_GPU", set()) and "gpuId" in have
     name = "g.name" if gpu_ok else "NULL"
     join = "LEFT JOIN TARGET_INFO_GPU g ON g.id = d.gpuId" if gpu_ok else ""
     sql = f"SELECT {pid}, d.cudaId, d.numMultiprocessors, {name} FROM TARGET_INFO_CUDA_DEVICE d {join}"
-    for p, dev, sms, gpu_name in con.execute(sql):
+    for p, dev, sms, gpu_name in db.con.execute(sql):
         if not isinstance(dev, int):
             continue
         key = (p if isinstance(p, int) else None, dev)
