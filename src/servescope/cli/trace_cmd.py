@@ -36,6 +36,8 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
     from servescope.report.trace_json import trace_document
     from servescope.report.trace_text import render_trace
 
+    if path is None and ray_address is not None and Path(ray_address).exists():  # `--ray FOLDER`: bare --ray
+        path, ray_address = Path(ray_address), "local"
     analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n, workers=workers,
                              ray_address=ray_address)
     out.emit(trace_document(analysis), warnings=analysis.warnings,
