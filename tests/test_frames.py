@@ -91,3 +91,17 @@ def test_py_typed_marker_ships_in_the_package() -> None:
     assert (resources.files("servescope") / "py.typed").is_file()
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/servescope"]
+
+
+def test_result_reprs_are_a_few_hundred_characters(analysis: servescope.TraceAnalysis) -> None:
+    from servescope.advise import advise
+    from servescope.diff import diff_analyses
+
+    sc = servescope.Scenario.build(model="gpt-oss-120b", gpu="b200_sxm", tp=8)
+    advice = advise(sc, B200, objective="tpot", concurrency=1)
+    b = analysis.ranks[0]
+    objects = [analysis, b, b.steps[0], b.kinds[0], sc, sc.gpu, sc.model, advice, advice.plan,
+               advice.calibration, servescope.predict(sc, [8])[0], diff_analyses(analysis, analysis)]
+    lengths = {type(o).__name__: len(repr(o)) for o in objects}
+    assert max(lengths.values()) < 400, lengths
+    assert "gpt-oss-120b" in repr(sc) and "b200" in repr(sc.gpu).lower() and "prefill" in repr(b.steps[0])

@@ -24,6 +24,9 @@ class Advice:
     trace: str | None
     analysis: TraceAnalysis | None = None  # the trace analysis the calibration used
 
+    def __repr__(self) -> str:
+        return f"Advice(trace={self.trace!r}, {self.plan!r})"
+
 
 def calibration_from_analysis(analysis: TraceAnalysis, scenario: Any) -> Calibration:
     """Calibrate `scenario` on the first rank that ran GPU kernels; the analysis's warnings come first."""

@@ -112,6 +112,10 @@ class StepBreakdown:
             return self.batch_size
         return None
 
+    def __repr__(self) -> str:
+        return (f"StepBreakdown(#{self.index} {self.kind} {self.label[:60]!r}: busy {self.gpu_busy_us:,.1f} µs of "
+                f"span {self.gpu_span_us:,.1f} µs, {self.kernels} kernels)")
+
 
 @dataclass(frozen=True)
 class TraceBreakdown:
@@ -129,6 +133,11 @@ class TraceBreakdown:
     outside_steps_events: int = 0  # GPU events launched outside every step (warm-up, profiler edges)
     outside_steps_us: float = 0.0  # their summed duration
     timelines: tuple[StepTimeline, ...] = ()  # the kernels of one representative step per kind (timeline.py)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{k.kind}×{k.steps}" for k in self.kinds)
+        return (f"TraceBreakdown(rank {self.rank}, {self.device_name}: {len(self.steps)} step(s) [{kinds}], "
+                f"{len(self.warnings)} warning(s); {self.file!r})")
 
 
 def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
@@ -343,6 +352,10 @@ class KindSummary:
         if not self.generated_tokens:
             return None
         return self.collectives[collective].calls / self.generated_tokens
+
+    def __repr__(self) -> str:
+        return (f"KindSummary({self.kind}: {self.steps} step(s), busy {self.gpu_busy_us:,.1f} µs, "
+                f"{len(self.classes_us)} classes, {len(self.collectives)} collectives)")
 
 
 def _sum_optional(values: list[int | None]) -> int | None:

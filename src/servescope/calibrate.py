@@ -109,6 +109,10 @@ class Calibration:
                             f"{scenario.model.name} / {scenario.gpu.name} / TP={scenario.tp}")
         return scenario.with_(efficiency=self.efficiency, cuda_graphs=self.cuda_graphs)
 
+    def __repr__(self) -> str:
+        return (f"Calibration({self.model} on {self.gpu}, tp={self.tp}: {len(self.steps)} step(s), "
+                f"{len(self.residuals)} class residuals, {len(self.warnings)} warning(s))")
+
 
 def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, step: int | None = None,
               context_len: float | None = None) -> Calibration:

@@ -101,6 +101,10 @@ class Scenario:
             check_fits(sc)
         return sc
 
+    def __repr__(self) -> str:
+        return (f"Scenario({self.model.name} on {self.gpu.name}, tp={self.tp} ep={self.ep} pp={self.pp} "
+                f"dp={self.dp}, {self.backend}, isl={self.isl} osl={self.osl})")
+
 
 def check_layout(sc: Scenario) -> None:
     """Raise ScenarioError for layouts no engine can run."""

@@ -43,6 +43,7 @@ from servescope.perfmodel.step import (
     stack_parts,
     step_parts,
 )
+from servescope.units import s_to_ms
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
@@ -62,6 +63,10 @@ class ServingPoint:
     step_time_s: float  # the decode step alone (no prefill interference)
     floor_s: float  # physical floor of the decode step
     batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
+
+    def __repr__(self) -> str:
+        return (f"ServingPoint(concurrency {self.concurrency}: TPOT {s_to_ms(self.tpot_s):.3f} ms, TTFT "
+                f"{s_to_ms(self.ttft_s):.1f} ms, {self.output_tok_s:,.0f} tok/s, {self.dominant}-bound)")
 
 
 def mla_layers(sc: Any) -> int:

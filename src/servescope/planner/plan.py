@@ -154,6 +154,13 @@ class Plan:
                 return t
         raise PlanError(f"no track {kind!r} in this plan; valid: {', '.join(TRACK_KINDS)}")
 
+    def __repr__(self) -> str:
+        best = next((t for t in self.tracks if t.applicable and t.gain is not None), None)
+        head = f"best {best.kind} {best.gain:.2f}x" if best and best.gain is not None else "no applicable track"
+        return (f"Plan({self.objective} at concurrency {self.concurrency}, "
+                f"{'calibrated' if self.calibrated else 'uncalibrated'}: {len(self.tracks)} tracks, {head}; "
+                f"{self.scenario!r})")
+
 
 def plan(
     scenario: Scenario,

@@ -93,6 +93,9 @@ class GpuSpec:
         """True when GPUs talk over NVLink/XGMI rather than PCIe."""
         return self.nvlink_bw_bytes_per_s > 0
 
+    def __repr__(self) -> str:
+        return f"GpuSpec({self.name!r}: {self.display_name}, {self.sm_count} SMs, {self.interconnect})"
+
 
 def normalize_name(name: str) -> str:
     """Lower case; runs of spaces, '-', '_', '.' and '/' become one '_' (so `H100-SXM` == `h100 sxm`)."""

@@ -123,6 +123,9 @@ class ModelSpec:
             return self.head_dim  # one shared KV head (MQA-like latent)
         return 2 * self.n_kv_heads * self.head_dim
 
+    def __repr__(self) -> str:
+        return f"ModelSpec({self.name!r}: {self.model_type}, {self.n_layers} layers; {self.source!r})"
+
 
 # ---------------------------------------------------------------------------------------------------
 def _get(cfg: dict[str, Any], path: str, *keys: str, default: Any = None, required: bool = False) -> Any:
