@@ -147,7 +147,9 @@ class Output:
             draw(_console())
             return ""
         buf = io.StringIO()
-        draw(Console(file=buf, width=TEXT_FILE_WIDTH, color_system=None, force_terminal=False, soft_wrap=False))
+        from servescope.report.fit import FittingConsole
+
+        draw(FittingConsole(file=buf, width=TEXT_FILE_WIDTH, color_system=None, force_terminal=False, soft_wrap=False))
         return buf.getvalue()
 
 
@@ -183,8 +185,10 @@ def output_options(fn: F) -> F:
 
 def _console() -> Console:
     """A terminal console; when output is piped, 120 columns so tables stay readable in files and CI logs."""
-    console = Console()
-    return console if console.is_terminal else Console(width=120)
+    from servescope.report.fit import FittingConsole
+
+    console = FittingConsole()
+    return console if console.is_terminal else FittingConsole(width=120)
 
 
 def _int_list(text: str) -> list[int]:

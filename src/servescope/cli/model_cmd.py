@@ -33,8 +33,8 @@ def model(concurrency: str, with_sim: bool, out: Output, **kw: Any) -> None:
 
     sc, concs = _scenario(kw), _int_list(concurrency)
     points = predict(sc, concs)
-    title = (f"{kw['model_name']} on {kw['tp'] * kw['dp'] * kw['pp']}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} "
-             f"PP={kw['pp']} DP={kw['dp']}), ISL {kw['isl']} / OSL {kw['osl']}")
+    title = (f"{sc.model.name} on {sc.n_gpus}× {sc.gpu.name} (TP={sc.tp} EP={sc.ep} PP={sc.pp} DP={sc.dp}), "
+             f"ISL {sc.isl} / OSL {sc.osl}")  # the resolved names: `--gpu h100` is h100_sxm
     doc = model_document(points)
     if with_sim:  # simulate_cmd owns this path: the simulated fields join each point
         from servescope.cli.simulate_cmd import add_simulated
@@ -95,13 +95,19 @@ def specs_show(name: str, out: Output) -> None:
 
 @main.command()
 @click.argument("csv", type=click.Path(path_type=Path))
+@click.option("--cv", is_flag=True, help="Also cross-validate: refit leaving one model / system / backend out.")
 @output_options
 @one_line_errors
-def validate(csv: Path, out: Output) -> None:
+def validate(csv: Path, cv: bool, out: Output) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
+    from servescope.perfmodel.crossval import validate_cv
     from servescope.perfmodel.validate import validate_csv
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
 
-    document = validate_document(validate_csv(csv))
+    if cv:
+        result, cross = validate_cv(csv)
+        document = validate_document(result, cross_validation=cross)
+    else:
+        document = validate_document(validate_csv(csv))
     out.emit(document, text=lambda console: render_validation(document, console))

@@ -90,7 +90,7 @@ def occupancy(blocks_per_sm: float) -> float:
 
 def _quant_options(sc: Scenario) -> dict[str, Any]:
     """Lower-precision layouts the GPU has tensor-core paths for: KV → FP8, 16-bit weights → FP8, experts →
-    NVFP4, and all of them together."""
+    NVFP4, and all of them together (named by its parts: "KV cache to FP8 + 16-bit weights to FP8 + ...")."""
     qc, flops = sc.quant, dict(sc.gpu.flops_per_s)
     steps: dict[str, dict[str, Any]] = {}
     if qc.kv.bytes_per_param >= 2 and flops.get("fp8", 0) > 0:
@@ -106,7 +106,7 @@ def _quant_options(sc: Scenario) -> dict[str, Any]:
         merged: dict[str, Any] = {}
         for changes in steps.values():  # later steps win (experts: NVFP4 over FP8)
             merged.update(changes)
-        out["all of the above"] = replace(qc, **merged)
+        out[" + ".join(steps)] = replace(qc, **merged)  # the option is named by what it does
     return out
 
 

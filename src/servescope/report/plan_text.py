@@ -3,11 +3,14 @@ the Plan; nothing is planned here. The JSON contract is report/plan_doc.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
+from rich.padding import Padding
 from rich.text import Text
 
 from servescope.calibrate import calibration_table
-from servescope.planner.plan import Plan
+from servescope.planner.plan import Plan, Track
 from servescope.units import MS_PER_S
 
 
@@ -20,6 +23,7 @@ def plan_lines(plan: Plan) -> list[str]:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
     lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}, ±{plan.uncertainty:.0%} on "
              "each change",
+             scenario_line(plan.scenario),
              f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms, {b.output_tok_s:.0f} tok/s, dominant term "
              f"{b.step.dominant}, largest kernel class {plan.dominant_class}"]
     if plan.tpot_limit_s is not None:
@@ -47,6 +51,8 @@ def plan_lines(plan: Plan) -> list[str]:
         flag = " [precision-lowering]" if t.precision_lowering else ""
         lines.append(f"  {t.gain:5.2f}x ({t.gain_low:.2f}–{t.gain_high:.2f}) {t.kind} [{t.effort}]{flag}"
                      f"{measured}{extra}")
+        if t.pays:
+            lines.extend(_needs_and_verify(t))
     c, ceil = plan.combined, plan.ceiling
     lines.append(f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
                  f"{c.outcome.output_tok_s:.0f} tok/s ({c.gain:.2f}x on {unit})")
@@ -58,7 +64,24 @@ def plan_lines(plan: Plan) -> list[str]:
     return lines
 
 
+def scenario_line(sc: Any) -> str:
+    """The scenario as resolved: model and GPU spec names (`--gpu h100` resolves to h100_sxm) and the layout."""
+    gpu = f"{sc.gpu.name} ({sc.gpu.display_name})" if getattr(sc.gpu, "display_name", "") else sc.gpu.name
+    return (f"scenario: {sc.model.name} on {sc.n_gpus}× {gpu}, TP={sc.tp} EP={sc.ep} PP={sc.pp} DP={sc.dp}, "
+            f"ISL {sc.isl} / OSL {sc.osl}, {sc.backend}")
+
+
+def _needs_and_verify(t: Track) -> list[str]:
+    """What a recommended track needs before it can pay (its preconditions) and how to check it did."""
+    out = [f"        needs: {p}" for p in t.preconditions]
+    if t.validate:
+        out.append(f"        verify: {t.validate}")
+    return out
+
+
 def render_plan_lines(lines: list[str], console: Console) -> None:
-    """Print the plan's lines as they are: no markup, no highlighting; long lines wrap at the console width."""
+    """Print the plan's lines as they are (no markup, no highlighting); a long line wraps at the console width,
+    its continuation indented like its start."""
     for line in lines:
-        console.print(Text(line), highlight=False)
+        indent = len(line) - len(line.lstrip(" "))
+        console.print(Padding(Text(line.lstrip(" ")), (0, 0, 0, indent)), highlight=False)

@@ -1,0 +1,127 @@
+"""Tables that fit the terminal without cutting a number: a Rich Console whose `print` refits every Table.
+
+Rich, given a table wider than the console, shrinks every column and cuts cells with "…" (a TPOT of 6.12 prints
+"6.…"). Here a table that does not fit is changed, in this documented order, until it fits:
+  1. borders go: the compact box (a rule under the header, no vertical lines);
+  2. text columns (left-justified: kernel names, labels, ids) shrink to NAME_MIN_WIDTH characters, ending in "…"
+     (a text column made to wrap, overflow="fold", wraps onto more lines instead);
+  3. columns move, right-most first, into a continuation table that repeats the first (key) column, titled
+     "… (continued)" — so every number is still printed, whole, at any width of at least ~40 columns.
+Numbers (right-justified columns) never shrink below their widest cell; their headers may wrap at spaces. Nested Groups are refitted too; other renderables pass
+through. Does not: choose what a table shows (each renderer does) or colour anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
+from rich.table import Column, Table
+
+NAME_MIN_WIDTH = 16
+
+
+def _cell_width(console: Console, cell: Any) -> int:
+    renderable = console.render_str(cell) if isinstance(cell, str) else cell
+    return Measurement.get(console, console.options, renderable).maximum
+
+
+def _cells_width(console: Console, col: Column) -> int:
+    return max((_cell_width(console, c) for c in col._cells), default=0)
+
+
+def _natural(console: Console, col: Column) -> int:
+    """Width a column needs: a number column its widest cell and its header's longest word (the header wraps at
+    spaces); a text column its widest cell and its whole header."""
+    words = str(col.header).split()
+    header = len(str(col.header)) if _is_text(col) else max((len(w) for w in words), default=0)
+    return max(header, _cells_width(console, col))
+
+
+def _is_text(col: Column) -> bool:
+    return col.justify in ("left", "default", "full", "center")
+
+
+def _floor(console: Console, col: Column) -> int:
+    """The narrowest a column may get: a number column its natural width, a text column NAME_MIN_WIDTH."""
+    nat = _natural(console, col)
+    return min(nat, max(NAME_MIN_WIDTH, len(str(col.header)))) if _is_text(col) else nat
+
+
+def _overhead(t: Table) -> int:
+    return sum(t._get_padding_width(i) for i in range(len(t.columns))) + t._extra_width
+
+
+def _fix_widths(console: Console, t: Table, width: int) -> None:
+    """Fixed column widths: floors, plus what is left of `width` given to text columns up to their natural."""
+    widths = [_floor(console, c) for c in t.columns]
+    spare = width - sum(widths) - _overhead(t)
+    for i, c in enumerate(t.columns):
+        if _is_text(c) and spare > 0:
+            extra = min(spare, _natural(console, c) - widths[i])
+            widths[i] += extra
+            spare -= extra
+    for c, w in zip(t.columns, widths, strict=True):
+        c.width, c.min_width, c.max_width = w, None, None
+        if _is_text(c) and c.overflow != "fold":  # names: one line, shortened with …
+            c.no_wrap, c.overflow = True, "ellipsis"
+        else:  # numbers (never narrower than their widest cell) and wrapping text (values, sources)
+            c.no_wrap, c.overflow = False, "fold"
+
+
+def _copy(t: Table, columns: list[Column], title: str | None) -> Table:
+    out = Table(title=title, title_justify=t.title_justify, caption=t.caption, box=t.box, show_edge=t.show_edge,
+                header_style=t.header_style, padding=t.padding)
+    for c in columns:
+        out.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, overflow=c.overflow, style=c.style,
+                       min_width=c.min_width, max_width=c.max_width)
+    for i in range(t.row_count):
+        out.add_row(*[c._cells[i] for c in columns])
+    return out
+
+
+def _fits(console: Console, t: Table, width: int, shrunk: bool) -> bool:
+    need = (_floor if shrunk else _natural)
+    return sum(need(console, c) for c in t.columns) + _overhead(t) <= width
+
+
+def fit_table(t: Table, console: Console, width: int | None = None) -> list[Table]:
+    """The table, or the table and its continuations, each at most `width` (default the console's) wide."""
+    width = width or console.width
+    if sum(_natural(console, c) if _is_text(c) else max(_natural(console, c), len(str(c.header)))
+           for c in t.columns) + _overhead(t) <= width:
+        return [t]  # fits with every header on one line: Rich lays it out untouched
+    if not _fits(console, t, width, False):
+        t.box, t.show_edge = box.SIMPLE_HEAD, False
+    if _fits(console, t, width, True) or len(t.columns) <= 2:
+        _fix_widths(console, t, width)
+        return [t]
+    cols = list(t.columns)
+    moved: list[Column] = []
+    while len(cols) > 2 and not _fits(console, _copy(t, cols, None), width, True):
+        moved.insert(0, cols.pop())
+    title = str(t.title) if t.title else ""
+    first = _copy(t, cols, title or None)
+    rest = _copy(t, [t.columns[0], *moved], f"{title} (continued)" if title else "(continued)")
+    first.caption, rest.caption = None, t.caption
+    _fix_widths(console, first, width)
+    return [first, *fit_table(rest, console, width)]
+
+
+def fit(renderable: Any, console: Console) -> list[Any]:
+    """A renderable with every Table in it (directly or in a Group) fitted to the console."""
+    if isinstance(renderable, Table):
+        return list(fit_table(renderable, console))
+    if isinstance(renderable, Group):
+        return [Group(*[x for r in renderable.renderables for x in fit(r, console)])]
+    return [renderable]
+
+
+class FittingConsole(Console):
+    """A Console whose print() refits tables (see the module docstring) before Rich lays them out."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        fitted: list[RenderableType] = [x for o in objects for x in fit(o, self)]
+        super().print(*fitted, **kwargs)
