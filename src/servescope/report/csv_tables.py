@@ -67,6 +67,7 @@ TABLES: dict[str, Callable[[dict[str, Any]], Rows]] = {
     "servescope.specs/1": lambda d: [{"kind": "gpu", "name": n} for n in d["gpus"]]
     + [{"kind": "model", "name": n} for n in d["models"]],
     "servescope.trace/1": _trace_rows,
+    "servescope.report/1": lambda d: _trace_rows(d["trace"]),
     "servescope.model/1": lambda d: list(d["points"]),
     "servescope.validate/1": lambda d: list(d["rows"]),
     "servescope.plan/1": lambda d: list(d["tracks"]),
