@@ -102,8 +102,8 @@ def test_broken_file_does_not_sink_the_folder(tmp_path: Path) -> None:
     (folder / "config.json").write_text('{"model": "x"}')
     a = analyze_trace(folder, workers=1)
     assert [b.rank for b in a.ranks] == [0, 1]
-    assert any(w.startswith("skipped rank2.json") for w in a.warnings), a.warnings
-    assert any(w.startswith("skipped config.json") for w in a.warnings), a.warnings
+    assert any(w.startswith("rank2.json: skipped (JSON nested too deeply") for w in a.warnings), a.warnings
+    assert any(w.startswith("config.json: skipped (") for w in a.warnings), a.warnings
 
 
 def test_cli_compact_view_and_per_rank() -> None:
@@ -126,3 +126,13 @@ def test_ray_equals_local(tmp_path: Path) -> None:
     finally:
         ray.shutdown()
     assert on_ray == local
+
+
+def test_skipped_files_fold_into_one_line(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, {"rank0.json.gz": RANK0})
+    for r in (1, 4, 6):
+        (folder / f"rank{r}.json").write_text("[" * 5000)
+    a = analyze_trace(folder, workers=1)
+    deep = [w for w in a.warnings if "nested too deeply" in w]
+    assert deep == ["3 files: skipped (JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace) "
+                    "(rank1.json, rank4.json, rank6.json)"]

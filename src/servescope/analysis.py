@@ -79,22 +79,30 @@ def _sort_key(o: RankOutcome) -> tuple[bool, int, str]:
     return o.rank is None, o.rank if o.rank is not None else 0, Path(o.file).name
 
 
+def _file_warnings(o: RankOutcome, several: bool) -> tuple[str, ...]:
+    """A file's warnings, ending with why it is left out, if it is."""
+    if o.error is not None:
+        return (*o.warnings, f"skipped ({str(o.error).removeprefix(f'{o.file}: ')})")
+    if o.breakdown is None and several:
+        return (*o.warnings, "skipped (no GPU events: a CPU-only or front-end trace)")
+    return o.warnings
+
+
 def _outcomes(path: Path, top_n: int, workers: int | None, ray_address: str | None) -> tuple[
         list[RankOutcome], list[str]]:
-    """Loaded outcomes sorted by rank, and notes on skipped files. A file that is not a trace or is empty is
-    skipped while another file loads (a stray config.json must not sink a folder); if none loads, its error."""
+    """Loaded outcomes sorted by rank, and the warnings of all files, one line per cause. A file that is not a
+    trace or is empty is skipped while another file loads (a stray config.json must not sink a folder); if none
+    loads, its error is raised."""
     files, notes = _rank_files(path)
     outcomes = analyze_rank_files(files, top_n, workers=workers, ray_address=ray_address)
     failed: list[TraceError] = [o.error for o in outcomes if o.error is not None]
     loaded = [o for o in outcomes if o.error is None]
     if not loaded:
         raise failed[0]
-    for o in outcomes:
-        if o.error is not None:
-            notes.append(f"skipped {Path(o.file).name}: {str(o.error).removeprefix(f'{o.file}: ')}")
-        elif o.breakdown is None and len(outcomes) > 1:
-            notes.append(f"{o.file}: no GPU events (CPU-only or front-end trace), skipped")
-    return sorted(fix_duplicate_ranks(loaded), key=_sort_key), notes
+    fixed = fix_duplicate_ranks(loaded)
+    by_file = {o.file: o for o in [*fixed, *(o for o in outcomes if o.error is not None)]}
+    per_file = [(Path(f).name, _file_warnings(by_file[f], len(files) > 1)) for f in map(str, files)]
+    return sorted(fixed, key=_sort_key), group_warnings(per_file) + notes
 
 
 def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | None = None,
@@ -102,8 +110,7 @@ def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, wo
     """Analyse a Kineto trace file or a folder of per-rank files. A folder's files run in `workers` processes
     (default one per core; 1 = in-process) or, with `ray_address` ("local" or a cluster address), as Ray tasks.
     Raises NoGpuEvents when no rank ran kernels."""
-    outcomes, notes = _outcomes(Path(path), top_n, workers, ray_address)
-    warnings = group_warnings([(Path(o.file).name, o.warnings) for o in outcomes]) + notes
+    outcomes, warnings = _outcomes(Path(path), top_n, workers, ray_address)
     ranks = [o.breakdown for o in outcomes if o.breakdown is not None]
     if not ranks:
         damage = f"; what could be read was damaged: {warnings[0]}" if warnings else ""
