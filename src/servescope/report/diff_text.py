@@ -3,6 +3,7 @@
 Per step kind: GPU busy and span per step, then tables per class, per collective and the kernels that moved most.
 Columns: before and after per step, ratio after/before, and the verdict of the test in servescope.diff:
 "yes" (larger than step-to-step variation), "no" (within it), "?" (cannot tell: fewer than 2 steps on a side).
+Kernel names are shortened (report.trace_text.short_name); distinct kernels with the same short name get #2, #3….
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def _ms(us: float) -> str:
 
 def _us(us: float) -> str:
     return f"{us:,.1f}"
+
+
+def _calls(n: float) -> str:
+    return f"{n:.0f}" if float(n).is_integer() else f"{n:.1f}"
 
 
 def _ratio(c: Change) -> str:
@@ -57,9 +62,12 @@ def _collectives(k: KindDiff) -> Table:
 def _kernels(k: KindDiff) -> Table:
     t = _table(f"{k.kind}: kernels that moved most, µs per step", "kernel",
                ("before", "after", "ratio", "calls b→a", "signif."))
+    seen: dict[str, int] = {}
     for x in k.kernels:
-        calls = f"{x.calls_per_step.before:.0f}→{x.calls_per_step.after:.0f}"
-        t.add_row(short_name(x.name, 40), _us(x.time_us.before), _us(x.time_us.after), _ratio(x.time_us), calls,
+        calls = f"{_calls(x.calls_per_step.before)}→{_calls(x.calls_per_step.after)}"
+        name = short_name(x.name, 36)
+        seen[name] = seen.get(name, 0) + 1
+        t.add_row(name + (f" #{seen[name]}" if seen[name] > 1 else ""), _us(x.time_us.before), _us(x.time_us.after), _ratio(x.time_us), calls,
                   VERDICT[x.time_us.significant])
     return t
 
