@@ -224,7 +224,8 @@ def _collective_expr(frame: pl.DataFrame, column: str) -> pl.Expr:
 def _message_bytes(frame: pl.DataFrame) -> pl.Expr:
     """nccl-tests "size": the larger of the input and output buffers, in bytes."""
     elem_bytes = _by_value(frame, "comm_dtype", dtype_bytes, pl.Int64)
-    return pl.max_horizontal("comm_in_nelems", "comm_out_nelems") * elem_bytes
+    size = pl.max_horizontal("comm_in_nelems", "comm_out_nelems") * elem_bytes
+    return pl.when(size >= 0).then(size)  # a negative count is damage, not a size
 
 
 def _comm_ops(frame: pl.DataFrame) -> pl.DataFrame:
