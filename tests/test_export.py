@@ -125,6 +125,8 @@ def test_cli_overwrites_atomically_and_refuses_bad_targets(tmp_path: Path) -> No
     assert same.exit_code == 1 and "never modifies its input" in same.output and _sha(copy) == _sha(B200)
     folder = runner.invoke(main, ["export", str(DATA / "traces" / "hta" / "trace_filter"), "-o", str(out)])
     assert folder.exit_code == 1 and len(folder.output.strip().splitlines()) == 1
+    nsys = runner.invoke(main, ["export", str(DATA / "traces" / "nsys-ai" / "mfu_2gpu_before.sqlite"), "-o", str(out)])
+    assert nsys.exit_code == 1 and "Nsight Systems" in nsys.output and len(nsys.output.strip().splitlines()) == 1
 
 
 def test_damaged_trace_is_refused_without_output(tmp_path: Path) -> None:

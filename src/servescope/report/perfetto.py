@@ -31,6 +31,7 @@ from servescope.errors import NotATrace, OutputError
 from servescope.steps import find_steps
 from servescope.trace import load_trace
 from servescope.trace._read import read_bytes
+from servescope.trace.nsys import is_sqlite
 
 STEPS_PID = 10_000_001  # > 2**22 (Linux pid_max): no Kineto CPU pid or GPU ordinal uses it
 CLASSES_PID = 10_000_002
@@ -187,6 +188,9 @@ def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
         raise NotATrace(f"{path}: is a folder; export takes one trace file (one rank)")
     if out.exists() and path.exists() and out.resolve() == path.resolve():
         raise OutputError(f"{out}: is the input trace; export never modifies its input, choose another -o")
+    if path.is_file() and is_sqlite(path):
+        raise NotATrace(f"{path}: an Nsight Systems SQLite export; export annotates Kineto JSON traces (open the "
+                        ".nsys-rep in Nsight Systems instead)")
     read_warnings: list[str] = []
     buf = read_bytes(path, read_warnings)
     n_original = _check_intact(path, buf, read_warnings)
