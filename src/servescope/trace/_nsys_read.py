@@ -30,6 +30,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 # ENUM_NSYS_EVENT_TYPE: NvtxPushPopRange, NvtxStartEndRange, NvtxtPushPopRange, NvtxtStartEndRange.
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
+CHUNK_ROWS = 65_536
 _OPTIONAL = {
     KERNEL: "no kernels",
     MEMCPY: "no memcpys",
@@ -114,20 +115,19 @@ class _Text:
 
 
 @contextmanager
-def _open(path: Path, warnings: list[str]) -> Iterator[sqlite3.Connection]:
+def _open(path: Path) -> Iterator[sqlite3.Connection]:
     """Read-only, immutable connection; any SQLite failure becomes one NotATrace line naming the file."""
     uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-    text = _Text()
     try:
         con = sqlite3.connect(uri, uri=True)
-        con.text_factory = text
     except sqlite3.Error as exc:
         raise NotATrace(f"{path}: cannot open the SQLite file ({_one_line(exc)})") from None
     try:
         yield con
-        if text.n_bad:
-            warnings.append(f"{text.n_bad:,} text values are not valid UTF-8; bad bytes shown as U+FFFD")
-    except (sqlite3.Error, UnicodeDecodeError) as exc:  # SQLite's own message may quote invalid UTF-8
+    except (
+        sqlite3.Error,
+        UnicodeDecodeError,
+    ) as exc:  # SQLite's own message may quote invalid UTF-8
         raise NotATrace(
             f"{path}: SQLite file is corrupt or not an Nsight Systems export ({_one_line(exc)})"
         ) from None
@@ -144,6 +144,7 @@ class _Export:
     tables: set[str]
     cols: dict[str, set[str]]
     warnings: list[str]
+    text: _Text = field(default_factory=_Text)
 
 
 def _one_line(exc: Exception) -> str:
@@ -153,7 +154,7 @@ def _one_line(exc: Exception) -> str:
 
 def read_tables(path: Path, warnings: list[str]) -> NsysTables:
     """All the tables servescope uses; raises NotATrace for a corrupt or non-nsys SQLite file."""
-    with _open(path, warnings) as con:
+    with _open(path) as con:
         tables = _table_names(con)
         _check_is_nsys(path, tables)
         for table, what in _OPTIONAL.items():
@@ -172,6 +173,10 @@ def read_tables(path: Path, warnings: list[str]) -> NsysTables:
             export=_export_facts(db),
         )
         _read_gpus(db, result)
+        if db.text.n_bad:
+            warnings.append(
+                f"{db.text.n_bad:,} text values are not valid UTF-8; bad bytes shown as U+FFFD"
+            )
     return result
 
 
@@ -213,20 +218,49 @@ def _require(path: Path, table: str, have: set[str], need: tuple[str, ...]) -> N
 def _frame(
     db: _Export, sql: str, table: str, schema: Mapping[str, type[pl.DataType]]
 ) -> pl.DataFrame:
-    """Rows of `sql` as a frame, built column by column; values of the wrong type (a damaged file: text or
-    bytes where nsys writes integers) become nulls, counted into one warning per table."""
-    rows = db.con.execute(sql).fetchall()
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    """Rows of `sql` as a frame, fetched CHUNK_ROWS at a time (bounds the Python tuples alive at once).
+    Text is decoded by sqlite3 (C); once some text is not UTF-8, the query reruns with the lossy `_Text`."""
+    try:
+        return _frame_once(db, sql, table, schema)
+    except sqlite3.OperationalError as exc:
+        if "decode to UTF-8" not in str(exc) or db.con.text_factory is db.text:
+            raise
+    db.con.text_factory = db.text
+    return _frame_once(db, sql, table, schema)
+
+
+def _frame_once(
+    db: _Export, sql: str, table: str, schema: Mapping[str, type[pl.DataType]]
+) -> pl.DataFrame:
+    cursor = db.con.execute(sql)
+    parts, lost = [pl.DataFrame(schema=schema)], 0
+    while rows := cursor.fetchmany(CHUNK_ROWS):
+        part, n_lost = _rows_frame(rows, schema)
+        parts.append(part)
+        lost += n_lost
+    if lost:
+        db.warnings.append(
+            f"{lost:,} values in {table} are not of the type nsys writes; set to null"
+        )
+    return pl.concat(parts, rechunk=True)
+
+
+def _rows_frame(
+    rows: list[tuple[object, ...]], schema: Mapping[str, type[pl.DataType]]
+) -> tuple[pl.DataFrame, int]:
+    """(frame, values lost). Fast path: Polars reads the rows as they are. If a value has the wrong type (a
+    damaged file: text or bytes where nsys writes integers), columns are built one by one, such values null."""
+    try:
+        return pl.DataFrame(rows, schema=schema, orient="row"), 0
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        pass
+    columns = list(zip(*rows, strict=True))
     series = [
         pl.Series(name, list(values), dtype=dtype, strict=False)
         for (name, dtype), values in zip(schema.items(), columns, strict=True)
     ]
     lost = sum(s.null_count() - list(v).count(None) for s, v in zip(series, columns, strict=True))
-    if lost:
-        db.warnings.append(
-            f"{lost:,} values in {table} are not of the type nsys writes; set to null"
-        )
-    return pl.DataFrame(series)
+    return pl.DataFrame(series), lost
 
 
 _GPU_NEED = ("start", "end", "deviceId", "streamId", "correlationId", "globalPid")
