@@ -96,16 +96,23 @@ def specs_show(name: str, out: Output) -> None:
 @main.command()
 @click.argument("csv", type=click.Path(path_type=Path))
 @click.option("--cv", is_flag=True, help="Also cross-validate: refit leaving one model / system / backend out.")
+@click.option("--simulate", "with_sim", is_flag=True,
+              help="Predict each row with the scheduler simulation instead of the closed form (slow; docs/simulate.md).")
+@click.option("--stride", default=1, show_default=True, help="With --simulate: every N-th row only.")
 @output_options
 @one_line_errors
-def validate(csv: Path, cv: bool, out: Output) -> None:
+def validate(csv: Path, cv: bool, with_sim: bool, stride: int, out: Output) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
     from servescope.perfmodel.crossval import validate_cv
     from servescope.perfmodel.validate import validate_csv
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
 
-    if cv:
+    if with_sim:  # simulate_cmd's path (perfmodel/simulate/validation.py); the same document and renderer
+        from servescope.perfmodel.simulate.validation import simulate_rows
+
+        document = validate_document(simulate_rows(csv, stride=max(stride, 1)))
+    elif cv:
         result, cross = validate_cv(csv)
         document = validate_document(result, cross_validation=cross)
     else:

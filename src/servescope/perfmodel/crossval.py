@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.fit import FITTED, FitData, fit_grouped, predict_data
+from servescope.perfmodel.efficiency import Efficiency, default_efficiency
+from servescope.perfmodel.fit import FITTED, FitData, fit_data, fit_grouped, predict_data
+from servescope.perfmodel.validate import ValidationResult, evaluate, read_rows
 
 GROUPINGS = {"leave_one_model_out": "model", "leave_one_system_out": "system", "leave_one_backend_out": "backend"}
 RANGE_GROUPINGS = {**GROUPINGS, "leave_one_generation_out": "generation"}
 Params = dict[str, tuple[float, float, str]]
+FOLD_ITERATIONS = 40  # LM iterations per fold refit (warm-started from the shipped fit; bounds the run time)
 
 
 @dataclass(frozen=True)
@@ -57,15 +60,17 @@ class _Fold:
     start: Efficiency
     params: Params
     min_rows: int
+    iterations: int
 
 
 def _run_fold(f: _Fold) -> tuple[np.ndarray, np.ndarray]:
-    model = fit_grouped(f.data.subset(~f.held_out), f.start, f.params, f.min_rows)
+    model = fit_grouped(f.data.subset(~f.held_out), f.start, f.params, f.min_rows, f.iterations)
     return model.predict(f.data.subset(f.held_out))
 
 
 def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, min_rows: int = 0,
-                   groupings: dict[str, str] = GROUPINGS, workers: int = 2) -> CrossValidation:
+                   groupings: dict[str, str] = GROUPINGS, workers: int = 2,
+                   iterations: int = FOLD_ITERATIONS) -> CrossValidation:
     """Leave-one-group-out for each grouping (module docstring); folds of all groupings share one process pool."""
     folds: list[tuple[str, _Fold]] = []
     summaries: dict[str, CvSummary] = {}
@@ -79,7 +84,7 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
             summaries[name] = summarize(tp, tf, data, 0, f"only one {label} ({values[0] if values else 'none'}): "
                                                          "in-sample, not cross-validated")
             continue
-        folds += [(name, _Fold(data, data.labels[label] == v, start, params, min_rows)) for v in values]
+        folds += [(name, _Fold(data, data.labels[label] == v, start, params, min_rows, iterations)) for v in values]
     if workers > 1 and len(folds) > 1:
         with ProcessPoolExecutor(max_workers=workers) as ex:
             results = list(ex.map(_run_fold, [f for _, f in folds]))
@@ -94,3 +99,10 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
         pt[name], pf[name] = tp, tf
         summaries[name] = summarize(tp, tf, data, n_folds)
     return CrossValidation({k: summaries[k] for k in groupings}, pt, pf)
+
+
+def validate_cv(path: str | Path, workers: int = 2) -> tuple[ValidationResult, CrossValidation]:
+    """`validate_csv` plus grouped cross-validation of the shipped global fit on the same rows."""
+    rows = read_rows(path)
+    start = default_efficiency("default", "vllm")  # the shipped global fit (one set for every group)
+    return evaluate(rows), cross_validate(fit_data(rows), start, workers=workers)

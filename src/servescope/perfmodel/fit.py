@@ -53,7 +53,7 @@ LEGACY: dict[str, tuple[float, float, str]] = {
     "kernel_overhead_s": (0.0, 1e-5, "legacy"),
 }
 GroupKey = tuple[str, str]
-MAX_STEP_Z = 0.5  # largest change of one logistic coordinate per iteration (keeps steps off the flat tails)
+MAX_STEP_Z = 3.0  # largest change of one logistic coordinate per iteration (keeps steps off the flat tails)
 SOFT_L1_S = 0.1  # log-error scale (≈ 10 %) where the loss turns from squared to absolute
 
 
@@ -153,10 +153,14 @@ def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, 
             dz = np.zeros_like(z)
             dz[j] = 1e-4
             jac[:, j] = (_residuals(data, eff_at(z + dz)) - r) / 1e-4
-        jtj, g = jac.T @ jac, jac.T @ r
+        # a parameter no row is sensitive to (e.g. the MLA prefill cost on rows without MLA models) stays put
+        active = np.linalg.norm(jac, axis=0) > 1e-6 * max(float(np.linalg.norm(jac, axis=0).max()), 1e-300)
+        ja = jac[:, active]
+        jtj, g = ja.T @ ja, ja.T @ r
         improved = converged = False
         while lam < 1e8:
-            step = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj) + 1e-9), -g)
+            step = np.zeros_like(z)
+            step[active] = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj)), -g)
             if float(np.max(np.abs(step))) > MAX_STEP_Z:  # trust region in z: damp harder, do not rescale
                 lam = max(lam, 1e-6) * 4.0
                 continue
@@ -164,7 +168,7 @@ def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, 
             c_new = float(r_new @ r_new)
             if c_new < cost:
                 z, r, lam, improved = z + step, r_new, lam / 3.0, True
-                converged = cost - c_new < 1e-7 * cost
+                converged = cost - c_new < 1e-6 * cost
                 cost = c_new
                 break
             lam *= 4.0
@@ -195,14 +199,14 @@ class GroupedFit:
 
 
 def fit_grouped(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
-                min_rows: int = 0) -> GroupedFit:
+                min_rows: int = 0, iterations: int = 200) -> GroupedFit:
     """Global fit; with min_rows > 0 each (generation, backend) group with >= min_rows rows is refitted from it."""
-    glob = fit(data, start, params)
+    glob = fit(data, start, params, iterations)
     groups: dict[GroupKey, FitResult] = {}
     if min_rows > 0:
         keys = sorted(set(zip(data.labels["generation"], data.labels["backend"], strict=True)))
         for gen, be in keys:
             m = (data.labels["generation"] == gen) & (data.labels["backend"] == be)
             if int(m.sum()) >= min_rows:
-                groups[(str(gen), str(be))] = fit(data.subset(m), glob.efficiency, params)
+                groups[(str(gen), str(be))] = fit(data.subset(m), glob.efficiency, params, iterations)
     return GroupedFit(glob, groups)

@@ -80,6 +80,19 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
             f"{doc['n_rows']} of {doc['agg_rows']} aggregated rows ({doc['agg_rows'] - doc['n_rows']} skipped with a "
             f"reason; {n_disagg} disaggregated rows not modelled)")
     console.print(Text(head, style="bold"))
+    cv = doc.get("cross_validation")
+    if cv:
+        t = Table(title="cross-validated (refit without the group, predict it)", title_justify="left")
+        for col in ("held out", "folds", "rows", "TPOT MAPE %", "TTFT MAPE %", "TPOT bias %", "TTFT bias %"):
+            t.add_column(col, justify="left" if col == "held out" else "right")
+        for name, g in cv.items():
+            t.add_row(name.replace("leave_one_", "one ").replace("_out", ""), str(g["folds"]), str(g["rows"]),
+                      f"{100 * g['tpot_mape']:.1f}", f"{100 * g['ttft_mape']:.1f}", f"{100 * g['tpot_bias']:+.1f}",
+                      f"{100 * g['ttft_bias']:+.1f}")
+        console.print(t)
+        for name, g in cv.items():
+            if g.get("warning"):
+                console.print(Text(f"warning: {name}: {g['warning']}", style="yellow"))
     for group in ("by_system", "by_backend", "by_model"):
         t = Table(title=group.replace("_", " "), title_justify="left")
         for col in ("name", "rows", "TPOT MAPE %", "TTFT MAPE %"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from servescope.perfmodel.crossval import CrossValidation
 from servescope.perfmodel.validate import RowResult, ValidationResult, mape
 
 SCHEMA = "servescope.validate/1"
@@ -23,11 +24,24 @@ def _by(rows: list[RowResult], attr: str) -> dict[str, Any]:
     return {k: _summary(v) for k, v in sorted(g.items())}
 
 
-def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, Any]:
-    """The `servescope.validate/1` JSON document (pure)."""
+def cross_validation_document(cv: CrossValidation) -> dict[str, Any]:
+    """{grouping: {tpot_mape, ttft_mape, tpot_bias, ttft_bias, folds, rows[, warning]}} (fractions)."""
+    out: dict[str, Any] = {}
+    for name, s in cv.summaries.items():
+        out[name] = {"tpot_mape": s.tpot_mape, "ttft_mape": s.ttft_mape, "tpot_bias": s.tpot_bias,
+                     "ttft_bias": s.ttft_bias, "folds": s.folds, "rows": s.rows}
+        if s.warning:
+            out[name]["warning"] = s.warning
+    return out
+
+
+def validate_document(result: ValidationResult, worst: int = 10,
+                      cross_validation: CrossValidation | None = None) -> dict[str, Any]:
+    """The `servescope.validate/1` JSON document (pure); `cross_validation` adds the out-of-fold accuracy."""
     rows = result.rows
     ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
-    return {
+    extra = {} if cross_validation is None else {"cross_validation": cross_validation_document(cross_validation)}
+    return {**extra, **{
         "schema": SCHEMA,
         "rows": [_row(r) for r in rows],
         "n_rows": len(rows),
@@ -39,7 +53,7 @@ def validate_document(result: ValidationResult, worst: int = 10) -> dict[str, An
         "by_backend": _by(rows, "backend"),
         "by_model": _by(rows, "model"),
         "worst": [_row(r) for r in ranked],
-    }
+    }}
 
 
 def _row(r: RowResult) -> dict[str, Any]:
