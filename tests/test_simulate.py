@@ -172,3 +172,16 @@ def test_sweep_front() -> None:
     for p in doc["points"]:  # nothing off the front beats a front point on both axes
         assert p["on_front"] or any(q["tok_s_per_gpu"] >= p["tok_s_per_gpu"]
                                     and q["tok_s_per_user"] >= p["tok_s_per_user"] for q in front)
+
+
+def test_validate_simulate_rows() -> None:
+    from servescope.perfmodel.simulate.validation import simulate_rows
+
+    csv = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
+    res = simulate_rows(csv, stride=600)
+    assert 3 <= len(res.rows) <= 10
+    for r in res.rows:
+        assert r.pred_ttft_ms > 0 and r.pred_tpot_ms > 0 and r.dominant == "simulated"
+    r = CliRunner().invoke(main, ["validate", str(csv), "--simulate", "--stride", "600", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["schema"] == "servescope.validate/1"
