@@ -19,6 +19,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from independent import DATA
 from servescope.analysis import analyze_trace
@@ -26,6 +28,7 @@ from servescope.breakdown import breakdown
 from servescope.cli import main
 from servescope.errors import NotATrace
 from servescope.trace import load_trace, load_traces
+from servescope.trace.nsys import _sweep
 
 NSYS = DATA / "traces" / "nsys-ai"
 PAIR = [NSYS / "mfu_2gpu_before.sqlite", NSYS / "mfu_2gpu_after.sqlite"]
@@ -154,6 +157,22 @@ def test_kernels_carry_the_op_that_launched_them(path: Path) -> None:
     expected = _innermost_op_per_kernel(path)
     assert got == expected
     assert any(op == "aten::copy_" for _, op in expected)  # the linkage classify uses for casts
+
+
+@pytest.mark.parametrize("path", PAIR, ids=IDS)
+def test_nvtx_ranges_become_cpu_rows_with_their_names(path: Path) -> None:
+    """Push/pop ranges, inline `text` (emit_nvtx) or registered `textId` (NCCL's ncclSend/ncclRecv)."""
+    sql = (
+        "SELECT COALESCE(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        'WHERE n.eventType = 59 AND n."end" IS NOT NULL'
+    )
+    with _connect(path) as con:
+        expected = Counter(text.split(", seq = ")[0].split(", op_id = ")[0] for (text,) in con.execute(sql))
+    events = load_trace(path).events.filter(pl.col("kind").is_in(["cpu_op", "user_annotation"]))
+    assert Counter(events["name"].to_list()) == expected
+    kinds = dict(events.select("name", "kind").unique().iter_rows())
+    assert kinds["aten::copy_"] == "cpu_op" and kinds["nccl:all_to_all"] == "cpu_op"
+    assert kinds["ncclSend"] == "user_annotation" and kinds["FlashAttnFunc"] == "user_annotation"
 
 
 @pytest.mark.parametrize("path", PAIR, ids=IDS)
@@ -315,3 +334,22 @@ def test_wrong_types_and_bad_text_load_with_warnings(tmp_path: Path) -> None:
     kernels = trace.events.filter(pl.col("kind") == "kernel")
     assert kernels["name"].to_list() == ["unnamed kernel"] and kernels["dur_us"].to_list() == [2.0]
     assert trace.events.filter(pl.col("kind") == "user_annotation")["name"].to_list() == ["ProfilerStep\ufffd#1"]
+
+
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3)), max_size=80), st.lists(st.integers(0, 150), max_size=40))
+def test_sweep_finds_the_innermost_open_range(pushes: list[tuple[bool, int]], times: list[int]) -> None:
+    """The op-linkage sweep against brute force, on ranges nested as NVTX push/pop ranges on one thread are."""
+    now, open_starts, ranges = 0, [], []
+    for push, step in pushes:
+        now += step
+        if push:
+            open_starts.append(now)
+        elif open_starts:
+            ranges.append((open_starts.pop(), now))
+    ranges += [(start, now) for start in reversed(open_starts)]
+    ranges.sort(key=lambda r: (r[0], -r[1]))  # as the loader sorts: by start, the longer first
+    times = sorted(times)
+    found = _sweep([r[0] for r in ranges], [r[1] for r in ranges], list(range(len(ranges))), times)
+    for t, got in zip(times, found, strict=True):
+        holding = [i for i, (start, end) in enumerate(ranges) if start <= t <= end]
+        assert got == (max(holding) if holding else None)
