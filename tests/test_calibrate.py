@@ -3,10 +3,13 @@ the refusals when trace and scenario disagree. Independent numbers come from the
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+import servescope
 from independent import DATA, gpu_events, raw_events, union_us
 from servescope.breakdown import breakdown
 from servescope.calibrate import CLASSES, calibrate, calibration_table
@@ -171,9 +174,15 @@ def test_a_trace_of_another_model_warns_in_text_and_json(trace_breakdown) -> Non
     """The bundled B200 trace is gpt-oss-120b (36 layers: 73 all-reduces and 73 RMSNorm kernels in its step, counted
     from the raw JSON here). Calibrated as gpt-oss-20b (24 layers) it still fits — five knobs always can — so the
     disagreement must be said, in the text and in the JSON."""
+    bundled = Path(servescope.__file__).parent / "examples" / "b200_vllm_gptoss_tp8_eager_prefill.json.gz"
+    assert bundled.read_bytes() == TRACE.read_bytes()  # the bundled example is this trace
     events = gpu_events(raw_events(TRACE))
     norms = [e for e in events if "rms_norm" in e["name"].lower() or "rmsnorm" in e["name"].lower()]
     assert len(norms) == 73 == 2 * 36 + 1
+    # the MoE router is a 2880 -> 128 linear: 128 experts, gpt-oss-120b (gpt-oss-20b has 32)
+    routers = {json.dumps(e["args"]["Input Dims"]) for e in raw_events(TRACE)
+               if e.get("name") == "aten::linear" and "Input Dims" in e.get("args", {})}
+    assert "[[888, 2880], [128, 2880], [128]]" in routers
     small = Scenario.build("gpt-oss-20b", "b200", tp=8, quant="native", efficiency=Efficiency())
     cal = calibrate(trace_breakdown, small)
     assert any("imply ~36 layers" in w and "has 24" in w and "all-reduce" in w for w in cal.warnings)
