@@ -41,7 +41,7 @@ _OPTIONAL = {
 _PID = "/ 16777216 % 16777216"  # 0x1000000: serialized GlobalId → pid
 _TID = "% 16777216"
 
-_GPU_COLUMNS = {
+GPU_COLUMNS = {
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,
     "device": pl.Int64,
@@ -50,13 +50,13 @@ _GPU_COLUMNS = {
     "pid": pl.Int64,
 }
 KERNEL_SCHEMA = {
-    **_GPU_COLUMNS,
+    **GPU_COLUMNS,
     "name": pl.Utf8,
     "grid_blocks": pl.Int64,
     "block_threads": pl.Int64,
 }
-MEMCPY_SCHEMA = {**_GPU_COLUMNS, "copy_kind": pl.Int64, "src_kind": pl.Int64, "dst_kind": pl.Int64}
-MEMSET_SCHEMA = {**_GPU_COLUMNS, "mem_kind": pl.Int64}
+MEMCPY_SCHEMA = {**GPU_COLUMNS, "copy_kind": pl.Int64, "src_kind": pl.Int64, "dst_kind": pl.Int64}
+MEMSET_SCHEMA = {**GPU_COLUMNS, "mem_kind": pl.Int64}
 RUNTIME_SCHEMA = {
     "start_ns": pl.Int64,
     "end_ns": pl.Int64,

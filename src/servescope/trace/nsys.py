@@ -28,10 +28,9 @@ from pathlib import Path
 import polars as pl
 
 from servescope.errors import EmptyTrace
-from servescope.trace import _nsys_read
 from servescope.trace._files import rank_from_name
 from servescope.trace._frame import SCHEMA
-from servescope.trace._nsys_read import NsysTables, is_sqlite, read_tables
+from servescope.trace._nsys_read import GPU_COLUMNS, NsysTables, is_sqlite, read_tables
 from servescope.trace._read import check_path
 from servescope.trace.load import DeviceInfo, Trace
 from servescope.units import NS_PER_US
@@ -123,7 +122,7 @@ def _events(t: NsysTables, warnings: list[str]) -> pl.DataFrame:
         .unique(["pid", "correlation"], keep="first")
         .select("pid", "correlation", "external_id")
     )
-    gpu = gpu.join(launch_ext, on=["pid", "correlation"], how="left")
+    gpu = gpu.join(launch_ext, on=["pid", "correlation"], how="left", maintain_order="left")
     frame = pl.concat([gpu, runtime, cpu_ops, annotations], how="diagonal_relaxed")
     return _drop_bad_times(frame, warnings)
 
@@ -142,13 +141,13 @@ def _memcpy_rows(memcpys: pl.DataFrame) -> pl.DataFrame:
     src = pl.col("src_kind").replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.Utf8)
     dst = pl.col("dst_kind").replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.Utf8)
     name = pl.format("Memcpy {} ({} -> {})", copy.fill_null("Unknown"), src, dst)
-    return memcpys.select(*_nsys_read._GPU_COLUMNS, kind=pl.lit("memcpy"), name=name)
+    return memcpys.select(*GPU_COLUMNS, kind=pl.lit("memcpy"), name=name)
 
 
 def _memset_rows(memsets: pl.DataFrame) -> pl.DataFrame:
     where = pl.col("mem_kind").replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.Utf8)
     return memsets.select(
-        *_nsys_read._GPU_COLUMNS, kind=pl.lit("memset"), name=pl.format("Memset ({})", where)
+        *GPU_COLUMNS, kind=pl.lit("memset"), name=pl.format("Memset ({})", where)
     )
 
 
