@@ -12,7 +12,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from servescope.perfmodel import Scenario
 from servescope.perfmodel.spec_pairs import (
     TOLERANCE,
     evaluate,
@@ -24,6 +27,7 @@ from servescope.perfmodel.spec_pairs import (
 DATA = Path(__file__).parent / "data" / "planner"
 PAIRS = load_pairs(DATA / "spec_pairs.csv")
 LINES = (DATA / "speculative-decoding-measured.md").read_text(encoding="utf-8").splitlines()
+_QWEN_MOE = Scenario.build("qwen3-30b-a3b", "h100_sxm", tp=2)
 ACHIEVED_WITHIN = 7  # rows within ±20 % (or on the right side of a bound), bench/bench_speculative.py
 
 
@@ -126,3 +130,18 @@ def test_an_eagle_head_given_by_its_own_config(tmp_path) -> None:  # type: ignor
     assert spec == SpecConfig("eagle3", 3, parse_acceptance(rate=0.7, k=3), str(path))
     t = plan(sc, concurrency=1, spec=spec).track("speculative_decoding")
     assert t.applicable and str(path) in t.validate
+
+
+@settings(max_examples=25, deadline=None)
+@given(batch=st.integers(1, 256), k=st.integers(1, 8), al=st.floats(1.0, 6.0))
+def test_iteration_properties(batch: int, k: int, al: float) -> None:
+    """On a real MoE scenario: verifying k+1 tokens per sequence never costs less than a plain step, every part
+    of the iteration is non-negative, the gain is base·AL / iteration and never exceeds AL · base / verify."""
+    from servescope.perfmodel.speculative import SpecShape, spec_gain
+
+    g = spec_gain(_QWEN_MOE, SpecShape("eagle3", k), al, batch, 1024.0)
+    it = g.iteration
+    assert min(it.terms_s().values()) >= 0.0
+    assert it.verify_s >= g.base_step_s * (1 - 1e-9)
+    assert g.gain == pytest.approx(g.base_step_s * al / it.total_s)
+    assert g.gain <= al * g.base_step_s / it.verify_s + 1e-9
