@@ -27,7 +27,8 @@ from servescope.cli._app import (
 @click.option("--tpot-limit", default=None,
               help="Objective throughput: the TPOT each user must keep, e.g. 50ms (default: the baseline's TPOT).")
 @click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
-@click.option("--spec-method", default=None, help="eagle3 | eagle | mtp | draft:MODEL")
+@click.option("--spec-method", default=None,
+              help="eagle3 | eagle | mtp | ngram | draft:MODEL | eagle3:HEAD_CONFIG (the head's config.json).")
 @click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
 @click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
 @click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
