@@ -145,3 +145,17 @@ def test_iteration_properties(batch: int, k: int, al: float) -> None:
     assert it.verify_s >= g.base_step_s * (1 - 1e-9)
     assert g.gain == pytest.approx(g.base_step_s * al / it.total_s)
     assert g.gain <= al * g.base_step_s / it.verify_s + 1e-9
+
+
+def test_a_malformed_pairs_file_names_the_file_and_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from servescope.errors import BadConfig
+
+    src = (DATA / "spec_pairs.csv").read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "pairs.csv"
+    bad.write_text("\n".join([src[0], src[1].replace(",512,1.81,", ",512,lots,")]) + "\n", encoding="utf-8")
+    with pytest.raises(BadConfig, match=r"pairs\.csv: line 2") as err:
+        load_pairs(bad)
+    assert "\n" not in str(err.value)
+    bad.write_text("\n".join([src[0], src[2]]) + "\n", encoding="utf-8")  # a ratio row without its anchor
+    with pytest.raises(BadConfig, match="relative_to 'e3_sgl_bs2' is not a row id"):
+        evaluate(load_pairs(bad))
