@@ -8,9 +8,9 @@ loop, which vLLM also uses for MTP; SGLang's chain drafting has the same shape):
                 KV is read once, attention FLOPs × (k+1); MoE: distinct experts touched by B·(k+1) tokens, top-k of
                 E — both inside perfmodel.step); CUDA-graph padding of the B·(k+1) tokens to the next captured
                 size is perfmodel.step's (the engine's capture sizes, perfmodel.graphs), not repeated here
-    draft     = drafter forward over the B·(k+1) verified tokens (fills the drafter's KV) + (k−1) forwards of B
-                tokens (width w per sequence for a tree); each without the engine's per-step CPU time, which an
-                iteration pays once (in `verify`)
+    draft     = drafter forward over the d+1 verified positions per sequence (fills the drafter's KV; d = depth,
+                k for a chain) + (d−1) forwards of w tokens per sequence (w = 1 for a chain, the tree's width
+                otherwise); none pays the engine's per-step CPU time, which an iteration pays once (in `verify`)
     fixed     = eager kernels × launch_overhead_s   (LAUNCHES_PER_DRAFT_STEP per drafter forward after the first,
                                                      LAUNCHES_PREPARE + LAUNCHES_REJECTION per iteration)
               + vocabulary sampling bytes / (HBM BW · ELEMENTWISE_BW_FRACTION)
@@ -20,10 +20,9 @@ loop, which vLLM also uses for MTP; SGLang's chain drafting has the same shape):
     gain      = t_base(B) · AL / iteration          (AL = accepted length, bonus token included)
 
 Drafters: EAGLE / EAGLE-3 head = its own config.json when given (plus the 3h→h fusion GEMM), else one layer with
-the target's attention kind (an MLA target gets an MLA layer,
-a GQA target a GQA layer), a dense MLP at the target's dense intermediate size, the 3h→h fusion GEMM and its own
-LM head over the target vocabulary (conservative: many heads use a 32k draft vocabulary), BF16, on the target's
-TP ranks, no expert parallelism; MTP = one of the target's own layers plus the 2h→h projection, target
+the target's attention kind (an MLA target gets an MLA layer, a GQA target a GQA layer), a dense MLP at the
+target's dense intermediate size, the 3h→h fusion GEMM and its own LM head over the target vocabulary
+(conservative: many heads use a 32k draft vocabulary); BF16, on the target's TP ranks, no expert parallelism; MTP = one of the target's own layers plus the 2h→h projection, target
 quantization; draft model = the named checkpoint; n-gram = no drafter forward (CPU lookup).
 Does not: acceptance (the caller gives AL), adaptive verification, overlap scheduling, or engines other than the
 vLLM-style loop above. Every constant below names its source or says it is an assumption.
