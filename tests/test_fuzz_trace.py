@@ -3,7 +3,7 @@
 Each case writes one mutated file and drives the CLI in-process: it must exit 0 with a result (warnings allowed,
 on stderr as `servescope: warning: …`) or exit 1 with exactly one `servescope: …` line, never a traceback, and
 no NumPy RuntimeWarning may escape. CI runs a bounded budget (FUZZ_SCALE=1: 370 cases here, 160 in
-test_fuzz_args.py, 530 in all); `make fuzz` runs FUZZ_SCALE=20 (10,600 cases).
+test_fuzz_args.py, 530 in all); `make fuzz` runs FUZZ_SCALE=28 (10,360 trace cases, 14,840 in all).
 """
 
 from __future__ import annotations
