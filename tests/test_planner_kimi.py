@@ -104,7 +104,7 @@ def _hand_iteration(sc: Scenario, batch: int, k: int) -> float:
                        ep=1)
     first, rest = step(draft_sc, k + 1), step(draft_sc, 1)
     draft = first[0] - first[1] + (k - 1) * (rest[0] - rest[1])
-    launches = (8 + 10 + 6 * (k - 1)) * sc.efficiency.launch_overhead_s
+    launches = (8 + 10 + 16 * (k - 1)) * sc.efficiency.launch_overhead_s
     vocab = sc.model.vocab_size
     sampling = 4 * (k * batch * vocab + 3 * batch * k * vocab) / (0.7 * sc.gpu.hbm_bw_bytes_per_s)
     return verify + draft + launches + sampling + 19.9e-6

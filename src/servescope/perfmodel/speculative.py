@@ -41,10 +41,12 @@ from servescope.specs.models import ModelSpec, load_model
 
 METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
 
-# Eager (non-graphed) kernels between drafter forwards: argmax, positions += 1 and clamp, seq_lens update,
-# slot-mapping gather and arithmetic (vllm/v1/spec_decode/eagle.py, EagleProposer.propose loop, v0.10; counted
-# by reading the loop — an assumption, not a measurement).
-LAUNCHES_PER_DRAFT_STEP = 6
+# Eager (non-graphed) kernels per drafter step after the first, counted in the EagleProposer.propose loop of
+# vllm/v1/spec_decode/eagle.py (v0.10): input-id cast, positions += 1, >= max_model_len, where (clamp),
+# seq_lens += 1 and masked_fill_, block number //, block-table gather, slot mapping (*, %, +) and masked_fill_,
+# three copies into the graph's input buffers, argmax over the logits: 16 (an assumption read from the code,
+# not a measurement).
+LAUNCHES_PER_DRAFT_STEP = 16
 # Eager kernels per iteration outside the loop: prepare_inputs (rejected counts, cumulative token counts,
 # token indices: ~8) and the rejection sampler (target argmax/softmax, the Triton rejection kernel, bonus token,
 # output fill: ~10). vllm/v1/spec_decode/eagle.py prepare_inputs and vllm/v1/sample/rejection_sampler.py, v0.10;
