@@ -17,7 +17,8 @@ from click.testing import CliRunner
 from independent import gpu_events, raw_events, union_us
 from servescope.analysis import analyze_trace
 from servescope.cli import main
-from servescope.ranks import cross_rank_view, group_warnings
+from servescope.errors import TraceNotFound
+from servescope.ranks import analyze_rank_files, cross_rank_view, group_warnings
 
 SAMPLED = Path(__file__).parent / "data" / "traces" / "hta" / "trace_filter"
 RANK0, RANK1 = SAMPLED / "sampled_rank-0.json.gz", SAMPLED / "sampled_rank-1.json.gz"
@@ -123,9 +124,12 @@ def test_ray_equals_local(tmp_path: Path) -> None:
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
     try:
         on_ray = analyze_trace(folder, ray_address="local")
+        with pytest.raises(TraceNotFound) as missing:  # a task's own error comes back bare, not in Ray's traceback
+            analyze_rank_files([folder / "gone.json", folder / "rank0.json.gz"], ray_address="local")
     finally:
         ray.shutdown()
     assert on_ray == local
+    assert str(missing.value) == f"{folder / 'gone.json'}: no such file or folder"
 
 
 def test_skipped_files_fold_into_one_line(tmp_path: Path) -> None:

@@ -102,7 +102,12 @@ def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[RankOutcome
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ServescopeError(f"cannot start or join Ray at {address!r}: {exc}") from None
     task: Any = ray.remote(analyze_rank_file)
-    return list(ray.get([task.remote(f, top_n) for f in files]))
+    try:
+        return list(ray.get([task.remote(f, top_n) for f in files]))
+    except ray.exceptions.RayTaskError as exc:  # a task's own error, without Ray's traceback text around it
+        if isinstance(exc.cause, ServescopeError):
+            raise exc.cause from None
+        raise
 
 
 def analyze_rank_files(
