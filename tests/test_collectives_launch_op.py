@@ -212,3 +212,28 @@ def test_trace_json_and_text_show_size_and_bandwidth() -> None:
     assert "busbw" in text and "algbw" in text
     (line,) = [x for x in text.splitlines() if "all_gather" in x and "│" in x]
     assert f"{size / 1e3:.1f} kB" in line and f"{size * 7 / 8 / (ag['dur'] / 1e6) / 1e9:.1f}" in line
+
+
+def test_collective_args_stay_on_their_rows_when_the_loader_drops_and_sorts(tmp_path: Path) -> None:
+    """Edge: events without a timestamp are dropped and rows are sorted; the args must follow their event."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic(x)", "ts": 30, "dur": 2,
+         "args": {"Collective name": "allreduce", "In msg nelems": 8, "Out msg nelems": 8, "Group size": 4,
+                  "dtype": "BFloat16", "Process Group Name": "7", "correlation": 2}},
+        {"ph": "X", "cat": "cpu_op", "name": "no time", "ts": None, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "ts": 10, "dur": 5,
+         "args": {"Collective name": "broadcast", "In msg nelems": 3, "Group size": 2, "dtype": "Float"}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 5, "dur": 1},
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    frame = load_trace(path).events
+    assert frame["name"].to_list() == ["aten::mm", "record_param_comms", "ncclDevKernel_Generic(x)"]
+    assert frame["comm_name"].to_list() == [None, "broadcast", "allreduce"]
+    assert frame["comm_in_nelems"].to_list() == [None, 3, 8]
+    assert frame["comm_out_nelems"].to_list() == [None, None, 8]
+    assert frame["comm_group_size"].to_list() == [None, 2, 4]
+    assert frame["comm_dtype"].to_list() == [None, "Float", "BFloat16"]
+    assert frame["comm_pg"].to_list() == [None, None, "7"]
+    kernel = classify(frame).filter(pl.col("kind") == "kernel")
+    assert kernel.select("collective", "message_bytes", "group_size").row(0) == ("all_reduce", 16, 4)

@@ -71,6 +71,7 @@ SCHEMA = pl.Schema(
     }
 )
 COMM_COLUMNS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
+COMM_ROW = "_comm_row"  # row of a collective-arg frame in the concatenated chunk frames
 _NO_ARGS = Args()
 
 
@@ -78,11 +79,12 @@ def empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=SCHEMA)
 
 
-def chunk_frame(events: list[Event], lost: Counter[str]) -> pl.DataFrame:
+def chunk_frame(events: list[Event], lost: Counter[str]) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Raw columns of one chunk of kept events (complete, non-python_function); values that do not
-    cast are counted into `lost` by column. `finish_events` derives the final table."""
+    cast are counted into `lost` by column. `finish_events` derives the final table. Second: the few
+    rows with collective args as a small frame (`COMM_ROW` = row in this chunk, COMM_COLUMNS), or None."""
     args = [e.args or _NO_ARGS for e in events]
-    return pl.DataFrame(
+    frame = pl.DataFrame(
         {
             "cat": pl.Series([e.cat for e in events], dtype=pl.Utf8, strict=False),
             "name": pl.Series([e.name for e in events], dtype=pl.Utf8, strict=False),
@@ -106,38 +108,37 @@ def chunk_frame(events: list[Event], lost: Counter[str]) -> pl.DataFrame:
             "arg_bps": _series(
                 [a.blocks_per_sm for a in args], pl.Float64, "args.blocks per SM", lost
             ),
-            **_comm_columns(args, lost),
         }
     )
+    return frame, _comm_rows(args, lost)
 
 
-def _comm_columns(args: list[Args], lost: Counter[str]) -> dict[str, pl.Series]:
-    """The collective-arg columns. Few rows carry them, so one pass finds those rows and the columns
-    are built from them alone and scattered into all-null columns."""
-    n_rows = len(args)
+def _comm_rows(args: list[Args], lost: Counter[str]) -> pl.DataFrame | None:
+    """The rows of a chunk with collective args (one pass finds them; usually none or a handful), as a
+    small frame; never full-length columns: 6 all-null columns would cost ~10 bytes a cell per chunk."""
     rows = [i for i, a in enumerate(args) if a.coll_name is not None or a.group_size is not None]
-    out = {name: pl.repeat(None, n_rows, dtype=SCHEMA[name], eager=True).alias(name) for name in COMM_COLUMNS}
     if not rows:
-        return out
+        return None
     few = [args[i] for i in rows]
-    values = {
+    return pl.DataFrame({
+        COMM_ROW: pl.Series(rows, dtype=pl.Int64),
         "comm_name": pl.Series([a.coll_name for a in few], dtype=pl.Utf8, strict=False),
         "comm_in_nelems": _series([a.in_nelems for a in few], pl.Int64, "args.In msg nelems", lost),
         "comm_out_nelems": _series([a.out_nelems for a in few], pl.Int64, "args.Out msg nelems", lost),
         "comm_group_size": _series([a.group_size for a in few], pl.Int64, "args.Group size", lost),
         "comm_dtype": pl.Series([a.dtype for a in few], dtype=pl.Utf8, strict=False),
         "comm_pg": pl.Series([a.pg_name for a in few], dtype=pl.Utf8, strict=False),
-    }
-    for name, series in values.items():
-        out[name].scatter(rows, series)
-    return out
+    })
 
 
 def finish_events(
     parts: list[pl.DataFrame], num_sms: dict[int, int], lost: Counter[str], warnings: list[str]
 ) -> pl.DataFrame:
     """The events table, sorted by ts_us, from the chunk frames; `num_sms` (device → SM count)
-    fills blocks_per_sm."""
+    fills blocks_per_sm. `parts` may hold collective-arg frames (those with a `COMM_ROW` column, its
+    row counted over all chunk frames before it, see `_read`), applied to those rows."""
+    comm_parts = [p for p in parts if COMM_ROW in p.columns]
+    parts = [p for p in parts if COMM_ROW not in p.columns]
     for what, n_lost in lost.items():
         warnings.append(
             f"{n_lost:,} values of {what} could not be read as numbers and were set to null"
@@ -148,14 +149,22 @@ def finish_events(
     frame = frame.with_columns(
         kind=pl.col("cat").replace_strict(KIND_BY_CAT, default="other", return_dtype=pl.Utf8)
     )
-    return _finish(frame, num_sms, warnings)
+    empty = pl.DataFrame(schema={COMM_ROW: pl.Int64, **{c: SCHEMA[c] for c in COMM_COLUMNS}})
+    comm = pl.concat([empty, *comm_parts]) if comm_parts else empty
+    return _finish(frame, comm, num_sms, warnings)
 
 
-def _finish(frame: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]) -> pl.DataFrame:
+def _finish(
+    frame: pl.DataFrame, comm: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]
+) -> pl.DataFrame:
     """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort."""
     n_no_ts = frame["ts_us"].null_count()
     if n_no_ts:
         warnings.append(f"{n_no_ts:,} events without a readable timestamp were dropped")
+        has_ts = frame["ts_us"].is_not_null()
+        new_row = has_ts.cast(pl.Int64).cum_sum() - 1
+        comm = comm.filter(has_ts.gather(comm[COMM_ROW]))
+        comm = comm.with_columns(new_row.gather(comm[COMM_ROW]).alias(COMM_ROW))
         frame = frame.filter(pl.col("ts_us").is_not_null())
     frame = _ns_to_us(frame, warnings)
     n_neg = int((frame["dur_us"] < 0).sum())
@@ -174,7 +183,21 @@ def _finish(frame: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]) -
         stream=pl.when(gpu).then(pl.coalesce("arg_stream", "tid_num")),
         blocks_per_sm=pl.coalesce("arg_bps", derived_bps),
     )
-    return frame.select(list(SCHEMA)).cast(SCHEMA).sort("ts_us", maintain_order=True)
+    dense = [c for c in SCHEMA if c not in COMM_COLUMNS]
+    order = frame.select(pl.arg_sort_by("ts_us", maintain_order=True)).to_series()  # = a stable sort
+    frame = frame.select(dense).cast({c: SCHEMA[c] for c in dense}).gather(order)
+    return _with_comm(frame, comm, order)
+
+
+def _with_comm(frame: pl.DataFrame, comm: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
+    """`frame` (sorted by `order`) with the COMM_COLUMNS: null, except the rows of `comm`. The
+    full-length columns are made here, after the sort, so the sort never copies them."""
+    columns = [pl.repeat(None, frame.height, dtype=SCHEMA[c], eager=True).alias(c) for c in COMM_COLUMNS]
+    if comm.height:
+        rows = order.arg_sort().gather(comm[COMM_ROW])  # the inverse permutation: old row → sorted row
+        for column in columns:
+            column.scatter(rows, comm[column.name].cast(SCHEMA[column.name]))
+    return frame.with_columns(columns).select(list(SCHEMA))
 
 
 def _ns_to_us(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:

@@ -30,7 +30,7 @@ import polars as pl
 
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
-from servescope.trace._frame import chunk_frame
+from servescope.trace._frame import COMM_ROW, chunk_frame
 from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
@@ -112,7 +112,7 @@ class Decoded:
     in casting."""
 
     top: TopLevel
-    parts: list[pl.DataFrame]
+    parts: list[pl.DataFrame]  # chunk frames, each preceded by a small collective-arg frame (COMM_ROW) if it has such rows
     lost: Counter[str]
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
@@ -213,6 +213,7 @@ class _Chunked:
     n_events: int = 0
     any_ph: bool = False  # whether any event has a "ph" key
     n_bad: int = 0  # events skipped as unreadable
+    n_rows: int = 0  # rows in the chunk frames of `parts` so far
 
 
 def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> _Chunked:
@@ -236,7 +237,11 @@ def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> 
         kept = [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
         del events
         if kept:
-            out.parts.append(chunk_frame(kept, out.lost))
+            frame, comm = chunk_frame(kept, out.lost)
+            if comm is not None:  # rows counted over the chunk frames before this one
+                out.parts.append(comm.with_columns(pl.col(COMM_ROW) + out.n_rows))
+            out.parts.append(frame)
+            out.n_rows += frame.height
     return out
 
 
