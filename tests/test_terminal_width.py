@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.table import Table
 
 import servescope.cli._app as app
@@ -102,3 +104,23 @@ def test_plan_prints_needs_verify_and_the_resolved_gpu(monkeypatch: pytest.Monke
     assert "h100_sxm" in out and "all of the above" not in out
     tracks = re.findall(r"^\s+\d+\.\d+x \(", out, re.M)
     assert tracks and "needs:" in out and "verify:" in out
+
+
+@given(names=st.lists(st.text(alphabet="abcdefghij_<>:", min_size=1, max_size=60), min_size=1, max_size=6),
+       values=st.lists(st.floats(min_value=-1e9, max_value=1e9, allow_nan=False), min_size=1, max_size=12),
+       width=st.integers(min_value=40, max_value=140))
+@settings(max_examples=40, deadline=None)
+def test_fit_property_every_number_whole_at_any_width(names: list[str], values: list[float], width: int) -> None:
+    t = Table(title="t")
+    t.add_column("kernel")
+    for i in range(len(values)):
+        t.add_column(f"col {i} ms", justify="right")
+    cells = [[f"{v * (r + 1):,.3f}" for v in values] for r in range(len(names))]
+    for name, row in zip(names, cells, strict=True):
+        t.add_row(name, *row)
+    console = fit.FittingConsole(file=io.StringIO(), width=width, color_system=None)
+    console.print(t)
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(x) for x in out.splitlines()) <= width
+    tokens = set(out.split())
+    assert all(c in tokens for row in cells for c in row)
