@@ -255,7 +255,17 @@ def test_nvtx_step_labels_and_a_graph_replay(tmp_path: Path) -> None:
         ("vllm", "prefill", 2, 0), ("vllm", "decode", 3, 1)]
     assert rank.steps[0].classes_us["cast"] == pytest.approx(5.0)  # 20_000..25_000 ns
     assert rank.steps[1].gpu_busy_us == pytest.approx(4.0)  # 63_000..67_000 ns
-    assert any("no CUPTI_ACTIVITY_KIND_MEMSET table" in w for w in load_trace(path).warnings)
+    warnings = load_trace(path).warnings
+    assert any("no CUPTI_ACTIVITY_KIND_MEMSET table" in w for w in warnings)
+    assert not any("graph launches" in w for w in warnings)
+
+
+def test_graph_level_replays_are_flagged(tmp_path: Path) -> None:
+    """--cuda-graph-trace=graph: the cudaGraphLaunch has no kernel rows; the loader says the time is missing."""
+    path = _export(tmp_path / "graph_mode.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1), (3_000, 4_000, 2, 2)],
+                   kernels=[(2_000, 2_500, 1, 3, 0)])
+    (warning,) = [w for w in load_trace(path).warnings if "graph launches" in w]
+    assert warning.startswith("1 of 1 CUDA graph launches have no kernels")
 
 
 def test_processes_sharing_a_device_ordinal_are_kept_apart(tmp_path: Path) -> None:

@@ -69,6 +69,7 @@ MEM_KINDS = {
 _OP_NAME = r"^(?:[A-Za-z_][\w.]*::[\w.]+|nccl:\w+|record_param_comms)$"
 _EMIT_NVTX_SUFFIX = r", (?:seq|op_id) = \d+.*$"
 _VERSION_SUFFIX = r"_v\d+$"
+_GRAPH_LAUNCH = r"^cu(?:da)?GraphLaunch"
 _EXPORT_KEYS = {
     "EXPORT_PRODUCT_VERSION": "nsys_version",
     "EXPORT_SCHEMA_VERSION": "nsys_schema_version",
@@ -123,8 +124,29 @@ def _events(t: NsysTables, warnings: list[str]) -> pl.DataFrame:
         .select("pid", "correlation", "external_id")
     )
     gpu = gpu.join(launch_ext, on=["pid", "correlation"], how="left", maintain_order="left")
-    frame = pl.concat([gpu, runtime, cpu_ops, annotations], how="diagonal_relaxed")
-    return _drop_bad_times(frame, warnings)
+    frame = _drop_bad_times(
+        pl.concat([gpu, runtime, cpu_ops, annotations], how="diagonal_relaxed"), warnings
+    )
+    _note_graph_level_replays(frame, warnings)
+    return frame
+
+
+def _note_graph_level_replays(frame: pl.DataFrame, warnings: list[str]) -> None:
+    """Warn when CUDA graph launches launched no GPU row: with `--cuda-graph-trace=graph` nsys records a
+    replay as a whole, not as kernels (reference §3.5), so its time is missing from the events table."""
+    is_graph = pl.col("kind").is_in(["runtime", "driver"]) & pl.col("name").str.contains(
+        _GRAPH_LAUNCH
+    )
+    launches = frame.filter(is_graph).select("pid", "correlation")
+    if launches.height == 0:
+        return
+    launched = frame.filter(pl.col("kind").is_in(GPU_KINDS)).select("pid", "correlation").unique()
+    n_bare = launches.join(launched, on=["pid", "correlation"], how="anti").height
+    if n_bare:
+        warnings.append(
+            f"{n_bare:,} of {launches.height:,} CUDA graph launches have no kernels in the export (traced "
+            "with --cuda-graph-trace=graph?): their GPU time is missing; profile with --cuda-graph-trace=node"
+        )
 
 
 def _kernel_rows(kernels: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
@@ -146,9 +168,7 @@ def _memcpy_rows(memcpys: pl.DataFrame) -> pl.DataFrame:
 
 def _memset_rows(memsets: pl.DataFrame) -> pl.DataFrame:
     where = pl.col("mem_kind").replace_strict(MEM_KINDS, default="Unknown", return_dtype=pl.Utf8)
-    return memsets.select(
-        *GPU_COLUMNS, kind=pl.lit("memset"), name=pl.format("Memset ({})", where)
-    )
+    return memsets.select(*GPU_COLUMNS, kind=pl.lit("memset"), name=pl.format("Memset ({})", where))
 
 
 def _runtime_rows(runtime: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
