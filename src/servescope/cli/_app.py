@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import msgspec
 from rich.console import Console
 
 from servescope.errors import OutputError, ServescopeError
@@ -84,11 +83,6 @@ class OneLineGroup(click.Group):
 @click.version_option()
 def main() -> None:
     """servescope: LLM-serving traces, performance model, and plans."""
-
-
-def _emit_json(document: dict[str, Any]) -> None:
-    """Print one JSON document on stdout and nothing else."""
-    click.echo(msgspec.json.format(msgspec.json.encode(document), indent=2).decode())
 
 
 FORMATS = ("text", "json", "csv", "html")
