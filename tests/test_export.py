@@ -112,6 +112,27 @@ def test_ns_trace_annotations_stay_in_the_file_unit(tmp_path: Path) -> None:
     assert ours and min(kernels) == pytest.approx(min(ours), rel=1e-12)
 
 
+def test_a_trace_written_in_ns_gets_annotations_in_ns(tmp_path: Path) -> None:
+    """Synthetic edge case: the plain trace moved to epoch µs (2023) then written in ns (ts, dur ×1000), which
+    the loader recognises (values beyond epoch µs) and converts."""
+    doc = json.loads(PLAIN.read_text())
+    for e in doc["traceEvents"]:
+        if isinstance(e.get("ts"), int | float):
+            e["ts"] = (e["ts"] + 1_700_000_000_000_000) * 1000
+        if isinstance(e.get("dur"), int | float):
+            e["dur"] = e["dur"] * 1000
+    ns_trace = tmp_path / "ns.json"
+    ns_trace.write_text(json.dumps(doc))
+    out = tmp_path / "out.json"
+    result = export_perfetto(ns_trace, out)
+    assert any("ns" in w for w in result.warnings)
+    events = _doc(out)["traceEvents"]
+    kernels = [(e["ts"], e["dur"]) for e in events if e.get("cat") == "kernel"]
+    ours = [(e["ts"], e["dur"]) for e in events if e.get("pid") == CLASSES_PID and e["ph"] == "X"]
+    assert ours and min(ours)[0] == pytest.approx(min(kernels)[0], rel=1e-12)
+    assert sum(d for _, d in ours) == pytest.approx(union_us([(t, t + d) for t, d in kernels]), rel=1e-6)
+
+
 def test_cli_overwrites_atomically_and_refuses_bad_targets(tmp_path: Path) -> None:
     runner = CliRunner()
     out = tmp_path / "b200.json.gz"
