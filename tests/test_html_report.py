@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import markupsafe
 import pytest
 from click.testing import CliRunner
 
@@ -166,3 +167,15 @@ def test_missing_html_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setitem(sys.modules, "jinja2", None)
     result = CliRunner().invoke(main, ["plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--format", "html"])
     assert result.exit_code == 1 and "servescope[html]" in result.output
+
+
+def test_plan_page_states_the_target_verdict(tmp_path: Path) -> None:
+    args = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--target", "2ms"]
+    doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    CliRunner().invoke(main, [*args, "-o", str(tmp_path / "p.html")])
+    page = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert doc["target"]["reachable"] is False
+    assert f"target 2 ms: not reachable ({doc['target']['gap']:.2f}× short)" in page
+    for t in doc["tracks"]:  # every track's preconditions and validation gate are on the page
+        for p in t["preconditions"]:
+            assert str(markupsafe.escape(p)) in page

@@ -156,8 +156,10 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
              f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s, bound by {ceil['binding']}"]
     if plan.get("target"):
         t = plan["target"]
-        lines.append(f"target {t['value']:g}: {'reachable' if t['reachable'] else 'not reachable'}"
-                     f" ({t['gap']:.2f}× to go)" if t.get("gap") else "")
+        unit = "ms" if plan["objective"] == "tpot" else "tok/s"
+        gap = "" if t["reachable"] or t.get("gap") is None else f" ({t['gap']:.2f}× short)"
+        lines.append(f"target {t['value']:g} {unit}: {'reachable' if t['reachable'] else 'not reachable'}{gap}"
+                     + (f" with {', '.join(t['tracks'])}" if t["reachable"] and t["tracks"] else ""))
     blocks += [{"type": "text", "text": x} for x in lines if x]
     if curves:
         blocks.append(chart(charts.latency_throughput(curves)))
