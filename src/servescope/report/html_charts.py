@@ -60,7 +60,8 @@ def timeline(t: dict[str, Any]) -> Figure:
                      "marker": {"symbol": "triangle-down", "size": 9, "color": "#000"}})
     height = max(220, 90 + 45 * len(streams))
     return {"data": data, "layout": _layout(f"{t['kind']} step {t['step']}: kernels per stream", "µs from the "
-                                            "step's first kernel", "", barmode="overlay", height=height)}
+                                            "step's first kernel", "", barmode="overlay", height=height,
+                                            margin={"l": 90, "r": 20, "t": 40, "b": 50})}
 
 
 def collective_latency(kind: str, collectives: dict[str, Any]) -> Figure:
