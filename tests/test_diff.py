@@ -167,6 +167,19 @@ def test_one_step_per_side_cannot_tell() -> None:
     assert text.exit_code == 0 and "cannot tell" in text.stdout and " yes " not in text.stdout
 
 
+def test_a_side_with_nothing_to_measure_is_null(doc: dict[str, Any]) -> None:
+    b200 = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
+    result = CliRunner().invoke(main, ["diff", str(ONE_STEP), str(b200), "--json"])
+    kinds = {k["kind"]: k for k in json.loads(result.stdout)["kinds"]}
+    assert (kinds["prefill"]["steps_before"], kinds["unknown"]["steps_after"]) == (0, 0)
+    assert all(c["before_us"] is None and c["after_us"] > 0 for c in kinds["prefill"]["classes"].values())
+    assert kinds["prefill"]["collectives"]["all_reduce"]["before_calls"] is None
+    assert "no prefill steps before" in result.stderr
+    # A kernel only the after side ran: 0 µs and 0 calls per step before, no per-call latency.
+    new = [k for k in doc["kinds"][0]["kernels"] if k["before_calls"] == 0]
+    assert new and all(k["before_us"] == 0 and k["before_median_us"] is None and k["ratio"] is None for k in new)
+
+
 def test_rank_folder_pools_the_steps_of_every_rank() -> None:
     folder = DATA / "traces" / "hta" / "trace_filter"
     d = diff_traces(folder, folder)

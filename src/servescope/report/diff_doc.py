@@ -7,6 +7,7 @@ Keys, exactly: schema, kinds [{kind, steps_before, steps_after,
   kernels [{name, class, before_us, after_us, ratio, significant, before_calls, after_calls,
             before_median_us, after_median_us}]}].
 Times are per step (µs; mean over the kind's steps), calls are per step, `*_median_us` is the per-call latency;
+a side with no step of the kind has null values, and a side with no call a null `*_median_us`;
 `ratio` = after / before (null when before is 0): of the time per step for classes and kernels, of the per-call
 latency for collectives. `significant` is true/false by the test in servescope.diff, null = cannot tell (fewer
 than 2 steps on a side); the test: |Δ median per step| > 3·(MAD before + MAD after).
@@ -28,27 +29,37 @@ def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
-def _class(c: Change) -> dict[str, Any]:
-    return {"before_us": _r(c.before), "after_us": _r(c.after), "ratio": _r(c.ratio, 4), "significant": c.significant}
+def _v(x: float, present: bool, nd: int = 3) -> float | None:
+    """A side's value, or None where that side has nothing to measure (no step of the kind, no call)."""
+    return _r(x, nd) if present else None
 
 
-def _kernel(k: KernelDiff) -> dict[str, Any]:
-    return {"name": k.name, "class": k.kernel_class, **_class(k.time_us),
-            "before_calls": _r(k.calls_per_step.before), "after_calls": _r(k.calls_per_step.after),
-            "before_median_us": _r(k.median_us.before), "after_median_us": _r(k.median_us.after)}
+def _class(c: Change, b: bool, a: bool) -> dict[str, Any]:
+    return {"before_us": _v(c.before, b), "after_us": _v(c.after, a), "ratio": _r(c.ratio, 4),
+            "significant": c.significant}
+
+
+def _kernel(k: KernelDiff, b: bool, a: bool) -> dict[str, Any]:
+    calls = k.calls_per_step
+    return {"name": k.name, "class": k.kernel_class, **_class(k.time_us, b, a),
+            "before_calls": _v(calls.before, b), "after_calls": _v(calls.after, a),
+            "before_median_us": _v(k.median_us.before, b and calls.before > 0),
+            "after_median_us": _v(k.median_us.after, a and calls.after > 0)}
 
 
 def _kind(k: KindDiff) -> dict[str, Any]:
+    b, a = k.steps_before > 0, k.steps_after > 0
     return {
         "kind": k.kind, "steps_before": k.steps_before, "steps_after": k.steps_after,
-        "classes": {name: _class(c) for name, c in k.classes.items()},
+        "classes": {name: _class(c, b, a) for name, c in k.classes.items()},
         "collectives": {
-            name: {"before_calls": _r(c.calls_per_step.before), "after_calls": _r(c.calls_per_step.after),
-                   "before_median_us": _r(c.median_us.before), "after_median_us": _r(c.median_us.after),
+            name: {"before_calls": _v(c.calls_per_step.before, b), "after_calls": _v(c.calls_per_step.after, a),
+                   "before_median_us": _v(c.median_us.before, b and c.calls_per_step.before > 0),
+                   "after_median_us": _v(c.median_us.after, a and c.calls_per_step.after > 0),
                    "ratio": _r(c.median_us.ratio, 4), "significant": c.median_us.significant}
             for name, c in k.collectives.items()
         },
-        "kernels": [_kernel(x) for x in k.kernels],
+        "kernels": [_kernel(x, b, a) for x in k.kernels],
     }
 
 

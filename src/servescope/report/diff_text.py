@@ -17,21 +17,26 @@ from servescope.report.trace_text import short_name
 VERDICT = {True: "yes", False: "no", None: "?"}
 
 
-def _ms(us: float) -> str:
-    return f"{us / 1e3:.3f}"
+NONE = "–"  # a side with nothing to measure: no step of the kind, or no call
 
 
-def _us(us: float) -> str:
-    return f"{us:,.1f}"
+def _ms(us: float, present: bool = True) -> str:
+    return f"{us / 1e3:.3f}" if present else NONE
 
 
-def _calls(n: float) -> str:
+def _us(us: float, present: bool = True) -> str:
+    return f"{us:,.1f}" if present else NONE
+
+
+def _calls(n: float, present: bool = True) -> str:
+    if not present:
+        return NONE
     return f"{n:.0f}" if float(n).is_integer() else f"{n:.1f}"
 
 
 def _ratio(c: Change) -> str:
     if c.ratio is None:
-        return "new" if c.after > 0 else "–"
+        return "new" if c.after > 0 else NONE
     return f"{c.ratio:.2f}x"
 
 
@@ -44,30 +49,35 @@ def _table(title: str, first: str, columns: tuple[str, ...]) -> Table:
 
 
 def _classes(k: KindDiff) -> Table:
+    b, a = k.steps_before > 0, k.steps_after > 0
     t = _table(f"{k.kind}: time per class, µs per step", "class", ("before", "after", "ratio", "signif."))
     for name, c in sorted(k.classes.items(), key=lambda kv: -max(kv[1].before, kv[1].after)):
-        t.add_row(name, _us(c.before), _us(c.after), _ratio(c), VERDICT[c.significant])
+        t.add_row(name, _us(c.before, b), _us(c.after, a), _ratio(c), VERDICT[c.significant])
     return t
 
 
 def _collectives(k: KindDiff) -> Table:
+    b, a = k.steps_before > 0, k.steps_after > 0
     t = _table(f"{k.kind}: collectives, calls per step and median µs per call", "collective",
                ("calls b", "calls a", "µs b", "µs a", "ratio", "signif."))
     for name, c in k.collectives.items():
-        t.add_row(name, f"{c.calls_per_step.before:.1f}", f"{c.calls_per_step.after:.1f}", _us(c.median_us.before),
-                  _us(c.median_us.after), _ratio(c.median_us), VERDICT[c.median_us.significant])
+        calls, lat = c.calls_per_step, c.median_us
+        t.add_row(name, _calls(calls.before, b), _calls(calls.after, a), _us(lat.before, b and calls.before > 0),
+                  _us(lat.after, a and calls.after > 0), _ratio(lat), VERDICT[lat.significant])
     return t
 
 
 def _kernels(k: KindDiff) -> Table:
+    b, a = k.steps_before > 0, k.steps_after > 0
     t = _table(f"{k.kind}: kernels that moved most, µs per step", "kernel",
                ("before", "after", "ratio", "calls b→a", "signif."))
     seen: dict[str, int] = {}
     for x in k.kernels:
-        calls = f"{_calls(x.calls_per_step.before)}→{_calls(x.calls_per_step.after)}"
+        calls = f"{_calls(x.calls_per_step.before, b)}→{_calls(x.calls_per_step.after, a)}"
         name = short_name(x.name, 36)
         seen[name] = seen.get(name, 0) + 1
-        t.add_row(name + (f" #{seen[name]}" if seen[name] > 1 else ""), _us(x.time_us.before), _us(x.time_us.after), _ratio(x.time_us), calls,
+        label = name + (f" #{seen[name]}" if seen[name] > 1 else "")
+        t.add_row(label, _us(x.time_us.before, b), _us(x.time_us.after, a), _ratio(x.time_us), calls,
                   VERDICT[x.time_us.significant])
     return t
 
@@ -81,11 +91,13 @@ def render_diff(d: TraceDiff, console: Console) -> None:
     for line in diff_lines_header(d):
         console.print(line, highlight=False, soft_wrap=False)
     for k in d.kinds:
+        b, a = k.steps_before > 0, k.steps_after > 0
         console.print()
         console.print(
             f"[bold]{k.kind}[/bold]: {k.steps_before} step(s) before, {k.steps_after} after; GPU busy "
-            f"{_ms(k.busy_us.before)} → {_ms(k.busy_us.after)} ms per step ({_ratio(k.busy_us)}, significant: "
-            f"{VERDICT[k.busy_us.significant]}); span {_ms(k.span_us.before)} → {_ms(k.span_us.after)} ms",
+            f"{_ms(k.busy_us.before, b)} → {_ms(k.busy_us.after, a)} ms per step ({_ratio(k.busy_us)}, "
+            f"significant: {VERDICT[k.busy_us.significant]}); span {_ms(k.span_us.before, b)} → "
+            f"{_ms(k.span_us.after, a)} ms",
             highlight=False,
         )
         console.print(_classes(k))
