@@ -23,7 +23,7 @@ MIN_STEPS steps on either side the step-to-step variation is unknown and the ver
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,39 +124,28 @@ def _median_change(before: list[float], after: list[float]) -> Change:
 
 
 Steps = list[StepBreakdown]
-Getter = Callable[[StepBreakdown], float | None]
-
-
-def _per_step(steps: Steps, get: Getter, skip_missing: bool = False) -> list[float]:
-    values = [get(s) for s in steps]
-    return [float(v) for v in values if v is not None] if skip_missing else [float(v or 0.0) for v in values]
 
 
 def _classes(before: Steps, after: Steps) -> dict[str, Change]:
+    """Union µs per step of each class (0 in a step without it)."""
     names = sorted({c for s in before + after for c in s.classes_us})
-    out = {}
-    for c in names:
-        def get(s: StepBreakdown, c: str = c) -> float:
-            return s.classes_us.get(c, 0.0)
-        out[c] = _mean_change(_per_step(before, get), _per_step(after, get))
-    return out
+    return {c: _mean_change([s.classes_us.get(c, 0.0) for s in before], [s.classes_us.get(c, 0.0) for s in after])
+            for c in names}
+
+
+def _calls(steps: Steps, c: str) -> list[float]:
+    return [float(s.collectives[c].calls) if c in s.collectives else 0.0 for s in steps]
+
+
+def _medians(steps: Steps, c: str) -> list[float]:
+    return [s.collectives[c].median_us for s in steps if c in s.collectives]
 
 
 def _collectives(before: Steps, after: Steps) -> dict[str, CollectiveDiff]:
     names = sorted({c for s in before + after for c in s.collectives})
-    out = {}
-    for c in names:
-        def calls(s: StepBreakdown, c: str = c) -> float:
-            return float(s.collectives[c].calls) if c in s.collectives else 0.0
-
-        def median(s: StepBreakdown, c: str = c) -> float | None:
-            return s.collectives[c].median_us if c in s.collectives else None
-
-        out[c] = CollectiveDiff(
-            _mean_change(_per_step(before, calls), _per_step(after, calls)),
-            _median_change(_per_step(before, median, True), _per_step(after, median, True)),
-        )
-    return out
+    return {c: CollectiveDiff(_mean_change(_calls(before, c), _calls(after, c)),
+                              _median_change(_medians(before, c), _medians(after, c)))
+            for c in names}
 
 
 def _kernel_table(steps: Steps) -> dict[str, tuple[str, list[tuple[float, int, float]]]]:
@@ -206,8 +195,8 @@ def diff_analyses(before: TraceAnalysis, after: TraceAnalysis, top_n: int = 10) 
                             "side, so no change can be called significant (cannot tell)")
         out.append(KindDiff(
             kind=kind, steps_before=len(sb), steps_after=len(sa),
-            busy_us=_mean_change(_per_step(sb, lambda s: s.gpu_busy_us), _per_step(sa, lambda s: s.gpu_busy_us)),
-            span_us=_mean_change(_per_step(sb, lambda s: s.gpu_span_us), _per_step(sa, lambda s: s.gpu_span_us)),
+            busy_us=_mean_change([s.gpu_busy_us for s in sb], [s.gpu_busy_us for s in sa]),
+            span_us=_mean_change([s.gpu_span_us for s in sb], [s.gpu_span_us for s in sa]),
             classes=_classes(sb, sa), collectives=_collectives(sb, sa), kernels=_kernels(sb, sa, top_n),
         ))
     return TraceDiff(before.path, after.path, tuple(out), TEST, tuple(warnings))
