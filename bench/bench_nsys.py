@@ -74,11 +74,12 @@ def _shifted(col: str, dt_ns: int, dcorr: int) -> str:
     return f'"{col}"'
 
 
-def _timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of one command, from GNU time."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True, check=True)
-    wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()
-    return float(wall_s), float(rss_kib) * 1024 / 1e6
+def _timed(cmd: list[str]) -> tuple[float, float, float]:
+    """(wall s, CPU s = user + sys, peak RSS MB) of one command, from GNU time. CPU seconds are the steadier
+    number on a shared machine (wall time there includes waiting for a core)."""
+    done = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", *cmd], capture_output=True, text=True, check=True)
+    wall_s, user_s, sys_s, rss_kib = done.stderr.strip().splitlines()[-1].split()
+    return float(wall_s), float(user_s) + float(sys_s), float(rss_kib) * 1024 / 1e6
 
 
 def main() -> None:
@@ -95,15 +96,16 @@ def main() -> None:
         "load_trace only": [sys.executable, "-c", LOAD_ONLY, str(BIG)],
         "floor: sqlite3 + Python union (busy only)": [sys.executable, "-c", FLOOR, str(BIG)],
     }
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in runs}
     for _ in range(args.repeat):  # interleaved, so drift on a shared machine hits all alike
         for name, cmd in runs.items():
             results[name].append(_timed(cmd))
     print(f"input: {BIG.name}, {BIG.stat().st_size / 1e6:.0f} MB; rows: "
           + ", ".join(f"{t.removeprefix('CUPTI_ACTIVITY_KIND_')} {n:,}" for t, n in counts.items()))
-    print(f"\n| run | wall s (median of {args.repeat}) | peak RSS MB |\n|---|---|---|")
+    print(f"\n| run | wall s | CPU s (user+sys) | peak RSS MB |  (medians of {args.repeat})\n|---|---|---|---|")
     for name, xs in results.items():
-        print(f"| {name} | {statistics.median(x[0] for x in xs):.2f} | {statistics.median(x[1] for x in xs):.0f} |")
+        wall, cpu, rss = (statistics.median(x[i] for x in xs) for i in range(3))
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {rss:.0f} |")
 
 
 if __name__ == "__main__":
