@@ -67,3 +67,16 @@ def test_page_in_a_browser(name: str, page: Page, tmp_path: Path) -> None:
     assert all(n > 0 for n in marks.values()), marks
     ink, colours = ink_fraction(page.screenshot_png())
     assert ink > 0.02 and colours > 8, (ink, colours)
+
+
+def test_the_checks_see_a_fetch_and_an_error(page: Page, tmp_path: Path) -> None:
+    """Control: a page that loads an image over the network and throws is caught by both records."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><html><body data-charts="0" data-charts-drawn="yes">'
+                   '<img src="http://127.0.0.1:9/x.png"><script>throw new Error("boom")</script></body></html>')
+    page.console_errors.clear()
+    page.requests.clear()
+    page.open(bad.resolve().as_uri())
+    page.evaluate("1")  # flush events that arrived after the load event
+    assert "http://127.0.0.1:9/x.png" in page.requests
+    assert any("boom" in e for e in page.console_errors)
