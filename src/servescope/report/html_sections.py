@@ -14,7 +14,7 @@ from typing import Any
 
 from servescope.report import html_charts as charts
 from servescope.report.trace_text import short_name
-from servescope.units import GIGA, us_to_ms
+from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
 LOW_OCCUPANCY_BLOCKS_PER_SM = 1.0  # fewer blocks than SMs: part of the GPU idles while the kernel runs
@@ -188,7 +188,7 @@ def _model(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     pts = doc["points"]
     rows = [[p["concurrency"], p["tpot_ms"], p["ttft_ms"], p["output_tok_s"], p["dominant"], p["floor_ms"],
              p["memory_gb_per_gpu"], p["max_concurrency"]] for p in pts]
-    curve = [{"name": "model", "points": [{"tok_s_per_user": 1e3 / p["tpot_ms"], "tok_s_per_gpu": p["output_tok_s"],
+    curve = [{"name": "model", "points": [{"tok_s_per_user": MS_PER_S / p["tpot_ms"], "tok_s_per_gpu": p["output_tok_s"],
                                            "concurrency": p["concurrency"]} for p in pts]}]
     fig = charts.latency_throughput(curve)
     fig["layout"]["yaxis"]["title"]["text"] = "output tok/s (whole instance)"
