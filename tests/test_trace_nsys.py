@@ -363,3 +363,17 @@ def test_sweep_finds_the_innermost_open_range(pushes: list[tuple[bool, int]], ti
     for t, got in zip(times, found, strict=True):
         holding = [i for i, (start, end) in enumerate(ranges) if start <= t <= end]
         assert got == (max(holding) if holding else None)
+
+
+def test_gpu_facts_give_device_names_and_blocks_per_sm(tmp_path: Path) -> None:
+    """TARGET_INFO_GPU / TARGET_INFO_CUDA_DEVICE as nsys-ai reads them (absent from the trimmed fixtures)."""
+    path = _export(tmp_path / "gpus.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1)], kernels=[(3_000, 4_000, 1, 3, 0)])
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, smCount INT)")
+        con.execute("CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INT, cudaId INT, pid INT, numMultiprocessors INT)")
+        con.execute("INSERT INTO TARGET_INFO_GPU VALUES (5, 'NVIDIA H200', 132)")
+        con.execute(f"INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (5, 0, {_PID}, 132)")
+    trace = load_trace(path)
+    assert trace.devices[0].name == "NVIDIA H200" and trace.devices[0].num_sms == 132
+    kernel = trace.events.filter(pl.col("kind") == "kernel")
+    assert kernel["blocks_per_sm"].to_list() == [pytest.approx(4 / 132)]  # grid 4×1×1 on 132 SMs
