@@ -196,10 +196,20 @@ def _int_list(text: str) -> list[int]:
 
 
 def scenario_options(fn: F) -> F:
-    """Options shared by `model` and `plan`: the scenario."""
+    """Options shared by `model` and `plan`: the scenario (--model and --gpu required)."""
+    return _scenario_options(fn, required=True)
+
+
+def optional_scenario_options(fn: F) -> F:
+    """The scenario options with --model and --gpu optional (`report`: both add the model, neither the trace only)."""
+    return _scenario_options(fn, required=False)
+
+
+def _scenario_options(fn: F, required: bool) -> F:
     options = [
-        click.option("--model", "model_name", required=True, help="Bundled name, Hugging Face id or config.json path."),
-        click.option("--gpu", required=True, help="GPU name (see `servescope specs list`)."),
+        click.option("--model", "model_name", required=required, default=None,
+                     help="Bundled name, Hugging Face id or config.json path."),
+        click.option("--gpu", required=required, default=None, help="GPU name (see `servescope specs list`)."),
         click.option("--tp", default=1, show_default=True, help="Tensor parallel degree."),
         click.option("--ep", default=1, show_default=True, help="Expert parallel degree (MoE)."),
         click.option("--pp", default=1, show_default=True, help="Pipeline parallel degree."),
