@@ -258,9 +258,6 @@ def test_plans_across_systems_are_consistent(model: str, gpu: str, tp: int, quan
     [("b200_sxm", 256, "compute"),  # NVLink: the (k+1)·B verification tokens turn the step compute-bound
      ("rtx_pro_6000_server", 128, "communication")],  # PCIe: their all-reduce bytes saturate the bus first
 )
-@pytest.mark.xfail(strict=False,
-                   reason="issue 7 refit (global compute_eff 0.91 of peak): on b200 the modelled EAGLE-3 gain stays "
-                          "> 1 up to concurrency 1024; to be rechecked against the published pairs (issue 7 part 5)")
 def test_kimi_eagle3_gain_crosses_one_where_verification_stops_being_free(gpu: str, length: int, bound: str) -> None:
     """Kimi-K2.5 INT4 at TP=8 with short requests (so KV capacity allows large batches): the bundled EAGLE-3
     curve's gain, derived by hand, falls with concurrency and crosses 1.0 once verifying k+1 tokens per sequence
