@@ -199,3 +199,16 @@ def test_per_layer_prefill_costs_add_to_ttft_only_for_their_layer_kinds() -> Non
         for p, q in zip(a, b, strict=True):
             assert q.ttft_s - p.ttft_s == pytest.approx(n_mla * 1e-3 + n_lin * 2e-3, abs=1e-9), name
             assert q.tpot_s == pytest.approx(p.tpot_s), name
+
+
+def test_a_gpu_without_measured_serving_rows_says_so_and_its_range_is_wider() -> None:
+    """MI300X (AMD) has no measured serving row: the point says so and its 80 % range is wider than on H100 SXM,
+    whose rows are in the fit."""
+    amd = predict(Scenario.build("llama-3.1-70b", "mi300x", tp=4), [1])[0]
+    nv = predict(Scenario.build("llama-3.1-70b", "h100_sxm", tp=4), [1])[0]
+    assert amd.provenance["case"] == "vendor_unseen" and "no measured serving rows" in amd.provenance["serving_rows"]
+    assert nv.provenance["case"] == "system_seen"
+    assert amd.tpot_high_s / amd.tpot_low_s > nv.tpot_high_s / nv.tpot_low_s
+    assert nv.tpot_low_s < nv.tpot_s < nv.tpot_high_s
+    doc = model_document([amd])["points"][0]
+    assert doc["tpot_ms_low"] < doc["tpot_ms"] < doc["tpot_ms_high"] and doc["provenance"]["case"] == "vendor_unseen"

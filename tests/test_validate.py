@@ -71,3 +71,24 @@ def test_bad_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
         read_rows(p)
     with pytest.raises(BadConfig, match="no such file"):
         read_rows(tmp_path / "nope.csv")
+
+
+RANGES = Path(__file__).parents[1] / "src" / "servescope" / "perfmodel" / "data" / "ranges.json"
+
+
+def test_rows_carry_80pct_ranges_and_the_document_their_coverage(result) -> None:  # type: ignore[no-untyped-def]
+    """Every dev system has measured rows, so each row takes the system_seen interval of ranges.json (read here
+    with the stdlib); coverage is recomputed from the rows."""
+    import json
+
+    q = json.loads(RANGES.read_text(encoding="utf-8"))["cases"]["system_seen"]
+    doc = validate_document(result)
+    inside_t = inside_f = 0
+    for r in doc["rows"]:
+        assert r["pred_tpot_ms_low"] == pytest.approx(r["pred_tpot_ms"] * q["tpot"][0])
+        assert r["pred_ttft_ms_high"] == pytest.approx(r["pred_ttft_ms"] * q["ttft"][1])
+        inside_t += r["pred_tpot_ms_low"] <= r["tpot_ms"] <= r["pred_tpot_ms_high"]
+        inside_f += r["pred_ttft_ms_low"] <= r["ttft_ms"] <= r["pred_ttft_ms_high"]
+    assert doc["tpot_coverage"] == pytest.approx(inside_t / len(doc["rows"]))
+    assert doc["ttft_coverage"] == pytest.approx(inside_f / len(doc["rows"]))
+    assert 0.7 <= doc["tpot_coverage"] <= 0.95 and 0.7 <= doc["ttft_coverage"] <= 0.95

@@ -19,10 +19,15 @@ import numpy as np
 
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.fit import FITTED, FitData, fit_data, fit_grouped, predict_data
+from servescope.perfmodel.ranges import bounds
 from servescope.perfmodel.validate import ValidationResult, evaluate, read_rows
 
 GROUPINGS = {"leave_one_model_out": "model", "leave_one_system_out": "system", "leave_one_backend_out": "backend"}
 RANGE_GROUPINGS = {**GROUPINGS, "leave_one_generation_out": "generation"}
+# which range case (ranges.py) an out-of-fold prediction of each grouping corresponds to (the backend is unseen
+# on a seen system: the system_seen range)
+CASE_OF_GROUPING = {"leave_one_model_out": "system_seen", "leave_one_system_out": "system_unseen",
+                    "leave_one_backend_out": "system_seen", "leave_one_generation_out": "generation_unseen"}
 Params = dict[str, tuple[float, float, str]]
 FOLD_ITERATIONS = 40  # LM iterations per fold refit (warm-started from the shipped fit; bounds the run time)
 
@@ -38,6 +43,8 @@ class CvSummary:
     folds: int
     rows: int
     warning: str = ""  # set when the grouping could not be cross-validated (in-sample numbers instead)
+    tpot_coverage: float = float("nan")  # share of out-of-fold rows inside the 80 % range of CASE_OF_GROUPING
+    ttft_coverage: float = float("nan")
 
 
 @dataclass(frozen=True)
@@ -47,10 +54,15 @@ class CrossValidation:
     pred_ttft_s: dict[str, np.ndarray]
 
 
-def summarize(pred_tpot: np.ndarray, pred_ttft: np.ndarray, data: FitData, folds: int, warning: str = "") -> CvSummary:
+def summarize(pred_tpot: np.ndarray, pred_ttft: np.ndarray, data: FitData, folds: int, warning: str = "",
+              case: str = "system_seen") -> CvSummary:
+    """MAPE, bias and coverage of the `case`'s 80 % range (ranges.py) over the rows of `data`."""
     et, ef = pred_tpot / data.tpot_s - 1.0, pred_ttft / data.ttft_s - 1.0
+    (t_lo, t_hi), (f_lo, f_hi) = bounds(case, "tpot"), bounds(case, "ttft")
+    cov_t = float(np.mean((data.tpot_s >= pred_tpot * t_lo) & (data.tpot_s <= pred_tpot * t_hi)))
+    cov_f = float(np.mean((data.ttft_s >= pred_ttft * f_lo) & (data.ttft_s <= pred_ttft * f_hi)))
     return CvSummary(float(np.mean(np.abs(et))), float(np.mean(np.abs(ef))), float(np.mean(et)), float(np.mean(ef)),
-                     folds, len(et), warning)
+                     folds, len(et), warning, cov_t, cov_f)
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
             if n == name:
                 tp[f.held_out], tf[f.held_out], n_folds = a, b, n_folds + 1
         pt[name], pf[name] = tp, tf
-        summaries[name] = summarize(tp, tf, data, n_folds)
+        summaries[name] = summarize(tp, tf, data, n_folds, case=CASE_OF_GROUPING.get(name, "system_seen"))
     return CrossValidation({k: summaries[k] for k in groupings}, pt, pf)
 
 

@@ -27,13 +27,14 @@ TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, sp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from servescope.perfmodel import memory
 from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.ranges import bounds, provenance, scenario_case
 from servescope.perfmodel.step import (
     TERMS,
     CollectiveCost,
@@ -63,6 +64,12 @@ class ServingPoint:
     step_time_s: float  # the decode step alone (no prefill interference)
     floor_s: float  # physical floor of the decode step
     batch: int  # sequences actually in the decode step (min(concurrency, max_concurrency))
+    # 80 % ranges from the cross-validated error of the scenario's case, and where the inputs came from (ranges.py)
+    tpot_low_s: float = float("nan")
+    tpot_high_s: float = float("nan")
+    ttft_low_s: float = float("nan")
+    ttft_high_s: float = float("nan")
+    provenance: dict[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (f"ServingPoint(concurrency {self.concurrency}: TPOT {s_to_ms(self.tpot_s):.3f} ms, TTFT "
@@ -175,6 +182,8 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
 def predict(sc: Any, concurrency: Sequence[int]) -> list[ServingPoint]:
     """One ServingPoint per concurrency value (aggregated serving, sc.isl/sc.osl per request)."""
     a = predict_arrays(sc, list(concurrency))
+    case, prov = scenario_case(sc), provenance(sc)
+    (t_lo, t_hi), (f_lo, f_hi) = bounds(case, "tpot"), bounds(case, "ttft")
     out = []
     for i, c in enumerate(concurrency):
         terms = {k: float(a["terms"][k][i]) for k in TERMS}
@@ -188,7 +197,8 @@ def predict(sc: Any, concurrency: Sequence[int]) -> list[ServingPoint]:
             output_tok_s=float(a["output_tok_s"][i]), memory_bytes_per_gpu=float(a["memory_bytes_per_gpu"][i]),
             max_concurrency=int(a["max_concurrency"]), dominant=max(terms, key=lambda k: terms[k]),
             terms_s=terms, collectives=colls, step_time_s=float(a["step"][i]), floor_s=float(a["floor"][i]),
-            batch=int(a["batch"][i]),
+            batch=int(a["batch"][i]), tpot_low_s=float(a["tpot_s"][i]) * t_lo, tpot_high_s=float(a["tpot_s"][i]) * t_hi,
+            ttft_low_s=float(a["ttft_s"][i]) * f_lo, ttft_high_s=float(a["ttft_s"][i]) * f_hi, provenance=prov,
         ))
     return out
 

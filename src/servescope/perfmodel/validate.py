@@ -29,6 +29,7 @@ import numpy as np
 from servescope.errors import BadConfig, ScenarioError, SpecError
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.memory import max_concurrency
+from servescope.perfmodel.ranges import bounds, scenario_case
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays
 from servescope.units import MS_PER_S
@@ -68,6 +69,10 @@ class RowResult:
     pred_tpot_ms: float
     pred_ttft_ms: float
     dominant: str
+    pred_tpot_ms_low: float = float("nan")  # 80 % range from cross-validated error of the row's case (ranges.py)
+    pred_tpot_ms_high: float = float("nan")
+    pred_ttft_ms_low: float = float("nan")
+    pred_ttft_ms_high: float = float("nan")
 
     @property
     def tpot_err(self) -> float:
@@ -91,6 +96,15 @@ class ValidationResult:
     @property
     def ttft_mape(self) -> float:
         return mape([r.ttft_err for r in self.rows])
+
+    @property
+    def tpot_coverage(self) -> float:
+        """Share of rows whose measured TPOT lies inside its predicted 80 % range."""
+        return mape([float(r.pred_tpot_ms_low <= r.tpot_ms <= r.pred_tpot_ms_high) for r in self.rows])
+
+    @property
+    def ttft_coverage(self) -> float:
+        return mape([float(r.pred_ttft_ms_low <= r.ttft_ms <= r.pred_ttft_ms_high) for r in self.rows])
 
 
 def mape(errs: list[float]) -> float:
@@ -229,10 +243,13 @@ def evaluate(rows: list[Row], efficiency: dict[tuple[str, str], Efficiency] | No
                 sc = replace(sc, efficiency=efficiency[key])
         a = predict_arrays(sc, [r.concurrency for r in grp])
         terms = a["terms"]
+        case = scenario_case(sc)
+        (t_lo, t_hi), (f_lo, f_hi) = bounds(case, "tpot"), bounds(case, "ttft")
         for i, r in enumerate(grp):
             dom = max(terms, key=lambda k: float(terms[k][i]))
+            tpot, ttft = float(a["tpot_s"][i]) * MS_PER_S, float(a["ttft_s"][i]) * MS_PER_S
             out.append(RowResult(r.id, r.system, r.backend, r.model, r.concurrency, r.tpot_ms, r.ttft_ms,
-                                 float(a["tpot_s"][i]) * MS_PER_S, float(a["ttft_s"][i]) * MS_PER_S, dom))
+                                 tpot, ttft, dom, tpot * t_lo, tpot * t_hi, ttft * f_lo, ttft * f_hi))
     skipped = [(r.id, r.reason) for r in rows if r.scenario is None]
     n_agg = sum(1 for r in rows if r.reason != DISAGG)
     return ValidationResult(out, skipped, n_agg)

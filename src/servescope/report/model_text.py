@@ -19,15 +19,22 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
     t.caption = ("terms in ms per output token add up to TPOT; floor = the decode step at 100% of every peak; "
                  "* = more requests than fit in KV: the rest queue (their wait is in TTFT)")
     short = {"communication": "comm", "overhead": "overh."}
-    for col in ("conc.", "TPOT ms", "TTFT ms", "tok/s", "bound", *[short.get(k, k) for k in TERMS], "floor",
-                "GB/GPU", "max conc."):
+    for col in ("conc.", "TPOT ms", "80% range", "TTFT ms", "80% range", "tok/s", "bound",
+                *[short.get(k, k) for k in TERMS], "floor", "GB/GPU", "max conc."):
         t.add_column(col, justify="left" if col == "bound" else "right")
     for p in points:
         queued = "*" if p.concurrency > p.batch else ""
-        t.add_row(f"{p.concurrency}{queued}", f"{p.tpot_s * 1e3:.2f}", f"{p.ttft_s * 1e3:,.0f}",
+        t.add_row(f"{p.concurrency}{queued}", f"{p.tpot_s * 1e3:.2f}",
+                  f"{p.tpot_low_s * 1e3:.2f}–{p.tpot_high_s * 1e3:.2f}", f"{p.ttft_s * 1e3:,.0f}",
+                  f"{p.ttft_low_s * 1e3:,.0f}–{p.ttft_high_s * 1e3:,.0f}",
                   f"{p.output_tok_s:,.0f}", short.get(p.dominant, p.dominant), *[f"{p.terms_s[k] * 1e3:.3f}" for k in TERMS],
                   f"{p.floor_s * 1e3:.2f}", f"{p.memory_bytes_per_gpu / 1e9:.1f}", str(p.max_concurrency))
     console.print(t)
+    if points and points[0].provenance:
+        prov = points[0].provenance
+        console.print(Text(f"ranges: 80% from cross-validated error, case {prov.get('case', '?')}: "
+                           f"{prov.get('serving_rows', '')}",
+                           style="yellow" if prov.get("case") != "system_seen" else ""))
     if points:
         c = Table(title=f"collectives per decode step at concurrency {points[0].concurrency}", title_justify="left")
         for col in ("collective", "calls/step", "bytes/call", "ms/step"):

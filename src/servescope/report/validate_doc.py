@@ -29,7 +29,8 @@ def cross_validation_document(cv: CrossValidation) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, s in cv.summaries.items():
         out[name] = {"tpot_mape": s.tpot_mape, "ttft_mape": s.ttft_mape, "tpot_bias": s.tpot_bias,
-                     "ttft_bias": s.ttft_bias, "folds": s.folds, "rows": s.rows}
+                     "ttft_bias": s.ttft_bias, "folds": s.folds, "rows": s.rows, "tpot_coverage": s.tpot_coverage,
+                     "ttft_coverage": s.ttft_coverage}
         if s.warning:
             out[name]["warning"] = s.warning
     return out
@@ -49,6 +50,8 @@ def validate_document(result: ValidationResult, worst: int = 10,
         "skipped": [{"id": i, "reason": why} for i, why in result.skipped],
         "tpot_mape": result.tpot_mape,
         "ttft_mape": result.ttft_mape,
+        "tpot_coverage": result.tpot_coverage,
+        "ttft_coverage": result.ttft_coverage,
         "by_system": _by(rows, "system"),
         "by_backend": _by(rows, "backend"),
         "by_model": _by(rows, "model"),
@@ -60,4 +63,6 @@ def _row(r: RowResult) -> dict[str, Any]:
     """Predicted against measured for one row; errors are fractions of the measured value."""
     return {"id": r.id, "system": r.system, "backend": r.backend, "model": r.model, "concurrency": r.concurrency,
             "tpot_ms": r.tpot_ms, "pred_tpot_ms": r.pred_tpot_ms, "ttft_ms": r.ttft_ms,
-            "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant}
+            "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant,
+            "pred_tpot_ms_low": r.pred_tpot_ms_low, "pred_tpot_ms_high": r.pred_tpot_ms_high,
+            "pred_ttft_ms_low": r.pred_ttft_ms_low, "pred_ttft_ms_high": r.pred_ttft_ms_high}
