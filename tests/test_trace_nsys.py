@@ -305,6 +305,18 @@ def test_a_table_without_its_columns_is_refused(tmp_path: Path) -> None:
         load_trace(path)
 
 
+def test_versioned_table_names_are_read(tmp_path: Path) -> None:
+    """Newer exports may suffix activity tables (`_V2`, `_V10`): the newest version is read, with no warning."""
+    path = _export(tmp_path / "v.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1)], kernels=[(3_000, 4_000, 1, 3, 0)])
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL_V2 AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL")
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET \"end\" = 9000")  # V10 is a copy of this one
+        con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME TO CUPTI_ACTIVITY_KIND_KERNEL_V10")
+    trace = load_trace(path)
+    assert trace.events.filter(pl.col("kind") == "kernel")["dur_us"].to_list() == [6.0]
+    assert not any("CUPTI_ACTIVITY_KIND_KERNEL table" in w for w in trace.warnings)
+
+
 def test_a_folder_of_exports_is_found(tmp_path: Path) -> None:
     for rank in (0, 1):
         _export(tmp_path / f"report_rank{rank}.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1)],

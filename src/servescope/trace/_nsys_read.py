@@ -197,10 +197,9 @@ def _resolve(tables: set[str], name: str) -> str | None:
     """The table `name`, or a versioned successor (`name_V2`, `name_V3`, …: the newest wins)."""
     if name in tables:
         return name
-    versions = sorted(
-        t for t in tables if t.startswith(f"{name}_V") and t[len(name) + 2 :].isdigit()
-    )
-    return versions[-1] if versions else None
+    prefix = f"{name}_V"
+    versions = [t for t in tables if t.startswith(prefix) and t[len(prefix) :].isdigit()]
+    return max(versions, key=lambda t: int(t[len(prefix) :]), default=None)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
