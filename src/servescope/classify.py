@@ -10,6 +10,10 @@ What it does:
   the runtime/driver launch row with that correlation → that row's `external_id`
   (kineto-traces.md §1.3, §4 pitfall 4). Unique names are classified once and joined back; the linkage
   is a pair of vectorised `is_in` tests, so a million-row table costs a few hash lookups per row.
+- `link_collectives` (called by `classify`) takes a communication kernel's collective from its own
+  args or the CPU op that launched it (`record_param_comms`, `nccl:*`, `c10d::*`, engine collective
+  ops) when there is one, and adds `collective_source`, `message_bytes` and `group_size`: joins on the
+  few collective rows only (docs/metrics.md).
 
 What it does not do: read traces, attribute kernels to steps, time anything, or use `Input type`
 dtypes (the events table does not carry them), so a same-dtype `aten::copy_` (e.g. `.contiguous()`)
@@ -167,7 +171,8 @@ _LINK_COLUMNS: dict[str, type[pl.DataType]] = {
 
 
 def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
-    """Take each communication kernel's collective and message args from what launched it.
+    """Take each communication kernel's collective and message args from what launched it (on a frame
+    with `kernel_class` and `collective`, as `classify` makes it).
 
     Order of trust, per communication kernel: its own args (`Collective name` on NCCL kernels of
     PyTorch >= 2.1); the `record_param_comms` op that launched it (its `Collective name` arg, element
