@@ -122,7 +122,7 @@ def _residuals(data: FitData, eff: Efficiency) -> np.ndarray:
     r = np.where(np.isfinite(r), r, 10.0)
     # soft-L1 (pseudo-Huber) on the relative error: Σ r̃² = Σ 2δ²(√(1 + (r/δ)²) − 1) ≈ Σ r² near 0, ≈ 2δ·Σ|r|
     # beyond δ — a smooth stand-in for the MAPE the validation reports
-    return np.sign(r) * SOFT_L1_S * np.sqrt(2.0 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0))
+    return np.asarray(np.sign(r) * SOFT_L1_S * np.sqrt(2.0 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0)))
 
 
 def _to_z(x: float, lo: float, hi: float) -> float:

@@ -9,19 +9,23 @@ What it does not: hold any hardware numbers itself (they live, with sources, in 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servescope.errors import UnknownName
-from servescope.specs.collectives import curve_time_s
+from servescope.specs.collectives import CollectiveCurves, curve_time_s
+from servescope.specs.hardware import GpuSpec
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 # Collective names as the model uses them; the curves use the same (see specs/collectives.py).
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV = (
     "all_reduce", "all_gather", "all_to_all", "reduce_scatter", "send_recv")
 
 
-def load_gpu(name: str) -> Any:
+def load_gpu(name: str) -> GpuSpec:
     """GpuSpec by name; UnknownName (from specs.hardware) lists the known ones."""
     from servescope.specs.hardware import load_gpu as _load
 
@@ -38,7 +42,7 @@ def load_gpu(name: str) -> Any:
         raise
 
 
-def load_curves(gpu: Any, n_gpus: int, interconnect: str | None) -> Any:
+def load_curves(gpu: GpuSpec, n_gpus: int, interconnect: str | None) -> CollectiveCurves:
     from servescope.specs.collectives import load_collectives
 
     return load_collectives(gpu, n_gpus, interconnect)
@@ -52,24 +56,24 @@ class CollectiveTimer:
     (`vllm_all_reduce`: custom all-reduce in a CUDA graph where the system allows it, else NCCL).
     """
 
-    def __init__(self, curves: Any, collective: str, n_gpus: int):
+    def __init__(self, curves: CollectiveCurves, collective: str, n_gpus: int):
         self.n_gpus = n_gpus
         self._curve = curves.vllm_all_reduce if collective == ALL_REDUCE else curves.curves[collective]
         self.latency_s = float(self._curve.latency_floor_s)
         self.source = str(self._curve.source)
 
-    def raw_s(self, message_bytes: Any) -> np.ndarray:
+    def raw_s(self, message_bytes: ArrayLike) -> np.ndarray:
         mb = np.maximum(np.asarray(message_bytes, dtype=float), 1.0)
         if self.n_gpus <= 1:
             return np.zeros_like(mb)
         return np.asarray(curve_time_s(self._curve, mb))
 
-    def parts_s(self, message_bytes: Any) -> tuple[np.ndarray, np.ndarray]:
+    def parts_s(self, message_bytes: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(latency floor, bandwidth part) of the curve time at each message size (elementwise)."""
         raw = self.raw_s(message_bytes)
         floor = np.minimum(self.latency_s, raw)
         return floor, raw - floor
 
-    def time_s(self, message_bytes: Any, lat_scale: float = 1.0, bw_scale: float = 1.0) -> np.ndarray:
+    def time_s(self, message_bytes: ArrayLike, lat_scale: float = 1.0, bw_scale: float = 1.0) -> np.ndarray:
         floor, bw_part = self.parts_s(message_bytes)
         return floor * lat_scale + bw_part / bw_scale

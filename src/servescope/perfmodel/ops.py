@@ -49,7 +49,7 @@ class CtxTerm:
         if self.kind == "all":
             return ctx
         if self.kind in ("window", "cap"):
-            return np.minimum(ctx, self.param)
+            return np.asarray(np.minimum(ctx, self.param))
         if self.kind == "ratio":
             return ctx / self.param
         return np.minimum(ctx / 4.0, self.param)  # ratio_cap: V4 layers compressed 4x then top-k

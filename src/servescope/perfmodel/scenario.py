@@ -17,6 +17,9 @@ from typing import Any
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.hw import load_gpu
+from servescope.perfmodel.memory import check_fits
+from servescope.perfmodel.step import model_for
+from servescope.specs.hardware import GpuSpec
 from servescope.specs.models import ModelSpec, load_model
 from servescope.specs.quant import QuantConfig, scheme
 
@@ -28,7 +31,7 @@ class Scenario:
     """Everything a prediction depends on. Use `Scenario.build` to construct from names."""
 
     model: ModelSpec
-    gpu: Any  # specs.hardware.GpuSpec
+    gpu: GpuSpec
     quant: QuantConfig
     tp: int = 1
     ep: int = 1
@@ -59,7 +62,7 @@ class Scenario:
     @staticmethod
     def build(
         model: str | ModelSpec,
-        gpu: str | Any,
+        gpu: str | GpuSpec,
         tp: int = 1,
         ep: int = 1,
         pp: int = 1,
@@ -89,15 +92,11 @@ class Scenario:
             qc = QuantConfig.uniform(quant, moe_quant, kv_quant)
         if backend not in BACKENDS:
             raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
-        eff = efficiency or default_efficiency(str(getattr(g, "generation", "default")), backend, g.name)
+        eff = efficiency or default_efficiency(g.generation, backend, g.name)
         sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
         check_layout(sc)
-        from servescope.perfmodel.step import model_for
-
         model_for(sc)  # loads the collective curves now: a group beyond one NVLink domain fails here
         if check_memory:
-            from servescope.perfmodel.memory import check_fits
-
             check_fits(sc)
         return sc
 

@@ -76,13 +76,13 @@ class ServingPoint:
                 f"{s_to_ms(self.ttft_s):.1f} ms, {self.output_tok_s:,.0f} tok/s, {self.dominant}-bound)")
 
 
-def mla_layers(sc: Any) -> int:
+def mla_layers(sc: Scenario) -> int:
     """Attention layers of the scenario's model that use multi-head latent attention (MLA, DeepSeek-V4)."""
     m = sc.model
     return sum(1 for a in m.layer_attention if a != "none") if m.attention_kind in ("mla", "v4") else 0
 
 
-def linear_layers(sc: Any) -> int:
+def linear_layers(sc: Scenario) -> int:
     """Layers of the scenario's model whose mixer is linear attention or Mamba (chunked scans in prefill)."""
     return sum(1 for a in sc.model.layer_attention if a in ("linear", "mamba"))
 
@@ -179,7 +179,7 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
     }
 
 
-def predict(sc: Any, concurrency: Sequence[int]) -> list[ServingPoint]:
+def predict(sc: Scenario, concurrency: Sequence[int]) -> list[ServingPoint]:
     """One ServingPoint per concurrency value (aggregated serving, sc.isl/sc.osl per request)."""
     a = predict_arrays(sc, list(concurrency))
     case, prov = scenario_case(sc), provenance(sc)

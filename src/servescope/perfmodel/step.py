@@ -209,7 +209,7 @@ def moe_imbalance(ep: int, routed: Arr) -> Arr:
     if ep <= 1:
         return np.ones_like(n)
     f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep) * ep / n)
-    return np.minimum(f, float(ep))
+    return np.asarray(np.minimum(f, float(ep)))
 
 
 def _moe_bytes(o: Ops, t_glob: Arr) -> Arr:

@@ -161,7 +161,7 @@ def _quant(r: dict[str, str]) -> tuple[str, str | None, str | None]:
     return weights, experts, kv
 
 
-def parse_row(r: dict[str, str], cache: dict[tuple, Scenario | str] | None = None) -> Row:
+def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str] | None = None) -> Row:
     """A CSV row -> Row with a Scenario, or with the reason it is skipped. Rows with equal settings share one
     Scenario object through `cache` (so evaluation groups them into one vectorised call)."""
     def row(scenario: Scenario | None, reason: str = "") -> Row:
@@ -201,7 +201,7 @@ def read_rows(path: str | Path) -> list[Row]:
             missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
             if missing:
                 raise BadConfig(f"{p}: missing columns {', '.join(missing)}")
-            cache: dict[tuple, Scenario | str] = {}
+            cache: dict[tuple[object, ...], Scenario | str] = {}
             return [_parse_or_skip(r, cache, reader.line_num) for r in reader]
     except FileNotFoundError:
         raise BadConfig(f"{p}: no such file") from None
@@ -213,7 +213,7 @@ def read_rows(path: str | Path) -> list[Row]:
         raise BadConfig(f"{p}: not a readable CSV: {exc}") from None
 
 
-def _parse_or_skip(r: dict[str, str], cache: dict[tuple, Scenario | str], line: int) -> Row:
+def _parse_or_skip(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str], line: int) -> Row:
     """parse_row, or a skipped Row saying why the row cannot be read (one bad row never stops the file)."""
     try:
         short = [k for k, v in r.items() if v is None]  # DictReader fills a short row's missing cells with None
