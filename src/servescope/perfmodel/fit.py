@@ -88,7 +88,7 @@ def fit_data(rows: Sequence[Row]) -> FitData:
     for grp in groups.values():
         sc = grp[0].scenario
         assert sc is not None
-        parts.append(serving_parts(sc, [r.concurrency for r in grp]))
+        parts.append(serving_parts(sc, [r.concurrency for r in grp], flat=True))
         ordered.extend(grp)
     lab = {
         "model": [r.model for r in ordered], "system": [r.system for r in ordered],

@@ -115,16 +115,19 @@ class ServingParts:
     n_lin: np.ndarray
 
 
-def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> ServingParts:
-    """The efficiency-free parts of `predict_arrays` for one scenario."""
+def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: bool = False) -> ServingParts:
+    """The efficiency-free parts of `predict_arrays` for one scenario; `flat` broadcasts every array to one value
+    per point (for `stack_serving`), else per-scenario constants stay scalars (faster)."""
     c = np.maximum(np.asarray(concurrency, dtype=float).ravel(), 1.0)
     n = len(c)
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
-    dec = step_parts(sc, np.minimum(c, cap), sc.isl + sc.osl / 2.0, 1).take(n)
-    pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True).take(n)  # one request per attention-DP rank, in parallel
+    dec = step_parts(sc, np.minimum(c, cap), sc.isl + sc.osl / 2.0, 1)
+    pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
+    if flat:
+        dec, pf = dec.take(n), pf.take(n)
 
     def full(x: float) -> np.ndarray:
-        return np.full(n, float(x))
+        return np.full(n, float(x)) if flat else np.asarray(float(x))
 
     return ServingParts(dec, pf, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
                         full(linear_layers(sc)))
@@ -161,7 +164,7 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
     p = serving_parts(sc, concurrency)
     a = combine_serving(p, sc.efficiency)
     c, ce, tpot, ttft = p.concurrency, a["batch"], a["tpot_s"], a["ttft_s"]
-    cap = float(p.cap[0])
+    cap = float(p.cap)
     over = np.maximum(c - cap, 0.0) / cap
     wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
@@ -171,11 +174,12 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
         "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
         "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
         "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc),
-        "terms": {k: a["term:" + k] for k in TERMS}, "step": a["step"], "floor": a["floor"],
-        "collectives": {k: (c_.calls, np.broadcast_to(c_.bytes_per_call, c.shape), a["coll:" + k])
-                        for k, c_ in p.dec.colls.items()},
-        "parts": {"pf_step": float(a["pf_step"][0]), "pf_overhead": float(a["pf_overhead"][0]),
-                  "dec_step": a["step"], "cap": int(cap), "n_mla": int(p.n_mla[0]), "n_lin": int(p.n_lin[0])},
+        "terms": {k: np.broadcast_to(a["term:" + k], c.shape) for k in TERMS},
+        "step": np.broadcast_to(a["step"], c.shape), "floor": np.broadcast_to(a["floor"], c.shape),
+        "collectives": {k: (c_.calls, np.broadcast_to(c_.bytes_per_call, c.shape),
+                            np.broadcast_to(a["coll:" + k], c.shape)) for k, c_ in p.dec.colls.items()},
+        "parts": {"pf_step": float(a["pf_step"]), "pf_overhead": float(a["pf_overhead"]),
+                  "dec_step": a["step"], "cap": int(cap), "n_mla": int(p.n_mla), "n_lin": int(p.n_lin)},
     }
 
 
