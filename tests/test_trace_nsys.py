@@ -273,7 +273,11 @@ def test_processes_sharing_a_device_ordinal_are_kept_apart(tmp_path: Path) -> No
     """Two processes each see device 0 (CUDA_VISIBLE_DEVICES) and reuse correlationId 1."""
     path = _export(tmp_path / "tp2.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1)],
                    kernels=[(3_000, 8_000, 1, 3, 0)], pids=(7, 9), memcpy=False)
+    with sqlite3.connect(path) as con:  # an H100 SXM (132 SMs) for pid 7, an H100 PCIe (114) for pid 9
+        con.execute("CREATE TABLE TARGET_INFO_CUDA_DEVICE (gpuId INT, cudaId INT, pid INT, numMultiprocessors INT)")
+        con.executemany("INSERT INTO TARGET_INFO_CUDA_DEVICE VALUES (?, 0, ?, ?)", [(1, 7, 132), (2, 9, 114)])
     trace = load_trace(path)
+    assert {d: info.num_sms for d, info in trace.devices.items()} == {0: 132, 1: 114}
     kernels = trace.events.filter(pl.col("kind") == "kernel")
     assert sorted(kernels["device"].to_list()) == [0, 1]
     assert kernels["correlation"].n_unique() == 2

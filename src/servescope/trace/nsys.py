@@ -92,8 +92,9 @@ def load_nsys(path: str | Path) -> Trace:
             f"{path}: the Nsight Systems export holds no kernels, memcpys, CUDA calls or NVTX ranges"
         )
     processes = _gpu_processes(events)
-    events = _unique_ids(events, processes, warnings)
-    devices = _devices(events, tables)
+    ids = _device_ids(processes)
+    events = _unique_ids(events, ids, warnings)
+    devices = _devices(ids, tables)
     names = [f"{tables.process_names.get(pid, '?')} (pid {pid})" for pid, _ in processes]
     metadata = {"format": "nsys-sqlite", "gpu_processes": ", ".join(names) or "none"}
     metadata |= {key: tables.export[k] for k, key in _EXPORT_KEYS.items() if k in tables.export}
@@ -266,27 +267,34 @@ def _gpu_processes(events: pl.DataFrame) -> list[tuple[int, list[int]]]:
     return sorted(found, key=lambda p: (p[1][:1] or [-1], p[0]))
 
 
-def _unique_ids(
-    events: pl.DataFrame, processes: list[tuple[int, list[int]]], warnings: list[str]
-) -> pl.DataFrame:
-    """With several processes: correlation → pid·2^32 + correlationId (correlationIds repeat across processes;
-    CUPTI's are 32-bit) and, when processes see the same device ordinal (CUDA_VISIBLE_DEVICES), devices
-    renumbered 0.. in (first ordinal, pid) order, with a warning."""
-    if len(processes) < 2:
-        return events
-    events = events.with_columns(correlation=pl.col("pid") * (1 << 32) + pl.col("correlation"))
+def _device_ids(processes: list[tuple[int, list[int]]]) -> dict[tuple[int, int], int]:
+    """(pid, CUDA ordinal) → device id: the ordinal, unless processes share ordinals (CUDA_VISIBLE_DEVICES);
+    then 0.. in (first ordinal, pid) order."""
     pairs = [(pid, d) for pid, devs in processes for d in devs]
     if len({d for _, d in pairs}) == len(pairs):
+        return {pair: pair[1] for pair in pairs}
+    return {pair: i for i, pair in enumerate(pairs)}
+
+
+def _unique_ids(
+    events: pl.DataFrame, ids: dict[tuple[int, int], int], warnings: list[str]
+) -> pl.DataFrame:
+    """With several processes: correlation → pid·2^32 + correlationId (correlationIds repeat across processes;
+    CUPTI's are 32-bit) and devices renumbered as `ids` says, with a warning."""
+    if len({pid for pid, _ in ids}) < 2:
+        return events
+    events = events.with_columns(correlation=pl.col("pid") * (1 << 32) + pl.col("correlation"))
+    if all(dev == ordinal for (_, ordinal), dev in ids.items()):
         return events
     warnings.append(
         "processes share CUDA device ordinals (CUDA_VISIBLE_DEVICES): devices renumbered "
-        + ", ".join(f"pid {pid} device {d} → {i}" for i, (pid, d) in enumerate(pairs))
+        + ", ".join(f"pid {pid} device {d} → {i}" for (pid, d), i in ids.items())
     )
     mapping = pl.DataFrame(
         {
-            "pid": [p for p, _ in pairs],
-            "device": [d for _, d in pairs],
-            "new_device": list(range(len(pairs))),
+            "pid": [p for p, _ in ids],
+            "device": [d for _, d in ids],
+            "new_device": list(ids.values()),
         },
         schema={"pid": pl.Int64, "device": pl.Int64, "new_device": pl.Int64},
     )
@@ -294,15 +302,12 @@ def _unique_ids(
     return renumbered.with_columns(device=pl.col("new_device")).drop("new_device")
 
 
-def _devices(events: pl.DataFrame, tables: NsysTables) -> dict[int, DeviceInfo]:
-    """Devices with a known SM count or name (TARGET_INFO_CUDA_DEVICE / TARGET_INFO_GPU, when exported).
-    After renumbering, a device's facts are looked up by its process and renumbered id (best effort)."""
-    pairs = (
-        events.filter(pl.col("kind").is_in(GPU_KINDS)).select("pid", "device").unique().drop_nulls()
-    )
+def _devices(ids: dict[tuple[int, int], int], tables: NsysTables) -> dict[int, DeviceInfo]:
+    """Devices with a known SM count or name (TARGET_INFO_CUDA_DEVICE / TARGET_INFO_GPU, when exported),
+    looked up by process and CUDA ordinal, keyed by device id."""
     out: dict[int, DeviceInfo] = {}
-    for pid, dev in sorted(pairs.iter_rows()):
-        keys = ((pid, dev), (None, dev))
+    for (pid, ordinal), dev in ids.items():
+        keys = ((pid, ordinal), (None, ordinal))
         sms = next((tables.sms[k] for k in keys if k in tables.sms), None)
         name = next((tables.gpu_names[k] for k in keys if k in tables.gpu_names), None)
         if (sms is not None or name is not None) and dev not in out:
