@@ -237,3 +237,21 @@ def test_collective_args_stay_on_their_rows_when_the_loader_drops_and_sorts(tmp_
     assert frame["comm_pg"].to_list() == [None, None, "7"]
     kernel = classify(frame).filter(pl.col("kind") == "kernel")
     assert kernel.select("collective", "message_bytes", "group_size").row(0) == ("all_reduce", 16, 4)
+
+
+def test_one_rank_all_reduce_has_zero_bus_bandwidth_and_unsized_calls_none() -> None:
+    """Edge: nccl-tests gives busbw 0 for a 1-rank all-reduce (factor 2(n-1)/n = 0); calls without a size
+    leave both bandwidths unknown."""
+    from servescope.breakdown import _collectives
+
+    gpu = pl.DataFrame({
+        "step": [0, 0, 1], "collective": ["all_reduce", "all_reduce", "broadcast"], "dur_us": [2.0, 2.0, 5.0],
+        "message_bytes": [1000, 3000, None], "group_size": [1, 1, None],
+    })
+    stats = _collectives(gpu)
+    ar = stats[0]["all_reduce"]
+    assert ar.algbw_bytes_per_s == pytest.approx(4000 / 4e-6)
+    assert ar.busbw_bytes_per_s == 0.0
+    assert (ar.sized_calls, ar.message_bytes_total, ar.message_bytes_median) == (2, 4000, 2000.0)
+    bc = stats[1]["broadcast"]
+    assert (bc.sized_calls, bc.algbw_bytes_per_s, bc.busbw_bytes_per_s, bc.group_size) == (0, None, None, None)

@@ -217,8 +217,9 @@ def _collectives(gpu: pl.DataFrame) -> dict[int, dict[str, CollectiveStats]]:
 
 
 def _per_s(amount: float | None, dur_us: float | None) -> float | None:
-    """amount per second of `dur_us`; None when either is missing or the time is zero."""
-    if not amount or not dur_us:
+    """amount per second of `dur_us`; None when either is missing or the time is zero (no call
+    qualified: Polars sums of nothing are 0). A busbw of 0 is real: one rank moves nothing."""
+    if amount is None or not dur_us:
         return None
     return float(amount) / us_to_s(float(dur_us))
 
