@@ -252,6 +252,7 @@ def test_nvtx_step_labels_and_a_graph_replay(tmp_path: Path) -> None:
                  (64_000, 66_000, 3, 5, 0), (66_000, 67_000, 3, 3, 0)],
     )
     (rank,) = analyze_trace(path).ranks
+    assert rank.method.startswith("2 step label(s) (vllm)")  # what the report prints as the step method
     assert [(s.source, s.kind, s.kernels, s.graph_launches) for s in rank.steps] == [
         ("vllm", "prefill", 2, 0), ("vllm", "decode", 3, 1)]
     assert rank.steps[0].classes_us["cast"] == pytest.approx(5.0)  # 20_000..25_000 ns
