@@ -105,6 +105,9 @@ def null_name(doc: Doc, rng: random.Random) -> bytes:
 
 
 def markup_name(doc: Doc, rng: random.Random) -> bytes:
+    props = doc.get("deviceProperties")
+    if isinstance(props, list) and props and isinstance(props[0], dict) and rng.random() < 0.3:
+        props[0]["name"] = rng.choice(MARKUP_NAMES)  # the device name is printed in the rank tables too
     for _ in range(rng.randint(1, 6)):
         ev = _pick_event(doc, rng, NAME_TARGETS) or _pick_event(doc, rng)
         if ev is not None:

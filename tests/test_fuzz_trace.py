@@ -66,15 +66,15 @@ def test_trace_cli_survives_mutations(case: tuple[int, int, int], as_json: bool)
 
 
 @settings(FUZZ, max_examples=20 * SCALE)
-@given(cases)
-def test_rank_folder_survives_a_broken_file(case: tuple[int, int, int]) -> None:
-    """One mutated file among good ranks never sinks the folder: the good rank is still reported."""
+@given(cases, st.booleans())
+def test_rank_folder_survives_a_broken_file(case: tuple[int, int, int], as_json: bool) -> None:
+    """One mutated file among good ranks never sinks the folder (compact cross-rank text view or JSON)."""
     seed, mutation, rng_seed = case
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         shutil.copyfile(SEEDS[2], folder / "rank0.json.gz")  # a small good rank (HTA's triton example)
         _write(folder, mutate(seed, mutation, random.Random(rng_seed)), "rank1")
-        problem = check_cli(["trace", str(folder), "--json"])
+        problem = check_cli(["trace", str(folder), *(["--json"] if as_json else [])])
     assert problem is None, f"{MUTATIONS[mutation].__name__} on {SEEDS[seed].name}, rng {rng_seed}: {problem}"
 
 

@@ -8,6 +8,7 @@ here from the raw JSON with the stdlib (tests/independent.py) or from the per-ra
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -140,3 +141,17 @@ def test_skipped_files_fold_into_one_line(tmp_path: Path) -> None:
     deep = [w for w in a.warnings if "nested too deeply" in w]
     assert deep == ["3 files: skipped (JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace) "
                     "(rank1.json, rank4.json, rank6.json)"]
+
+
+def test_compact_view_prints_markup_device_names_verbatim(tmp_path: Path) -> None:
+    src = Path(__file__).parent / "data/traces/tracelens/inference/vllm_decode_full/graph_execution.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    for props in doc["deviceProperties"]:
+        props["name"] = "[/]GPU[bold]"
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for r in (0, 1):
+        (folder / f"rank{r}.json").write_text(json.dumps(doc))
+    result = CliRunner().invoke(main, ["trace", str(folder)])
+    assert result.exit_code == 0, result.stderr
+    assert "[/]GPU[bold]" in result.stdout
