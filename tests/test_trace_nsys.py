@@ -424,3 +424,11 @@ def test_fuzzed_exports_fail_cleanly_or_load(tmp_path: Path, how: str, at: int, 
         return
     for rank in analysis.ranks:
         assert all(s.gpu_busy_us <= s.gpu_span_us * s.devices + 1e-6 for s in rank.steps)
+
+
+def test_an_nsys_report_gets_the_export_command(tmp_path: Path) -> None:
+    path = tmp_path / "run1.nsys-rep"
+    path.write_bytes(b"\x00binary report")
+    result = CliRunner().invoke(main, ["trace", str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "nsys export --type sqlite -o run1.sqlite run1.nsys-rep" in result.output

@@ -91,6 +91,26 @@ class NsysTables:
     export: dict[str, str] = field(default_factory=dict)
 
 
+REPORT_SUFFIXES = (
+    ".nsys-rep",
+    ".qdrep",
+)  # Nsight Systems' own report files (binary; need `nsys export`)
+
+
+def is_nsys(path: Path) -> bool:
+    """True for an Nsight Systems SQLite export or report file: what `trace.nsys` handles."""
+    return path.name.endswith(REPORT_SUFFIXES) or is_sqlite(path)
+
+
+def check_not_report(path: Path) -> None:
+    """Raise NotATrace, with the export command, for an `.nsys-rep` / `.qdrep` report."""
+    if path.name.endswith(REPORT_SUFFIXES):
+        raise NotATrace(
+            f"{path}: an Nsight Systems report, which only nsys reads; export it first: "
+            f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
+        )
+
+
 def is_sqlite(path: Path) -> bool:
     """True when `path` is a file starting with the SQLite header."""
     try:

@@ -18,7 +18,7 @@ import polars as pl
 from servescope.errors import EmptyTrace, NotATrace, TraceError
 from servescope.trace._files import list_trace_files, rank_from_name
 from servescope.trace._frame import finish_events
-from servescope.trace._nsys_read import is_sqlite
+from servescope.trace._nsys_read import is_nsys
 from servescope.trace._read import (
     Decoded,
     check_path,
@@ -69,7 +69,7 @@ def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     warnings: list[str] = []
     check_path(path)
-    if is_sqlite(path):  # Nsight Systems export; imported here as nsys.py imports Trace from this module
+    if is_nsys(path):  # Nsight Systems export or report; imported here as nsys.py imports Trace from this module
         from servescope.trace.nsys import load_nsys
 
         return load_nsys(path)

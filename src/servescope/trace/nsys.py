@@ -30,12 +30,18 @@ import polars as pl
 from servescope.errors import EmptyTrace
 from servescope.trace._files import rank_from_name
 from servescope.trace._frame import SCHEMA
-from servescope.trace._nsys_read import GPU_COLUMNS, NsysTables, is_sqlite, read_tables
+from servescope.trace._nsys_read import (
+    GPU_COLUMNS,
+    NsysTables,
+    check_not_report,
+    is_nsys,
+    read_tables,
+)
 from servescope.trace._read import check_path
 from servescope.trace.load import DeviceInfo, Trace
 from servescope.units import NS_PER_US
 
-__all__ = ["is_sqlite", "load_nsys"]
+__all__ = ["is_nsys", "load_nsys"]
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 # ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND ids (CUPTI; as exported in the fixtures' enum tables),
@@ -79,11 +85,13 @@ _EXPORT_KEYS = {
 def load_nsys(path: str | Path) -> Trace:
     """One Trace holding every process of the export (docs/trace-format.md, "Nsight Systems SQLite").
 
-    Raises TraceNotFound, NotATrace (corrupt, or not an nsys export) or EmptyTrace (no events at all).
+    Raises TraceNotFound, NotATrace (corrupt, not an nsys export, or an `.nsys-rep` report, with the command
+    that exports it) or EmptyTrace (no events at all).
     Recoverable gaps (tables nsys did not create, names missing from StringIds) are in `Trace.warnings`.
     """
     path = Path(path)
     check_path(path)
+    check_not_report(path)
     warnings: list[str] = []
     tables = read_tables(path, warnings)
     events = _events(tables, warnings)
