@@ -15,7 +15,9 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
   attn_pf(n,L) attention of a prefill chunk (step_arrays prefill=True), tabulated on a grid (64 chunk sizes from 1
                to the budget, geometric; contexts every 64+ tokens) and interpolated bilinearly
   prefill extra = (tok_s(T) − tok_s(T_decode) + Σ attn_pf / dp, launches excluded) · (1/prefill_eff − 1)
-               + per chunk: n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s (efficiency.py)
+               + once per step that carries prefill: n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
+               (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
+               launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac, ttft_queue_exp,
@@ -115,5 +117,5 @@ class StepCost:
         base = (self.tok_pf_s[b_dec] - self.kern_pf_s[b_dec]) if b_dec else 0.0
         marginal = tok - self.kern_pf_s[t_all] - base + pf_attn
         step = tok + self.decode_attention_s(dec_ctx) + pf_attn
-        step += marginal * self.inv_pf_eff_m1 + n_chunks * self.chunk_extra_s
+        step += marginal * self.inv_pf_eff_m1 + self.chunk_extra_s
         return float(step + self.cpu_s + self.cpu_per_seq_s * (b_dec + n_chunks))
