@@ -63,7 +63,7 @@ def test_page_in_a_browser(name: str, page: Page, tmp_path: Path) -> None:
     assert page.requests == [url], "the page fetched something"
     marks = dict(page.evaluate(MARKS_JS))
     assert len(marks) == int(page.evaluate("document.body.getAttribute('data-charts')"))
-    assert len(marks) >= (2 if name in ("report", "model") else 1)
+    assert len(marks) >= (2 if name in ("report", "model", "plan") else 1)
     assert all(n > 0 for n in marks.values()), marks
     ink, colours = ink_fraction(page.screenshot_png())
     assert ink > 0.02 and colours > 8, (ink, colours)

@@ -176,6 +176,9 @@ def test_plan_page_states_the_target_verdict(tmp_path: Path) -> None:
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
     assert doc["target"]["reachable"] is False
     assert f"target 2 ms: not reachable ({doc['target']['gap']:.2f}× short)" in page
+    curve = titled(page, "latency–throughput")  # baseline plus each paying track
+    assert [c["name"] for c in curve["data"]][:1] == ["baseline"]
+    assert {c["name"] for c in curve["data"]} >= {t["kind"] for t in doc["tracks"] if (t["gain"] or 0) > 1.001}
     for t in doc["tracks"]:  # every track's preconditions and validation gate are on the page
         for p in t["preconditions"]:
             assert str(markupsafe.escape(p)) in page

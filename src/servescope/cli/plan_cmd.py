@@ -50,5 +50,11 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     advice = advise(_scenario(kw), trace_path, objective=implied_objective(target, objective),
                     concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s)
-    out.emit(plan_document(advice.plan), text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
+    document = plan_document(advice.plan)
+    if out.format == "html":  # the page also draws the latency–throughput curve of each paying track
+        from servescope.planner.curves import plan_curves
+        from servescope.report.overview_doc import curves_document
+
+        document = {**document, "curves": curves_document(plan_curves(advice.plan))}
+    out.emit(document, text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
              warnings=advice.plan.warnings)

@@ -255,7 +255,7 @@ def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     if schema == "servescope.model/1":
         return _model(doc)
     if schema == "servescope.plan/1":
-        secs = [x for x in (_calibration(doc), plan_section(doc)) if x]
+        secs = [x for x in (_calibration(doc), plan_section(doc, doc.get("curves"))) if x]
         return "servescope plan", "", secs
     if schema == "servescope.diff/1":
         return _diff(doc)

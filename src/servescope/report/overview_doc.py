@@ -4,6 +4,7 @@ Presentation only: values are copied from the Overview and rounded; kernel names
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from servescope.overview import Overview
@@ -34,6 +35,11 @@ def _curve(c: Curve) -> dict[str, Any]:
                         "tok_s_per_gpu": p.tok_s_per_gpu} for p in c.points]}
 
 
+def curves_document(curves: Sequence[Curve]) -> list[dict[str, Any]]:
+    """The `curves` entry of a report (and of a plan's HTML page)."""
+    return [_curve(c) for c in curves]
+
+
 def scenario_document(sc: Any) -> dict[str, Any] | None:
     """The scenario's names and layout, with the resolved GPU spec name (e.g. `h100` → h100_sxm)."""
     if sc is None:
@@ -52,5 +58,5 @@ def overview_document(o: Overview) -> dict[str, Any]:
                       if any(k.kind == t.kind for k in b.kinds)],
         "scenario": scenario_document(o.scenario),
         "plan": plan_document(o.plan) if o.plan is not None else None,
-        "curves": [_curve(c) for c in o.curves],
+        "curves": curves_document(o.curves),
     }
