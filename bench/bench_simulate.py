@@ -44,7 +44,7 @@ def _best(fn: Callable[[], object], repeats: int = 3) -> tuple[float, float, obj
 def main() -> None:
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print("| scenario | backend | simulate wall s | simulate CPU s | steps/requests | closed form wall ms "
+    print("| scenario | backend | simulate wall s | simulate CPU s | requests | closed form wall ms "
           "| sim tok/s | closed-form tok/s | preemptions |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, kw in CASES.items():
