@@ -98,3 +98,20 @@ def test_cli_compare(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--compare",
                                   str(_vllm_file(tmp_path, duration=True))])
     assert r.exit_code == 1 and "missing keys duration" in r.output and r.output.count("\n") == 1
+
+
+def test_sidecar_server_settings(tmp_path: Path) -> None:
+    f = _vllm_file(tmp_path)
+    side = tmp_path / "vllm.json.server.toml"
+    side.write_text("max_num_seqs = 4\nkv_cache_tokens = 50000\n")
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--compare", str(f), "--json"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    (run,) = json.loads(r.output)["runs"]
+    assert run["settings"]["engine"]["max_num_seqs"] == 4 and run["kv_capacity_tokens"] == 50000
+    assert max(run["timeline"]["running"]) <= 4
+    r = CliRunner().invoke(main, [*args, "--max-num-seqs", "8"])  # the command line wins
+    assert json.loads(r.output)["runs"][0]["settings"]["engine"]["max_num_seqs"] == 8
+    side.write_text("max_num_seq = 4\n")
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 1 and "unknown keys max_num_seq" in r.output

@@ -55,7 +55,9 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @click.option("--seed", default=0, show_default=True, help="Seed of Poisson gaps and drawn lengths.")
 @click.option("--compare", "compare_file", type=click.Path(path_type=Path), default=None,
               help="Measured vLLM --save-result JSON or SGLang bench_serving JSONL: simulate each run in it "
-                   "with its client settings and compare every metric it has.")
+                   "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
+                   "max_num_batched_tokens, max_model_len, kv_cache_tokens) from FILE.server.toml when present; "
+                   "flags override it.")
 @output_options
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
@@ -67,11 +69,16 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.perfmodel.simulate import simulate as run_simulation
 
     sc = _scenario(kw)
-    engine = engine_for(sc, max_num_seqs, max_num_batched_tokens, max_model_len=max_model_len)
+    given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+             "max_model_len": max_model_len, "kv_cache_tokens": kv_cache_tokens}
+    if compare_file is not None:  # the bench file's sidecar settings, unless given on the command line
+        given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
+    kv = given.pop("kv_cache_tokens", None)
+    engine = engine_for(sc, **given)
     title = (f"{kw['model_name']} on {sc.n_gpus}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} PP={kw['pp']} "
              f"DP={kw['dp']}, {kw['backend']})")
     if compare_file is not None:
-        _compare(sc, engine, compare_file, kv_cache_tokens, seed, title, out)
+        _compare(sc, engine, compare_file, kv, seed, title, out)
         return
     from servescope.report.simulate_doc import simulate_document
     from servescope.report.simulate_text import render_run
@@ -79,9 +86,16 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     lengths = read_lengths(lengths_file) if lengths_file is not None else None
     with _progress(num_prompts, out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
-                             kv_cache_tokens, progress)
+                             kv, progress)
     doc = simulate_document(res)
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def _sidecar(bench: Path) -> dict[str, int | None]:
+    from servescope.perfmodel.benchfile import read_server_settings, sidecar_path
+
+    side = sidecar_path(bench)
+    return dict(read_server_settings(side)) if side.is_file() else {}
 
 
 def _compare(sc: Any, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,

@@ -156,3 +156,31 @@ def bench_workload(run: BenchRun, seed: int = 0) -> Workload:
         isl = np.full(1, max(1, round(run.mean_isl)), dtype=np.int64)
         osl = np.full(1, max(1, round(run.mean_osl)), dtype=np.int64)
     return build_workload(arrival, run.completed, run.max_concurrency, isl, osl, seed)
+
+
+SERVER_KEYS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "kv_cache_tokens")
+
+
+def sidecar_path(bench: str | Path) -> Path:
+    """`<file>.server.toml` next to a benchmark file: the server settings it ran with, when present."""
+    p = Path(bench)
+    return p.with_name(p.name + ".server.toml")
+
+
+def read_server_settings(path: str | Path) -> dict[str, int]:
+    """Engine settings of a benchmark's server from a TOML sidecar (keys SERVER_KEYS, positive integers);
+    BenchFileError naming the file and the unknown or bad keys."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise BenchFileError(f"{p}: cannot read server settings ({e.__class__.__name__}: {e})") from None
+    unknown = [k for k in doc if k not in SERVER_KEYS]
+    if unknown:
+        raise BenchFileError(f"{p}: unknown keys {', '.join(unknown)}; known: {', '.join(SERVER_KEYS)}")
+    bad = [k for k, v in doc.items() if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    if bad:
+        raise BenchFileError(f"{p}: {', '.join(bad)} must be positive integers")
+    return {k: int(v) for k, v in doc.items()}
