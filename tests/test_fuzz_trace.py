@@ -178,3 +178,21 @@ def test_gzip_of_deep_nesting(tmp_path: Path) -> None:
     path = tmp_path / "deep.json.gz"
     path.write_bytes(gzip.compress(b"[" * 4000))
     assert check_cli(["trace", str(path)]) is None
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("ts", ["1.7976931348623157e+308", "-1.7976931348623157e+308", "1e17", "1e400"])
+def test_absurd_timestamp_is_dropped(tmp_path: Path, ts: str) -> None:
+    """Found by the harness (case 102178): one kernel at ts 1.8e308 overflowed the interval union
+    (RuntimeWarning in intervals.py); now the event is dropped with a warning."""
+    doc = json.loads(json.dumps(seed_doc(6)))
+    kernel = next(ev for ev in doc["traceEvents"] if ev.get("cat") == "kernel")
+    kernel["ts"] = "@@"
+    path = tmp_path / "absurd.json"
+    path.write_text(json.dumps(doc).replace('"@@"', ts))
+    assert check_cli(["trace", str(path)]) is None
+    trace = load_trace(path)
+    n_kernels = sum(1 for ev in doc["traceEvents"] if ev.get("cat") == "kernel")
+    assert int((trace.events["kind"] == "kernel").sum()) == n_kernels - 1
+    expected = "numbers out of range: 1 values" if ts == "1e400" else "beyond 1e+17 µs"  # 1e400: read as null
+    assert any(expected in w for w in trace.warnings), trace.warnings

@@ -2,7 +2,8 @@
 
 What it does: given the bytes and msgspec's DecodeError message, picks one repair and returns new bytes:
 invalid UTF-8 → U+FFFD; lone UTF-16 surrogate escapes → \\ufffd; raw control characters → spaces;
-bare `N/A`, `NaN`, `Infinity`, `undefined` values → null; trailing commas removed; other unreadable
+bare `N/A`, `NaN`, `Infinity`, `undefined` values and numbers beyond the float range (`1e400`) → null;
+trailing commas removed; other unreadable
 bytes → the event holding them dropped (up to 3 times); a truncated or still unreadable tail → cut back
 to the last complete event and the brackets closed. Each repair runs at most once per file (event
 drops 3 times; the tail cut may repeat, always further back), and the caller stops after 12 rounds,
@@ -13,6 +14,7 @@ int64 (e.g. `Comms Id`) need no repair: msgspec reads them as Python ints and `_
 
 from __future__ import annotations
 
+import math
 import re
 
 import msgspec
@@ -26,6 +28,8 @@ _CONTROL_NOT_WS = bytes(c for c in range(32) if c not in (9, 10, 13))
 _TO_SPACE = bytes.maketrans(_CONTROL, b" " * 32)
 _BARE = re.compile(rb"(?<=[:,\[])(\s*)(?:N/A|NaN|nan|-?Infinity|-?inf|None|undefined)(?=\s*[,\]}])")
 _TRAILING_COMMA = re.compile(rb",(\s*[\]}])")
+# A number with a 3+ digit positive exponent or 309+ digits before its decimal point: may exceed the float range.
+_BIG_NUMBER = re.compile(rb"(?<=[:,\[])(\s*)(-?(?:\d+(?:\.\d*)?[eE]\+?\d{3,}|\d{309,}\.\d*))(?=\s*[,\]}])")
 _HIGH = rb"\\u[dD][89abAB][0-9a-fA-F]{2}"
 _LOW = rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}"
 _LONE_SURROGATE = re.compile(
@@ -72,6 +76,11 @@ def repair(buf: Buffer, message: str, done: set[str], warnings: list[str]) -> Bu
     if bad and bad in b"NnIiu-" and "bare" not in done:
         done.add("bare")
         fixed = _fix_bare(buf, warnings)
+        if fixed is not None:
+            return fixed
+    if "out of range" in message and "range" not in done:
+        done.add("range")
+        fixed = _fix_out_of_range(buf, warnings)
         if fixed is not None:
             return fixed
     if "trailing comma" in message and "comma" not in done:
@@ -122,6 +131,24 @@ def _fix_bare(buf: Buffer, warnings: list[str]) -> Buffer | None:
     if n == 0:
         return None
     warnings.append(f"bare non-JSON values: {n:,} unquoted N/A / NaN / Infinity read as null")
+    return fixed
+
+
+def _fix_out_of_range(buf: Buffer, warnings: list[str]) -> Buffer | None:
+    """Numbers beyond the float range (`1e400`; msgspec: "Number out of range") → null."""
+    n = 0
+
+    def null_if_inf(m: re.Match[bytes]) -> bytes:
+        nonlocal n
+        if math.isinf(float(m.group(2))):
+            n += 1
+            return m.group(1) + b"null"
+        return m.group(0)
+
+    fixed = _BIG_NUMBER.sub(null_if_inf, buf)
+    if n == 0:
+        return None
+    warnings.append(f"numbers out of range: {n:,} values beyond ±1.8e308 read as null")
     return fixed
 
 

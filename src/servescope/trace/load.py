@@ -83,7 +83,8 @@ def load_trace(path: str | Path) -> Trace:
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
     with gc_paused():
-        events = _name_unnamed(finish_events(decoded.parts, num_sms, decoded.lost, warnings), warnings)
+        events = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
+        events = _drop_absurd_times(_name_unnamed(events, warnings), warnings)
     del decoded
     rank, world = _rank(top, path)
     return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
@@ -99,6 +100,21 @@ def _decode(path: Path, warnings: list[str]) -> Decoded:
 
 
 UNNAMED = "(no name)"
+# µs. As a timestamp: past the year 5000 (ns files are converted before this); as a duration: 3,000 years.
+MAX_TIME_US = 1e17
+
+
+def _drop_absurd_times(events: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    """Drop events whose timestamp or duration is not finite or beyond MAX_TIME_US: one 1.8e308 among epoch
+    timestamps would overflow every interval computation downstream (and is damage, not a measurement)."""
+    ts, dur = pl.col("ts_us"), pl.col("dur_us").fill_null(0.0)
+    ok = ts.is_finite() & (ts.abs() < MAX_TIME_US) & dur.is_finite() & (dur < MAX_TIME_US)
+    n_bad = events.height - int(events.select(ok.sum()).item())
+    if n_bad == 0:
+        return events
+    warnings.append(f"{n_bad:,} events with a timestamp or duration that is not finite or beyond {MAX_TIME_US:.0e} µs "
+                    "dropped")
+    return events.filter(ok)
 
 
 def _name_unnamed(events: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
