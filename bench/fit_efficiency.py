@@ -21,7 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel.efficiency import measured_kernel_overhead_s, unfitted_start  # noqa: E402
-from servescope.perfmodel.fit import FITTED, SOFT_L1_S, FitResult, fit, fit_data, predict_data  # noqa: E402
+from servescope.perfmodel.fit import (  # noqa: E402
+    BY_BACKEND,
+    FITTED,
+    MIN_MODELS_OVERRIDE,
+    SHRINK_TAU_Z,
+    SOFT_L1_S,
+    FitResult,
+    fit,
+    fit_data,
+    predict_data,
+)
 from servescope.perfmodel.validate import read_rows  # noqa: E402
 
 OUT = ROOT / "src/servescope/perfmodel/data/efficiency.toml"
@@ -46,6 +56,12 @@ def render(res: FitResult, csv_name: str, seconds: float, tpot_mape: float, ttft
         note = "  AT BOUND" if name in res.at_bound else ""
         lines.append(f"{name} = {v:.6g}  # bounds [{lo:g}, {hi:g}]; set by {rows}{note}")
     lines.append("")
+    lines += [] if not res.overrides else [f"# Per-backend numbers (engines with rows of >= {MIN_MODELS_OVERRIDE} models), fitted jointly with [default] as",
+              f"# offsets in logistic space shrunk toward it (normal prior, scale {SHRINK_TAU_Z:g}); set by that engine's rows."]
+    for backend, vals in sorted(res.overrides.items()):
+        lines.append(f"[backend.{backend}]")
+        lines += [f"{k} = {float(v):.6g}" for k, v in vals.items()]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -56,9 +72,9 @@ def main() -> None:
     args = ap.parse_args()
     t0 = time.perf_counter()
     data = fit_data(read_rows(args.csv))
-    res = fit(data, unfitted_start())
+    res = fit(data, unfitted_start(), by_backend=BY_BACKEND)
     secs = time.perf_counter() - t0
-    tp, tf = predict_data(data, res.efficiency)
+    tp, tf = predict_data(data, res.efficiency, res.overrides)
     tpot = float(abs(tp / data.tpot_s - 1).mean())
     ttft = float(abs(tf / data.ttft_s - 1).mean())
     text = render(res, Path(args.csv).name, secs, tpot, ttft)
@@ -77,6 +93,14 @@ def splice_doc(res: FitResult, tpot_mape: float, ttft_mape: float) -> None:
     for name, (lo, hi, rows) in FITTED.items():
         note = AT_BOUND_NOTES.get(name, "at its bound") if name in res.at_bound else ""
         lines.append(f"| `{name}` | {float(getattr(res.efficiency, name)):.4g} | [{lo:g}, {hi:g}] | {rows} | {note} |")
+    for backend, vals in sorted(res.overrides.items()):
+        for name, v in vals.items():
+            lo, hi, rows = FITTED[name]
+            lines.append(f"| `{name}` [{backend}] | {float(v):.4g} | [{lo:g}, {hi:g}] | {rows}, {backend} rows only; "
+                         f"shrunk toward the global value | engine override ({MIN_MODELS_OVERRIDE}+ models) |")
+    n_total = len(FITTED) + sum(len(v) for v in res.overrides.values())
+    lines.insert(1, f"\n{n_total} fitted numbers in all ({len(FITTED)} global + "
+                    f"{n_total - len(FITTED)} per-engine offsets of {', '.join(BY_BACKEND)}).")
     doc = ROOT / "docs/model.md"
     text = doc.read_text(encoding="utf-8")
     block = "<!-- fitted:begin (bench/fit_efficiency.py) -->\n" + "\n".join(lines) + "\n<!-- fitted:end -->"

@@ -51,3 +51,30 @@ def test_one_group_only_reports_in_sample_with_a_warning(data: FitData) -> None:
     assert s.folds == 0 and "only one system (h100_sxm)" in s.warning and "in-sample" in s.warning
     tp, _ = predict_data(data, start)
     assert np.allclose(cv.pred_tpot_s["leave_one_system_out"], tp)
+
+
+def test_engine_offsets_apply_per_backend_and_only_with_four_models() -> None:
+    """[backend.<name>] sections of efficiency.toml (read here with tomllib) override [default] for that engine
+    only; a fit on rows of fewer than four models per engine adds no offset."""
+    import tomllib
+
+    from servescope.perfmodel.efficiency import global_efficiency
+    from servescope.perfmodel.fit import BY_BACKEND_CANDIDATES as BY_BACKEND
+
+    path = Path(__file__).parents[1] / "src" / "servescope" / "perfmodel" / "data" / "efficiency.toml"
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    for name in BY_BACKEND:  # shipped without engine sections today: then every engine gets [default]
+        assert getattr(global_efficiency(), name) == pytest.approx(doc["default"][name])
+        assert getattr(default_efficiency("hopper", "sglang"), name) == pytest.approx(
+            doc.get("backend", {}).get("sglang", doc["default"]).get(name, doc["default"][name]))
+        for be, vals in doc.get("backend", {}).items():
+            assert getattr(default_efficiency("hopper", be), name) == pytest.approx(vals[name])
+    assert len(doc["default"]) + sum(len(v) for v in doc.get("backend", {}).values()) <= 30  # issue 7: <= 30 numbers
+
+
+def test_no_engine_offset_below_four_models(data: FitData) -> None:
+    from servescope.perfmodel.fit import BY_BACKEND_CANDIDATES, override_backends
+
+    assert override_backends(data) == []  # three models on one engine
+    res = fit(data, default_efficiency("default", "vllm"), iterations=2, by_backend=BY_BACKEND_CANDIDATES)
+    assert res.overrides == {}

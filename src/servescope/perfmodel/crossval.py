@@ -17,8 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from servescope.perfmodel.efficiency import Efficiency, default_efficiency
-from servescope.perfmodel.fit import FITTED, FitData, fit_data, fit_grouped, predict_data
+from servescope.perfmodel.efficiency import Efficiency, backend_overrides, global_efficiency
+from servescope.perfmodel.fit import (
+    BY_BACKEND,
+    FITTED,
+    FitData,
+    fit_data,
+    fit_grouped,
+    predict_data,
+)
 from servescope.perfmodel.ranges import bounds
 from servescope.perfmodel.validate import ValidationResult, evaluate, read_rows
 
@@ -73,16 +80,18 @@ class _Fold:
     params: Params
     min_rows: int
     iterations: int
+    by_backend: tuple[str, ...]
 
 
 def _run_fold(f: _Fold) -> tuple[np.ndarray, np.ndarray]:
-    model = fit_grouped(f.data.subset(~f.held_out), f.start, f.params, f.min_rows, f.iterations)
+    model = fit_grouped(f.data.subset(~f.held_out), f.start, f.params, f.min_rows, f.iterations, f.by_backend)
     return model.predict(f.data.subset(f.held_out))
 
 
 def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, min_rows: int = 0,
                    groupings: dict[str, str] = GROUPINGS, workers: int = 2,
-                   iterations: int = FOLD_ITERATIONS) -> CrossValidation:
+                   iterations: int = FOLD_ITERATIONS, by_backend: tuple[str, ...] = BY_BACKEND,
+                   overrides: dict[str, dict[str, float]] | None = None) -> CrossValidation:
     """Leave-one-group-out for each grouping (module docstring); folds of all groupings share one process pool."""
     folds: list[tuple[str, _Fold]] = []
     summaries: dict[str, CvSummary] = {}
@@ -91,12 +100,12 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
     for name, label in groupings.items():
         values = sorted(set(data.labels[label]))
         if len(values) < 2:
-            tp, tf = predict_data(data, start)
+            tp, tf = predict_data(data, start, overrides)
             pt[name], pf[name] = tp, tf
             summaries[name] = summarize(tp, tf, data, 0, f"only one {label} ({values[0] if values else 'none'}): "
                                                          "in-sample, not cross-validated")
             continue
-        folds += [(name, _Fold(data, data.labels[label] == v, start, params, min_rows, iterations)) for v in values]
+        folds += [(name, _Fold(data, data.labels[label] == v, start, params, min_rows, iterations, by_backend)) for v in values]
     if workers > 1 and len(folds) > 1:
         with ProcessPoolExecutor(max_workers=workers) as ex:
             results = list(ex.map(_run_fold, [f for _, f in folds]))
@@ -116,5 +125,5 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
 def validate_cv(path: str | Path, workers: int = 2) -> tuple[ValidationResult, CrossValidation]:
     """`validate_csv` plus grouped cross-validation of the shipped global fit on the same rows."""
     rows = read_rows(path)
-    start = default_efficiency("default", "vllm")  # the shipped global fit (one set for every group)
-    return evaluate(rows), cross_validate(fit_data(rows), start, workers=workers)
+    start = global_efficiency()  # the shipped global fit; each fold refits it and the per-backend offsets
+    return evaluate(rows), cross_validate(fit_data(rows), start, workers=workers, overrides=backend_overrides())

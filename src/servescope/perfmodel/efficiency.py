@@ -94,12 +94,28 @@ def unfitted_start() -> Efficiency:
     return Efficiency(kernel_overhead_s=measured_kernel_overhead_s(), source="built-in defaults + measured")
 
 
+def global_efficiency() -> Efficiency:
+    """The global fit ([default]) with the measured numbers, before any per-backend section."""
+    return _apply(unfitted_start(), _table().get("default"), "default")
+
+
+def backend_overrides() -> dict[str, dict[str, float]]:
+    """The [backend.<name>] sections: numbers an engine sets for itself (fitted, shrunk toward [default])."""
+    sec = _table().get("backend")
+    if not isinstance(sec, dict):
+        return {}
+    return {b: {k: float(v) for k, v in vals.items() if k in _FLOAT_FIELDS}
+            for b, vals in sec.items() if isinstance(vals, dict)}
+
+
 def default_efficiency(generation: str, backend: str, gpu_name: str | None = None) -> Efficiency:
-    """Fitted defaults for a GPU generation (e.g. "hopper", "blackwell") and backend (vllm|sglang|trtllm).
-    A section named after the GPU itself (e.g. [rtx_pro_6000_server]) overrides its generation's values."""
+    """Fitted defaults: [default], then the backend's [backend.<name>] section, then (if a file has them)
+    [<generation>], [<generation>.<backend>], [<gpu name>] sections."""
     t = _table()
-    eff = _apply(unfitted_start(), t.get("default"), "default")
+    eff = global_efficiency()
     be = backend.lower()
+    if be in backend_overrides():
+        eff = replace(eff, **backend_overrides()[be], source=f"efficiency.toml [default] + [backend.{be}]")
     for level in (generation.lower(), (gpu_name or "").lower()):
         g = t.get(level) if level else None
         eff = _apply(eff, g, level)

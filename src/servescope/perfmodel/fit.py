@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -53,6 +54,15 @@ LEGACY: dict[str, tuple[float, float, str]] = {
     "kernel_overhead_s": (0.0, 1e-5, "legacy"),
 }
 GroupKey = tuple[str, str]
+Overrides = dict[str, dict[str, float]]
+# Numbers each engine may set for itself (its scheduler and front end differ), shrunk toward the global value;
+# only for backends with rows of >= MIN_MODELS_OVERRIDE models. Shipped: none (BY_BACKEND empty) — with these
+# four offsets the cross-validated TTFT got worse (leave-one-system-out 36.7 % -> 38.5 %, leave-one-backend-out
+# 37.5 % -> 41.0 %) although in-sample improved (34.8 % -> 31.5 %); docs/model.md §4.
+BY_BACKEND_CANDIDATES = ("cpu_overhead_s", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp")
+BY_BACKEND: tuple[str, ...] = ()
+MIN_MODELS_OVERRIDE = 4
+SHRINK_TAU_Z = 1.0  # prior scale of a backend's offset in logistic space
 MAX_STEP_Z = 3.0  # largest change of one logistic coordinate per iteration (keeps steps off the flat tails)
 SOFT_L1_S = 0.1  # log-error scale (≈ 10 %) where the loss turns from squared to absolute
 
@@ -101,9 +111,23 @@ def fit_data(rows: Sequence[Row]) -> FitData:
                    {k: np.array(v, dtype=object) for k, v in lab.items()})
 
 
-def predict_data(data: FitData, eff: Efficiency) -> tuple[np.ndarray, np.ndarray]:
-    """(TPOT s, TTFT s) of every row of `data` with one set of efficiencies."""
-    a = combine_serving(data.parts, eff)
+def row_efficiency(data: FitData, eff: Efficiency, overrides: Overrides | None = None) -> Efficiency:
+    """`eff` with each backend's overridden numbers as per-row arrays (combine_serving broadcasts them)."""
+    if not overrides:
+        return eff
+    be = data.labels["backend"]
+    arrays: dict[str, Any] = {}
+    for backend, vals in overrides.items():
+        m = be == backend
+        for name, v in vals.items():
+            arr = arrays.setdefault(name, np.full(len(be), float(getattr(eff, name))))
+            arr[m] = v
+    return replace(eff, **arrays)
+
+
+def predict_data(data: FitData, eff: Efficiency, overrides: Overrides | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(TPOT s, TTFT s) of every row of `data` with one set of efficiencies (plus per-backend overrides)."""
+    a = combine_serving(data.parts, row_efficiency(data, eff, overrides))
     return a["tpot_s"], a["ttft_s"]
 
 
@@ -114,10 +138,12 @@ class FitResult:
     objective: float  # mean of the squared log errors (TPOT and TTFT), at the optimum
     iterations: int
     at_bound: tuple[str, ...]  # fitted parameters within 1 % of the bound range of a bound
+    overrides: Overrides = field(default_factory=dict)  # backend -> {number: value}, shrunk toward the global one
 
 
 def _residuals(data: FitData, eff: Efficiency) -> np.ndarray:
-    tpot, ttft = predict_data(data, eff)
+    a = combine_serving(data.parts, eff)
+    tpot, ttft = a["tpot_s"], a["ttft_s"]
     r = np.concatenate([tpot / data.tpot_s - 1.0, ttft / data.ttft_s - 1.0])
     r = np.where(np.isfinite(r), r, 10.0)
     # soft-L1 (pseudo-Huber) on the relative error: Σ r̃² = Σ 2δ²(√(1 + (r/δ)²) − 1) ≈ Σ r² near 0, ≈ 2δ·Σ|r|
@@ -135,24 +161,58 @@ def _from_z(z: np.ndarray, bounds: Sequence[tuple[float, float]]) -> list[float]
     return [lo + (hi - lo) / (1.0 + np.exp(-zi)) for zi, (lo, hi) in zip(zc, bounds, strict=True)]
 
 
+def override_backends(data: FitData) -> list[str]:
+    """Backends with rows of at least MIN_MODELS_OVERRIDE models: only they may override a global number."""
+    out = []
+    for b in sorted(set(data.labels["backend"])):
+        if len(set(data.labels["model"][data.labels["backend"] == b])) >= MIN_MODELS_OVERRIDE:
+            out.append(str(b))
+    return out
+
+
 def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
-        iterations: int = 200) -> FitResult:
-    """Levenberg–Marquardt on the logistic-mapped parameters (module docstring), from `start`."""
+        iterations: int = 200, by_backend: tuple[str, ...] = ()) -> FitResult:
+    """Levenberg–Marquardt on the logistic-mapped parameters (module docstring), from `start`. `by_backend` numbers
+    also get a per-backend offset δ in logistic space for each backend of `override_backends`, shrunk toward the
+    global value by the penalty residual √n_b · SOFT_L1_S · δ / SHRINK_TAU_Z (a normal prior of scale
+    SHRINK_TAU_Z on δ, weighted like n_b rows of the fit's own loss)."""
     names = list(params)
     bounds = [(params[n][0], params[n][1]) for n in names]
-    z = np.array([_to_z(float(getattr(start, n)), lo, hi) for n, (lo, hi) in zip(names, bounds, strict=True)])
+    z0 = np.array([_to_z(float(getattr(start, n)), lo, hi) for n, (lo, hi) in zip(names, bounds, strict=True)])
+    backends = override_backends(data) if by_backend else []
+    offsets = [(p, b) for p in by_backend for b in backends]
+    be = data.labels["backend"]
+    masks = {b: be == b for b in backends}
+    weights = np.array([np.sqrt(masks[b].sum()) * SOFT_L1_S / SHRINK_TAU_Z for _, b in offsets])
+    z = np.concatenate([z0, np.zeros(len(offsets))])
+    k = len(names)
 
     def eff_at(zv: np.ndarray) -> Efficiency:
-        return start.scaled(**dict(zip(names, _from_z(zv, bounds), strict=True)))
+        vals: dict[str, Any] = dict(zip(names, _from_z(zv[:k], bounds), strict=True))
+        for j, (p, b) in enumerate(offsets):
+            i = names.index(p)
+            lo, hi = bounds[i]
+            if not isinstance(vals[p], np.ndarray):
+                vals[p] = np.full(len(be), zv[i])
+            vals[p] = np.where(masks[b], vals[p] + zv[k + j], vals[p])
+        for p in by_backend:
+            if p in vals and isinstance(vals[p], np.ndarray) and offsets:
+                lo, hi = bounds[names.index(p)]
+                vals[p] = lo + (hi - lo) / (1.0 + np.exp(-np.clip(vals[p], -30.0, 30.0)))
+        return replace(start, **vals)
 
-    r = _residuals(data, eff_at(z))
+    def resid(zv: np.ndarray) -> np.ndarray:
+        r0 = _residuals(data, eff_at(zv))
+        return np.concatenate([r0, weights * zv[k:]]) if offsets else r0
+
+    r = resid(z)
     cost, lam, it = float(r @ r), 1e-2, 0
     for it in range(1, iterations + 1):  # noqa: B007
         jac = np.empty((len(r), len(z)))
         for j in range(len(z)):
             dz = np.zeros_like(z)
             dz[j] = 1e-4
-            jac[:, j] = (_residuals(data, eff_at(z + dz)) - r) / 1e-4
+            jac[:, j] = (resid(z + dz) - r) / 1e-4
         # a parameter no row is sensitive to (e.g. the MLA prefill cost on rows without MLA models) stays put
         active = np.linalg.norm(jac, axis=0) > 1e-6 * max(float(np.linalg.norm(jac, axis=0).max()), 1e-300)
         ja = jac[:, active]
@@ -164,7 +224,7 @@ def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, 
             if float(np.max(np.abs(step))) > MAX_STEP_Z:  # trust region in z: damp harder, do not rescale
                 lam = max(lam, 1e-6) * 4.0
                 continue
-            r_new = _residuals(data, eff_at(z + step))
+            r_new = resid(z + step)
             c_new = float(r_new @ r_new)
             if c_new < cost:
                 z, r, lam, improved = z + step, r_new, lam / 3.0, True
@@ -174,10 +234,14 @@ def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, 
             lam *= 4.0
         if not improved or converged:
             break
-    eff = eff_at(z)
+    glob = start.scaled(**dict(zip(names, _from_z(z[:k], bounds), strict=True)))
+    overrides: Overrides = {}
+    for j, (p, b) in enumerate(offsets):
+        lo, hi = bounds[names.index(p)]
+        overrides.setdefault(b, {})[p] = _from_z(np.array([z[names.index(p)] + z[k + j]]), [(lo, hi)])[0]
     near = tuple(n for n, (lo, hi) in zip(names, bounds, strict=True)
-                 if min(getattr(eff, n) - lo, hi - getattr(eff, n)) < 0.01 * (hi - lo))
-    return FitResult(eff.scaled(), len(data.tpot_s), cost / len(r), it, near)
+                 if min(getattr(glob, n) - lo, hi - getattr(glob, n)) < 0.01 * (hi - lo))
+    return FitResult(glob, len(data.tpot_s), cost / len(r), it, near, overrides)
 
 
 @dataclass(frozen=True)
@@ -188,7 +252,7 @@ class GroupedFit:
     groups: dict[GroupKey, FitResult]
 
     def predict(self, data: FitData) -> tuple[np.ndarray, np.ndarray]:
-        tpot, ttft = predict_data(data, self.glob.efficiency)
+        tpot, ttft = predict_data(data, self.glob.efficiency, self.glob.overrides)
         for key, res in self.groups.items():
             m = (data.labels["generation"] == key[0]) & (data.labels["backend"] == key[1])
             if m.any():
@@ -199,9 +263,10 @@ class GroupedFit:
 
 
 def fit_grouped(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
-                min_rows: int = 0, iterations: int = 200) -> GroupedFit:
-    """Global fit; with min_rows > 0 each (generation, backend) group with >= min_rows rows is refitted from it."""
-    glob = fit(data, start, params, iterations)
+                min_rows: int = 0, iterations: int = 200, by_backend: tuple[str, ...] = ()) -> GroupedFit:
+    """Global fit (with `by_backend` offsets); with min_rows > 0 each (generation, backend) group with >= min_rows
+    rows is refitted from it (LEGACY structure only)."""
+    glob = fit(data, start, params, iterations, by_backend)
     groups: dict[GroupKey, FitResult] = {}
     if min_rows > 0:
         keys = sorted(set(zip(data.labels["generation"], data.labels["backend"], strict=True)))
