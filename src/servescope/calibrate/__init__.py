@@ -24,30 +24,35 @@ above 90 % of its peak (above 100 %: the model over-counts work), a collective f
 trace that disagrees with the model config — layers (RMSNorm kernels per step ≈ 2·layers + 1 in vLLM/SGLang, and
 all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
 records message sizes).
+The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape is priced
+once per evaluation, bit-for-bit the same sums as pricing every step).
 Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from servescope.breakdown import StepBreakdown, TraceBreakdown
+from servescope.calibrate.fit import (
+    CLASSES,
+    EFF_RANGE,
+    StepPricer,
+    fit_class,
+    knob_value,
+    predict_classes,
+)
 from servescope.errors import PlanError, ServescopeError
-from servescope.perfmodel import Efficiency, Scenario, StepPrediction, decode_step, prefill_step
+from servescope.perfmodel import Efficiency, Scenario, StepPrediction
 from servescope.perfmodel.hw import load_gpu
 from servescope.units import s_to_us, us_to_s
 
-CLASSES = ("gemm", "moe", "attention", "communication", "overhead")
-EFF_RANGE = (0.005, 1.5)
-SCALE_RANGE = (0.02, 50.0)
-OVERHEAD_RANGE = (0.0, 5e-3)
+__all__ = ["CLASSES", "CalibratedStep", "Calibration", "calibrate", "calibration_table", "knob_value"]
 AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
 NEAR_PEAK = 0.9  # a fitted efficiency above this share of its peak is implausible for real kernels
 HIDDEN_TOLERANCE = 0.05  # relative disagreement of the trace's implied hidden size with the config
 STEP_ERROR_QUANTILE = 0.8  # the cross-step error is this quantile of |per-step error| (an 80 % range)
-Pricer = Callable[[Scenario], StepPrediction]
 
 
 @dataclass(frozen=True)
@@ -133,8 +138,9 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         _check_step(s, scenario, warnings)
     measured = [_measured(s) for s in steps]
     pricers = [_pricer(s, scenario, warnings, context_len) for s in steps]
+    priced = {p: p(scenario) for p in dict.fromkeys(pricers)}  # each distinct step shape once
     for s, price in zip(steps, pricers, strict=True):
-        warnings += _check_collectives(s, scenario, price(scenario))
+        warnings += _check_collectives(s, scenario, priced[price])
         warnings += _check_shape(s, scenario)
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
     eff, knobs = scenario.efficiency, {}
@@ -142,8 +148,8 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         target = sum(m[cls] for m in measured)
         if target <= 0:
             continue
-        eff, knobs[cls] = _fit_class(cls, target, eff, scenario, pricers, prefill_heavy)
-    predicted = [_classes(p(scenario.with_(efficiency=eff))) for p in pricers]
+        eff, knobs[cls] = fit_class(cls, target, eff, scenario, pricers, prefill_heavy)
+    predicted = [dict(c) for c in predict_classes(pricers, scenario.with_(efficiency=eff))]
     tot_m = {c: sum(m[c] for m in measured) for c in (*CLASSES, "step")}
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
     residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}
@@ -263,87 +269,15 @@ def _measured(s: StepBreakdown) -> dict[str, float]:
     return out
 
 
-def _pricer(s: StepBreakdown, sc: Scenario, warnings: list[str], context_len: float | None) -> Pricer:
+def _pricer(s: StepBreakdown, sc: Scenario, warnings: list[str], context_len: float | None) -> StepPricer:
     if s.kind == "prefill":
-        tokens, batch = int(s.tokens or 1), int(s.batch_size or 1)
-        return lambda scen: prefill_step(scen, tokens, batch=batch, context_len=0)
+        return StepPricer("prefill", int(s.tokens or 1), int(s.batch_size or 1))
     batch = int(s.batch_size or 1)
     per_seq = int(s.tokens // batch) if s.tokens else 1
     ctx = context_len if context_len is not None else sc.isl + sc.osl / 2.0
     if context_len is None:
         warnings.append(f"step {s.index}: context length not in the trace; assumed isl + osl/2 = {ctx:.0f} tokens")
-    return lambda scen: decode_step(scen, batch, ctx, tokens_per_seq=max(1, per_seq))  # type: ignore[arg-type]
-
-
-def _classes(pred: StepPrediction) -> dict[str, float]:
-    """Model seconds per class as a trace sees them: the per-step CPU time (perfmodel class `other`: scheduler,
-    sampling) happens between GPU spans, so it is left out of `overhead` and `step`."""
-    out = {c: float(pred.class_time_s.get(c, 0.0)) for c in CLASSES[:4]}
-    cpu = float(pred.class_time_s.get("other", 0.0))
-    out["overhead"] = max(0.0, float(pred.terms_s.get("overhead", 0.0)) - cpu)
-    out["step"] = float(pred.step_time_s) - cpu
-    return out
-
-
-def _knobs(cls: str, sc: Scenario, prefill_heavy: bool) -> list[str]:
-    """Knobs to try for a class, preferred first."""
-    pairs = {"gemm": ("compute_eff", "gemm_bw_eff"), "moe": ("moe_compute_eff", "moe_bw_eff"),
-             "attention": ("attn_compute_eff", "attn_bw_eff")}
-    if cls in pairs:
-        compute, bw = pairs[cls]
-        return [compute, bw] if prefill_heavy else [bw, compute]
-    if cls == "communication":
-        return ["collective_bw_scale", "collective_latency_scale"]
-    return ["kernel_overhead_s" if sc.cuda_graphs else "launch_overhead_s"]
-
-
-def _fit_class(cls: str, target_s: float, eff: Efficiency, sc: Scenario, pricers: list[Pricer],
-               prefill_heavy: bool) -> tuple[Efficiency, str]:
-    def total(e: Efficiency) -> float:
-        scen = sc.with_(efficiency=e)
-        return sum(_classes(p(scen))[cls] for p in pricers)
-
-    knobs = _knobs(cls, sc, prefill_heavy)
-    if cls == "communication":
-        knobs = _comm_order(eff, total)
-    # Among the knobs that reach the measurement (within 1%), take the one that moves least from its prior
-    # value (|log ratio|): the most plausible explanation. Otherwise the one that comes closest.
-    best: tuple[tuple[int, float], Efficiency, str] | None = None
-    for knob in knobs:
-        e = _solve(knob, target_s, eff, total)
-        err = abs(total(e) - target_s) / target_s
-        change = abs(math.log(max(knob_value(e, knob), 1e-12) / max(knob_value(eff, knob), 1e-12)))
-        score = (0, change) if err < 0.01 else (1, err)
-        if best is None or score < best[0]:
-            best = (score, e, knob)
-    assert best is not None
-    return best[1], best[2]
-
-
-def _comm_order(eff: Efficiency, total: Callable[[Efficiency], float]) -> list[str]:
-    """Bandwidth scale first when the bandwidth part of the model's collective time dominates."""
-    full = total(eff)
-    latency_only = total(eff.scaled(collective_bw_scale=1e9))
-    bw_part = full - latency_only
-    return (["collective_bw_scale", "collective_latency_scale"] if bw_part > latency_only
-            else ["collective_latency_scale", "collective_bw_scale"])
-
-
-def _solve(knob: str, target_s: float, eff: Efficiency, total: Callable[[Efficiency], float]) -> Efficiency:
-    """Bisection (log space; linear for overheads that may be 0) for total(eff with knob) = target_s."""
-    lo, hi = (EFF_RANGE if knob.endswith("_eff") else SCALE_RANGE if knob.endswith("_scale")
-              else OVERHEAD_RANGE)
-    increasing = knob in ("collective_latency_scale", "kernel_overhead_s", "launch_overhead_s")
-    log = lo > 0
-    for _ in range(60):
-        mid = (lo * hi) ** 0.5 if log else (lo + hi) / 2
-        t = total(eff.scaled(**{knob: mid}))
-        too_slow = t > target_s
-        if too_slow == increasing:
-            hi = mid
-        else:
-            lo = mid
-    return eff.scaled(**{knob: (lo * hi) ** 0.5 if log else (lo + hi) / 2})
+    return StepPricer("decode", max(1, per_seq), batch, ctx)
 
 
 # The perfmodel's launch_overhead_s defaults are 8-30 µs per kernel; a fitted gap above this threshold (a planner
@@ -391,11 +325,6 @@ def _attention_blocks(steps: list[StepBreakdown]) -> float | None:
                 weighted += k.blocks_per_sm * k.total_us
                 total += k.total_us
     return weighted / total if total else None
-
-
-def knob_value(eff: Efficiency, knob: str) -> float:
-    """The value of one fitted knob (an Efficiency field named in `_knobs`)."""
-    return float(getattr(eff, knob))
 
 
 def calibration_table(cal: Calibration) -> list[dict[str, str | float | None]]:
