@@ -1,8 +1,9 @@
 """Engine steps: find each serving step in a trace and attribute every GPU event to one.
 
-Does: parse step labels on any CPU-side kind (vLLM `execute_context_…_generation_…` plain and detailed, SGLang `step[EXTEND|DECODE|MIXED
-…]`, ATOM `prefill[…]`/`decode[…]`, `ProfilerStep#N`); attribute kernels to steps through their launch's correlation
-(so a CUDA/HIP graph replay fans out to all of its kernels); with no labels, segment the GPU timeline at idle gaps.
+Does: parse step labels on any CPU-side kind (vLLM `execute_context_…_generation_…` plain and detailed, and
+the Aug 2025 `execute_new_N_cached_M`; SGLang `step[EXTEND|DECODE|MIXED…]`, ATOM `prefill[…]`/`decode[…]`,
+`ProfilerStep#N`); attribute kernels to steps through their launch's correlation (so a CUDA/HIP graph replay fans
+out to all of its kernels); with no labels, segment the GPU timeline at idle gaps.
 Does not: classify kernels, sum times, or judge anything (see breakdown and findings).
 """
 
@@ -25,6 +26,9 @@ _VLLM = re.compile(
     r"^execute_(?:(?P<total>\d+)_)?context_(?P<nctx>\d+)\((?P<ctxinfo>[^)]*)\)"
     r"_generation_(?P<ngen>\d+)\((?P<geninfo>[^)]*)\)"
 )
+# vLLM PR #22496 (about Aug 2025, gpu_worker.annotate_profile): execute_new_{scheduled new requests}_cached_{scheduled
+# cached requests}: request counts only, no token counts (docs/capture.md, reference capture-and-formats.md §1.5).
+_VLLM_NEW_CACHED = re.compile(r"^execute_new_(?P<new>\d+)_cached_(?P<cached>\d+)$")
 _SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)(?P<rest>[^\]]*)\]")
 _ATOM = re.compile(r"^(?P<mode>prefill|decode)\[(?P<rest>[^\]]*)\]")
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<n>\d+)$")
@@ -64,6 +68,14 @@ def _parse_vllm(m: re.Match[str]) -> StepLabel:
     return StepLabel(_kind(n_ctx, n_gen), n_ctx + n_gen, tokens, "vllm")
 
 
+def _parse_vllm_new_cached(m: re.Match[str]) -> StepLabel:
+    """New requests run their first prefill chunk; cached ones are already running: decoding, or a chunked
+    prefill's later chunk, which this label cannot tell apart — a cached-only step is read as decode. The label
+    carries no token counts; the batch is all scheduled requests."""
+    n_new, n_cached = int(m["new"]), int(m["cached"])
+    return StepLabel(_kind(n_new, n_cached), n_new + n_cached or None, None, "vllm")
+
+
 def _ints(rest: str) -> dict[str, int]:
     return {g["key"]: int(g["val"]) for g in _KV_INT.finditer(rest)}
 
@@ -90,6 +102,8 @@ def parse_step_label(name: str) -> StepLabel | None:
     """Return what a step annotation says, or None when `name` is not a step label."""
     if m := _VLLM.match(name):
         return _parse_vllm(m)
+    if m := _VLLM_NEW_CACHED.match(name):
+        return _parse_vllm_new_cached(m)
     if m := _SGLANG.match(name):
         return _parse_sglang(m)
     if m := _ATOM.match(name):
