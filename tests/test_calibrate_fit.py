@@ -1,7 +1,8 @@
 """The calibration's solver (servescope.calibrate.fit) is fast without changing results: each distinct step shape
-is priced once per evaluation, and the bisection stops once its bracket is fixed. Checked on the real B200 trace
-(vLLM gpt-oss-120b, one eager prefill of 888 tokens) against plain computations written out here: pricing every
-step, and a full 60-halving bisection."""
+has its efficiency-free parts built once and only recombined per evaluation, and the bisection stops once its
+bracket is fixed. Checked with the scenario of the real B200 trace (vLLM gpt-oss-120b, 8x B200 TP=8, one eager
+prefill of 888 tokens) against plain computations written out here: the perfmodel's prefill_step / decode_step
+called for every step, and a full 60-halving bisection."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import servescope.calibrate.fit as fit
 from independent import DATA
 from servescope.breakdown import breakdown
 from servescope.calibrate import calibrate
-from servescope.perfmodel import Efficiency, Scenario, prefill_step
+from servescope.perfmodel import Efficiency, Scenario
 from servescope.trace import load_trace
 
 TRACE = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
@@ -45,26 +46,41 @@ def _plain_bisection(knob: str, target_s: float, eff: Efficiency, total) -> floa
     return (lo * hi) ** 0.5 if log else (lo + hi) / 2
 
 
-def test_pricing_each_shape_once_keeps_every_bit(gpt_oss, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    pricers = [fit.StepPricer("prefill", t, 1) for t in (888, 512, 888, 2048, 888, 512)]
-    plain = [fit.step_classes(prefill_step(gpt_oss, p.tokens, batch=1)) for p in pricers]
-    calls: list[int] = []
+EFFS = [Efficiency(), Efficiency().scaled(compute_eff=0.31, gemm_bw_eff=0.9, attn_bw_eff=0.2, moe_bw_eff=1.2),
+        Efficiency().scaled(collective_bw_scale=0.4, collective_latency_scale=3.0, launch_overhead_s=2e-5,
+                            kernel_overhead_s=4e-6)]
 
-    def counted(sc, tokens, batch=1, context_len=0):  # type: ignore[no-untyped-def]
-        calls.append(tokens)
-        return prefill_step(sc, tokens, batch=batch, context_len=context_len)
 
-    monkeypatch.setattr(fit, "prefill_step", counted)
-    assert fit.predict_classes(pricers, gpt_oss) == plain
-    assert sorted(calls) == [512, 888, 2048]  # three distinct shapes, six steps
+@pytest.mark.parametrize("eff", EFFS)
+@pytest.mark.parametrize("graphs", [False, True])
+def test_recombined_parts_are_the_perfmodel_step_bit_for_bit(gpt_oss, eff, graphs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """PricedSteps builds each distinct shape's efficiency-free parts once; under any efficiency its class times
+    equal those of prefill_step / decode_step called afresh for every step (exact float equality)."""
+    sc = gpt_oss.with_(cuda_graphs=graphs)
+    pricers = [fit.StepPricer("prefill", t, b) for t, b in ((888, 1), (512, 2), (888, 1), (2048, 4), (888, 1))]
+    pricers += [fit.StepPricer("decode", 1, 32, 1500.0), fit.StepPricer("decode", 4, 8, 900.0),
+                fit.StepPricer("decode", 1, 32, 1500.0)]
+    fresh = [fit.step_classes(p(sc.with_(efficiency=eff))) for p in pricers]
+    calls: list[object] = []
+    real = fit.step_parts
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(args[1:])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fit, "step_parts", counted)
+    priced = fit.PricedSteps(pricers, sc)
+    assert priced.classes(eff) == fresh
+    for cls in (*fit.CLASSES, "step"):
+        assert priced.total(cls)(eff) == sum(f[cls] for f in fresh)
+    assert len(calls) == 5  # 8 steps, 5 distinct shapes, parts built once
 
 
 @pytest.mark.parametrize(("cls", "knob"), [("gemm", "compute_eff"), ("moe", "moe_bw_eff"),
                                            ("communication", "collective_bw_scale"),
                                            ("overhead", "launch_overhead_s")])
 def test_early_stop_is_the_full_bisection(trace_breakdown, gpt_oss, cls, knob) -> None:  # type: ignore[no-untyped-def]
-    pricers = [fit.StepPricer("prefill", 888, 1), fit.StepPricer("prefill", 300, 1)]
-    total = fit.class_total(cls, gpt_oss, pricers)
+    total = fit.PricedSteps([fit.StepPricer("prefill", 888, 1), fit.StepPricer("prefill", 300, 1)], gpt_oss).total(cls)
     eff = gpt_oss.efficiency
     for target_s in (total(eff) * 0.7, total(eff) * 1.9, 1e-9, 10.0):  # reachable, and beyond both ends
         expected = _plain_bisection(knob, target_s, eff, total)

@@ -24,8 +24,8 @@ above 90 % of its peak (above 100 %: the model over-counts work), a collective f
 trace that disagrees with the model config — layers (RMSNorm kernels per step ≈ 2·layers + 1 in vLLM/SGLang, and
 all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
 records message sizes).
-The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape is priced
-once per evaluation, bit-for-bit the same sums as pricing every step).
+The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape's
+efficiency-free parts are built once; bit-for-bit the same numbers as pricing every step at every evaluation).
 Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
 """
 
@@ -38,10 +38,10 @@ from servescope.breakdown import StepBreakdown, TraceBreakdown
 from servescope.calibrate.fit import (
     CLASSES,
     EFF_RANGE,
+    PricedSteps,
     StepPricer,
     fit_class,
     knob_value,
-    predict_classes,
 )
 from servescope.errors import PlanError, ServescopeError
 from servescope.perfmodel import Efficiency, Scenario, StepPrediction
@@ -143,13 +143,14 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         warnings += _check_collectives(s, scenario, priced[price])
         warnings += _check_shape(s, scenario)
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
+    shapes = PricedSteps(pricers, scenario)  # efficiency-free parts of each distinct step shape, built once
     eff, knobs = scenario.efficiency, {}
     for cls in CLASSES:
         target = sum(m[cls] for m in measured)
         if target <= 0:
             continue
-        eff, knobs[cls] = fit_class(cls, target, eff, scenario, pricers, prefill_heavy)
-    predicted = [dict(c) for c in predict_classes(pricers, scenario.with_(efficiency=eff))]
+        eff, knobs[cls] = fit_class(cls, target, eff, scenario, shapes, prefill_heavy)
+    predicted = shapes.classes(eff)
     tot_m = {c: sum(m[c] for m in measured) for c in (*CLASSES, "step")}
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
     residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}

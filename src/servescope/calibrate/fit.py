@@ -1,10 +1,13 @@
 """The calibration's solver: price measured steps with the perfmodel and fit one efficiency knob per kernel class.
 
 Does: `StepPricer` (one measured step's shape: prefill tokens and batch, or decode batch, context and tokens per
-sequence), `predict_classes` (model seconds per class for many steps, pricing each distinct shape once: a trace's
-steps repeat shapes — a steady decode batch, a chunked-prefill chunk — and the perfmodel is the cost), and
-`fit_class` (bisection per knob, the knob that moves least wins). Each evaluation of a class total sums the per-step
-values in step order, so deduplicating shapes changes no bit of the result.
+sequence) and `PricedSteps` (model seconds per class for many steps under any efficiency), and `fit_class`
+(bisection per knob, the knob that moves least wins). The perfmodel splits a step into efficiency-free parts
+(`perfmodel.step.step_parts`) and their combination under an efficiency (`combine_step`): `prefill_step` and
+`decode_step` are exactly that pair. The fit changes only the efficiency, so each distinct step shape's parts are
+built once and every evaluation only recombines them (a trace's steps also repeat shapes — a steady decode batch, a
+chunked-prefill chunk); class totals sum the per-step values in step order. The numbers are bit-for-bit those of
+pricing every step with prefill_step/decode_step at every evaluation (tests/test_calibrate_fit.py checks it).
 Does not: read traces, check that a trace fits the scenario, or write warnings (servescope.calibrate does).
 """
 
@@ -15,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servescope.perfmodel import Efficiency, Scenario, StepPrediction, decode_step, prefill_step
+from servescope.perfmodel.step import StepParts, combine_step, step_parts
 
 CLASSES = ("gemm", "moe", "attention", "communication", "overhead")
 EFF_RANGE = (0.005, 1.5)
@@ -34,9 +38,16 @@ class StepPricer:
     context_len: float = 0.0
 
     def __call__(self, sc: Scenario) -> StepPrediction:
+        """The full prediction (collectives included) under sc's efficiency; checks the shape."""
         if self.kind == "prefill":
             return prefill_step(sc, self.tokens, batch=self.batch, context_len=0)
         return decode_step(sc, self.batch, self.context_len, tokens_per_seq=self.tokens)  # type: ignore[arg-type]
+
+    def parts(self, sc: Scenario) -> StepParts:
+        """The efficiency-free parts, with the very arguments prefill_step / decode_step pass."""
+        if self.kind == "prefill":
+            return step_parts(sc, self.batch, 0, self.tokens / self.batch, prefill=True)
+        return step_parts(sc, self.batch, self.context_len, self.tokens)
 
 
 def step_classes(pred: StepPrediction) -> dict[str, float]:
@@ -49,17 +60,35 @@ def step_classes(pred: StepPrediction) -> dict[str, float]:
     return out
 
 
-def predict_classes(pricers: Sequence[StepPricer], sc: Scenario) -> list[dict[str, float]]:
-    """Model seconds per class (step_classes) for each pricer, in order; each distinct shape priced once."""
-    cache = {p: step_classes(p(sc)) for p in dict.fromkeys(pricers)}
-    return [cache[p] for p in pricers]
+def _parts_classes(parts: StepParts, eff: Efficiency) -> dict[str, float]:
+    """step_classes of the prediction that `parts` under `eff` make (the same floats: a StepPrediction's class
+    times, CPU time, overhead term and step time are element 0 of combine_step's arrays)."""
+    a = combine_step(parts, eff)
+    out = {c: float(a[c].ravel()[0]) for c in CLASSES[:4]}
+    cpu = float(a["cpu"].ravel()[0])
+    out["overhead"] = max(0.0, float(a["overhead"].ravel()[0]) - cpu)
+    out["step"] = float(a["step"].ravel()[0]) - cpu
+    return out
 
 
-def class_total(cls: str, sc: Scenario, pricers: Sequence[StepPricer]) -> Callable[[Efficiency], float]:
-    """total(eff) = the model's seconds of class `cls` summed over the steps (in step order) under `eff`."""
-    def total(e: Efficiency) -> float:
-        return sum(c[cls] for c in predict_classes(pricers, sc.with_(efficiency=e)))
-    return total
+class PricedSteps:
+    """Steps priced under any efficiency: each distinct shape's parts built once, for one scenario's layout."""
+
+    def __init__(self, pricers: Sequence[StepPricer], sc: Scenario):
+        self.pricers = tuple(pricers)
+        self._parts = {p: p.parts(sc) for p in dict.fromkeys(self.pricers)}
+
+    def classes(self, eff: Efficiency) -> list[dict[str, float]]:
+        """Model seconds per class (as step_classes) for each step, in order."""
+        per_shape = {p: _parts_classes(parts, eff) for p, parts in self._parts.items()}
+        return [dict(per_shape[p]) for p in self.pricers]
+
+    def total(self, cls: str) -> Callable[[Efficiency], float]:
+        """total(eff) = the model's seconds of class `cls` summed over the steps, in step order."""
+        def total(e: Efficiency) -> float:
+            per_shape = {p: _parts_classes(parts, e)[cls] for p, parts in self._parts.items()}
+            return sum(per_shape[p] for p in self.pricers)
+        return total
 
 
 def knobs_for(cls: str, sc: Scenario, prefill_heavy: bool) -> list[str]:
@@ -79,12 +108,12 @@ def knob_value(eff: Efficiency, knob: str) -> float:
     return float(getattr(eff, knob))
 
 
-def fit_class(cls: str, target_s: float, eff: Efficiency, sc: Scenario, pricers: Sequence[StepPricer],
+def fit_class(cls: str, target_s: float, eff: Efficiency, sc: Scenario, priced: PricedSteps,
               prefill_heavy: bool) -> tuple[Efficiency, str]:
     """The efficiency with one knob of `cls` refitted so that the class total reaches `target_s` seconds, and
     the knob's name. Among the knobs that reach it (within 1 %), the one that moves least from its prior value
     (|log ratio|) wins: the most plausible explanation; otherwise the one that comes closest."""
-    total = class_total(cls, sc, pricers)
+    total = priced.total(cls)
     knobs = knobs_for(cls, sc, prefill_heavy)
     if cls == "communication":
         knobs = _comm_order(eff, total)
