@@ -1,12 +1,19 @@
 """vLLM's Aug 2025 step label `execute_new_N_cached_M` (PR #22496: N scheduled new requests, M cached ones).
-No trace in /work/shared/traces carries this form, so the tests are synthetic: the parser, and a small event
-table where those labels must make the steps (not the idle-gap fallback)."""
+No trace in /work/shared/traces carries this form, so the tests are synthetic: the parser, a small event table
+where those labels must make the steps (not the idle-gap fallback), and the real B200 vLLM trace with its step
+label rewritten to this form."""
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
+from independent import DATA
+from servescope.breakdown import breakdown
 from servescope.steps import find_steps, parse_step_label
+from servescope.trace import load_trace
 from test_steps_synthetic import frame
 
 
@@ -47,3 +54,24 @@ def test_labels_make_the_steps_instead_of_idle_gaps() -> None:
     assert steps["tokens"].to_list() == [None, None, None]
     per_step = table.gpu_events.group_by("step").len().sort("step")["len"].to_list()
     assert per_step == [10, 10, 10]
+
+
+def test_real_trace_relabelled_keeps_its_step(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The real B200 vLLM trace with its step label rewritten to the Aug 2025 form (a copy in tmp_path): still one
+    labelled step, now decode with batch 1 and no tokens, holding the same GPU time as under the original label."""
+    src = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
+    with gzip.open(src, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh)
+    renamed = 0
+    for e in doc["traceEvents"]:
+        if str(e.get("name", "")).startswith("execute_context_1(888"):
+            e["name"] = "execute_new_0_cached_1"
+            renamed += 1
+    assert renamed == 2  # the CPU user_annotation and its gpu_user_annotation
+    relabelled = tmp_path / "relabelled.json.gz"
+    with gzip.open(relabelled, "wt", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+    before, after = breakdown(load_trace(src)).steps, breakdown(load_trace(relabelled)).steps
+    assert len(after) == 1 and after[0].source == "vllm"
+    assert (after[0].kind, after[0].batch_size, after[0].tokens) == ("decode", 1, None)
+    assert after[0].gpu_busy_us == before[0].gpu_busy_us and after[0].gpu_span_us == before[0].gpu_span_us
