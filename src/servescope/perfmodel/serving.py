@@ -192,8 +192,7 @@ def predict(sc: Scenario, concurrency: Sequence[int]) -> list[ServingPoint]:
     for i, c in enumerate(concurrency):
         terms = {k: float(a["terms"][k][i]) for k in TERMS}
         colls = {
-            public_name(k): CollectiveCost(int(v[0]), float(np.broadcast_to(v[1], a["step"].shape)[i]),
-                                           float(np.broadcast_to(v[2], a["step"].shape)[i]))
+            public_name(k): CollectiveCost(int(v[0]), float(v[1][i]), float(v[2][i]))  # broadcast by predict_arrays
             for k, v in a["collectives"].items()
         }
         out.append(ServingPoint(
