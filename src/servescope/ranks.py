@@ -13,6 +13,7 @@ Does not: decide what is a finding (findings.py), print, or format.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import deque
@@ -98,7 +99,7 @@ def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[RankOutcome
     if not ray.is_initialized():
         try:
             ray.init(address=None if address == LOCAL_RAY else address, include_dashboard=False,
-                     log_to_driver=False)
+                     log_to_driver=False, logging_level=logging.ERROR)  # Ray's own INFO/WARNING lines stay off stderr
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise ServescopeError(f"cannot start or join Ray at {address!r}: {exc}") from None
     task: Any = ray.remote(analyze_rank_file)
