@@ -40,6 +40,8 @@ def test_engine_defaults_have_a_source_per_knob() -> None:
         assert all(len(v) > 20 for v in cfg.sources.values())
     assert engine_defaults("sglang").priority == "prefill_first"
     assert engine_defaults("trtllm").admission == "reserve_full"
+    sg = engine_defaults("sglang")
+    assert sg.admission == "reserve_ratio" and sg.reserve_init_ratio > sg.reserve_min_ratio > 0
     with pytest.raises(ScenarioError, match="known: sglang, trtllm, vllm"):
         engine_defaults("tgi")
 
@@ -185,3 +187,11 @@ def test_validate_simulate_rows() -> None:
     r = CliRunner().invoke(main, ["validate", str(csv), "--simulate", "--stride", "600", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["schema"] == "servescope.validate/1"
+
+
+def test_sglang_reservation_preempts_less_than_plain_on_demand(sc: Scenario) -> None:
+    sg = sc.with_(backend="sglang")
+    plain = engine_for(sg).with_(admission="on_demand")
+    reserved = simulate(sg, "burst:60", kv_cache_tokens=4000)
+    greedy = simulate(sg, "burst:60", kv_cache_tokens=4000, engine=plain)
+    assert reserved.queueing.preemptions < greedy.queueing.preemptions

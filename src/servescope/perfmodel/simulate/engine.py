@@ -17,7 +17,7 @@ from typing import Any
 from servescope.errors import BadConfig, ScenarioError
 
 PRIORITIES = ("decode_first", "prefill_first")
-ADMISSIONS = ("on_demand", "reserve_full")
+ADMISSIONS = ("on_demand", "reserve_full", "reserve_ratio")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,9 @@ class EngineConfig:
     block_size_tokens: int
     graph_mixed_batches: bool
     max_model_len: int | None = None  # context limit (prompt + output), tokens; None = KV capacity only
+    reserve_init_ratio: float = 0.0  # reserve_ratio admission: share of remaining output tokens held back
+    reserve_min_ratio: float = 0.0  # ... decaying linearly to this share
+    reserve_decay_steps: float = 1.0  # ... over this many steps (reset to the initial share on a retraction)
     sources: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> EngineConfig:
@@ -62,6 +65,9 @@ def engine_defaults(backend: str) -> EngineConfig:
         max_num_batched_tokens=int(s["max_num_batched_tokens"]), chunked_prefill=bool(s["chunked_prefill"]),
         priority=str(s["priority"]), admission=str(s["admission"]), block_size_tokens=int(s["block_size_tokens"]),
         graph_mixed_batches=bool(s["graph_mixed_batches"]), sources=dict(s.get("sources", {})),
+        reserve_init_ratio=float(s.get("reserve_init_ratio", 0.0)),
+        reserve_min_ratio=float(s.get("reserve_min_ratio", 0.0)),
+        reserve_decay_steps=float(s.get("reserve_decay_steps", 1.0)),
     )
     check_engine(cfg)
     return cfg

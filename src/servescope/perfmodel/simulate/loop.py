@@ -28,6 +28,7 @@ from servescope.perfmodel.simulate.workload import Workload
 
 Progress = Callable[[int, int], None]  # (requests finished, total)
 MAX_RUN_STEPS = 512  # longest run of decode steps evaluated at once
+RATIO_RUN_STEPS = 8  # ... while requests wait under a decaying KV reservation (SGLang)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,8 @@ class _Loop:
         client event (a request becoming schedulable), whichever comes first."""
         st = self.st
         k = int((st.out[ids] - st.generated[ids]).min())
+        if st.ratio and st.waiting:  # the reserved share decays: a queued request may fit within a few steps
+            k = min(k, RATIO_RUN_STEPS)
         k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
         durs = self.cost.decode_run_s(st.computed[ids].astype(float) + 1.0, k)
         ends = self.now + np.cumsum(durs)

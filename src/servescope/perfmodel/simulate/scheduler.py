@@ -15,7 +15,9 @@ Policies (engine.py, engines.toml):
                  otherwise every running request decodes one token (SGLang without mixed chunks)
 KV: blocks of block_size_tokens. on_demand allocates as tokens are computed; when a step needs more than are
 free the most recently admitted running request is preempted (blocks freed, back to the head of the queue,
-recomputed later). reserve_full admits a request only when blocks for prompt + output are free.
+recomputed later). reserve_full admits a request only when blocks for prompt + output are free. reserve_ratio
+(SGLang) is on_demand with admission only when the free blocks also hold ratio × the remaining output of the
+running requests and of the candidate; the ratio decays per step and resets on a preemption.
 What it does not: time steps (stepcost.py) or generate arrivals (workload.py, loop.py).
 """
 
@@ -26,6 +28,8 @@ from collections import deque
 import numpy as np
 
 from servescope.perfmodel.simulate.engine import EngineConfig
+
+CLIP_NEW_TOKENS = 4096  # SGLang schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATION: output reserved per request
 
 
 class SchedState:
@@ -47,6 +51,7 @@ class SchedState:
         self.waiting: deque[int] = deque()
         self._admitted_tokens: list[int] = []
         self.freed_last = 0  # blocks released by the last advance (finished requests)
+        self.ratio = cfg.reserve_init_ratio if cfg.admission == "reserve_ratio" else 0.0
 
     @property
     def used_blocks(self) -> int:
@@ -140,6 +145,15 @@ class SchedState:
         self.computed[i] = 0
         self.preemptions[i] += 1
         self.waiting.appendleft(i)
+        if self.ratio:
+            self.ratio = self.cfg.reserve_init_ratio
+
+    def decay(self, steps: int) -> None:
+        """reserve_ratio: the reserved share of future output falls linearly per step to its floor."""
+        if self.ratio:
+            c = self.cfg
+            step = (c.reserve_init_ratio - c.reserve_min_ratio) / max(c.reserve_decay_steps, 1.0)
+            self.ratio = max(c.reserve_min_ratio, self.ratio - step * steps)
 
     def _admit(self, budget: int) -> list[int]:
         """Admit queued requests FCFS into `budget` tokens; sets self._admitted_tokens aligned with the result."""
@@ -147,6 +161,9 @@ class SchedState:
         tokens: list[int] = []
         room = self.max_seqs - len(self.run)
         reserve = self.cfg.admission == "reserve_full"
+        run = self.run
+        left = np.minimum(self.out[run] - self.generated[run], CLIP_NEW_TOKENS)
+        future = self.ratio * float(left.sum()) / self.bs  # blocks held back for the running requests' output
         while self.waiting and budget > 0 and len(admitted) < room:
             i = self.waiting[0]
             pend = int(self.prompt[i] + self.generated[i] - self.computed[i])
@@ -155,8 +172,10 @@ class SchedState:
                 break
             want = int(self.prompt[i] + self.out[i]) if reserve else int(self.computed[i]) + chunk
             need = int(-(-want // self.bs)) - int(self.blocks[i])
-            if need > self.free_blocks:
+            own = self.ratio * float(min(self.out[i] - self.generated[i], CLIP_NEW_TOKENS)) / self.bs
+            if need > self.free_blocks or (need + future + own > self.free_blocks and (len(self.run) or admitted)):
                 break
+            future += own
             self.waiting.popleft()
             self.blocks[i] += need
             self.free_blocks -= need
@@ -172,6 +191,7 @@ class SchedState:
         """Apply a step: computed += n. Returns (ids that emitted a token, ids that finished); finished ones
         leave the running list and free their blocks."""
         self.computed[ids] += n
+        self.decay(1)
         emit = ids[self.computed[ids] == self.prompt[ids] + self.generated[ids]]
         self.generated[emit] += 1
         return emit, self._release(emit)
@@ -214,4 +234,5 @@ class SchedState:
             self.free_blocks -= int(need.sum())
         self.computed[ids] = c
         self.generated[ids] += k
+        self.decay(k)
         return self._release(ids)
