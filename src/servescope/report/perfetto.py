@@ -30,8 +30,8 @@ from servescope.classify import classify
 from servescope.errors import NotATrace, OutputError
 from servescope.steps import find_steps
 from servescope.trace import load_trace
+from servescope.trace._nsys_read import is_sqlite
 from servescope.trace._read import read_bytes
-from servescope.trace.nsys import is_sqlite
 
 STEPS_PID = 10_000_001  # > 2**22 (Linux pid_max): no Kineto CPU pid or GPU ordinal uses it
 CLASSES_PID = 10_000_002
