@@ -87,6 +87,9 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
             f"{doc['n_rows']} of {doc['agg_rows']} aggregated rows ({doc['agg_rows'] - doc['n_rows']} skipped with a "
             f"reason; {n_disagg} disaggregated rows not modelled)")
     console.print(Text(head, style="bold"))
+    if "tpot_coverage" in doc:
+        console.print(Text(f"80% ranges hold the measured value on {100 * doc['tpot_coverage']:.0f}% of rows (TPOT), "
+                           f"{100 * doc['ttft_coverage']:.0f}% (TTFT)"))
     cv = doc.get("cross_validation")
     if cv:
         t = Table(title="cross-validated (refit without the group, predict it)", title_justify="left")
