@@ -16,11 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from servescope.errors import ScenarioError
-from servescope.perfmodel.simulate import engine_for, simulate
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.simulate import SimResult, engine_for, simulate
 from servescope.perfmodel.validate import DISAGG, RowResult, ValidationResult, read_rows
 from servescope.units import MS_PER_S
 
 MAX_PROMPTS = 2048  # cap per row: a row at concurrency 1024 simulates two waves
+
+
+def simulate_row(sc: Scenario, concurrency: int, waves: int = 4) -> SimResult:
+    """The closed-loop run that stands for one measured row (module docstring: waves, engine budget)."""
+    n = min(max(waves * concurrency, concurrency), MAX_PROMPTS)
+    eng = engine_for(sc)
+    if not eng.chunked_prefill:  # the row's server admitted prompts next to a running batch: budget ≥ isl + c
+        eng = eng.with_(max_num_batched_tokens=max(eng.max_num_batched_tokens, sc.isl + concurrency))
+    return simulate(sc, "closed", concurrency, n, engine=eng)
 
 
 def simulate_rows(path: str | Path, waves: int = 4, stride: int = 1,
@@ -31,12 +41,8 @@ def simulate_rows(path: str | Path, waves: int = 4, stride: int = 1,
     skipped = [(r.id, r.reason) for r in rows if r.scenario is None]
     for i, r in enumerate(todo):
         assert r.scenario is not None
-        n = min(max(waves * r.concurrency, r.concurrency), MAX_PROMPTS)
-        eng = engine_for(r.scenario)
-        if not eng.chunked_prefill:  # the row's server admitted prompts next to a running batch: budget ≥ isl + c
-            eng = eng.with_(max_num_batched_tokens=max(eng.max_num_batched_tokens, r.scenario.isl + r.concurrency))
         try:
-            res = simulate(r.scenario, "closed", r.concurrency, n, engine=eng)
+            res = simulate_row(r.scenario, r.concurrency, waves)
         except ScenarioError as e:
             skipped.append((r.id, f"simulation: {e}"))
             continue

@@ -1,0 +1,134 @@
+"""Fit the simulation's TTFT numbers through the scheduler simulation, and cross-validate them by group.
+
+What it does: the simulated TTFT of a measured row (validation.simulate_row: closed loop at the row's concurrency)
+depends on two global numbers the closed-form fit also has — `prefill_eff` (prefill work runs at 1/prefill_eff of
+its roofline time) and `prefill_overhead_s` (per-request set-up before the request is schedulable) — while the
+queueing comes from the simulation itself, not from the closed form's ttft_queue_frac / ttft_queue_exp.
+  table     every row simulated at each prefill_eff of PE_GRID with prefill_overhead_s = 0 (`sim_table`)
+  surrogate TTFT(pe, setup) = exp(interp(ln pe; ln PE_GRID, ln TTFT_table)) + setup  (the set-up delays the first
+            token of every request by itself; the load it takes off the engine is ignored: the surrogate serves only
+            the fit, predictions are fresh simulations at the fitted numbers)
+  objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of perfmodel.fit (δ = SOFT_L1_S)
+  minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within perfmodel.fit.FITTED's bounds): two numbers,
+            one pass, no iteration toward any target
+The other efficiencies (GEMM/attention bandwidth and compute, CPU and launch costs) stay those of the closed-form
+fit: in cross-validation, the fold's refit on the training rows (perfmodel.fit).
+What it does not: refit TPOT-side numbers through the simulation, choose rows (`stratified_rows` only proposes a
+subsample), read files or format (bench/crossval_simulate.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from servescope.errors import ScenarioError
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.fit import FITTED, SOFT_L1_S
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.simulate.validation import simulate_row
+from servescope.perfmodel.validate import Row
+
+SIM_FITTED = ("prefill_eff", "prefill_overhead_s")
+PE_GRID = (0.2, 0.35, 0.6, 1.0, 1.5)  # simulated prefill efficiencies (FITTED bounds 0.2-1.5)
+PE_FINE = np.geomspace(FITTED["prefill_eff"][0], FITTED["prefill_eff"][1], 161)
+SETUP_FINE = np.geomspace(FITTED["prefill_overhead_s"][0], FITTED["prefill_overhead_s"][1], 241)
+
+
+@dataclass(frozen=True)
+class SimTask:
+    """One simulation: a row's scenario with an efficiency set, at the row's concurrency."""
+
+    scenario: Scenario
+    concurrency: int
+    efficiency: Efficiency
+
+
+def run_task(t: SimTask) -> tuple[float, float]:
+    """(mean TPOT s, mean TTFT s) of one task; (nan, nan) when the simulation rejects the setup."""
+    try:
+        res = simulate_row(replace(t.scenario, efficiency=t.efficiency), t.concurrency)
+    except ScenarioError:
+        return float("nan"), float("nan")
+    return res.tpot.mean_s, res.ttft.mean_s
+
+
+def run_tasks(tasks: Sequence[SimTask], workers: int = 1) -> np.ndarray:
+    """(n, 2) array of (TPOT s, TTFT s), tasks in order; distinct (scenario, concurrency, efficiency) run once."""
+    key = [(id(t.scenario), t.concurrency, t.efficiency) for t in tasks]
+    first: dict[tuple[int, int, Efficiency], int] = {}
+    uniq = [first.setdefault(k, i) == i for i, k in enumerate(key)]
+    todo = [t for t, u in zip(tasks, uniq, strict=True) if u]
+    if workers > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            out = list(ex.map(run_task, todo, chunksize=4))
+    else:
+        out = [run_task(t) for t in todo]
+    by_key = dict(zip((k for k, u in zip(key, uniq, strict=True) if u), out, strict=True))
+    return np.array([by_key[k] for k in key], dtype=float).reshape(len(tasks), 2)
+
+
+def sim_table(rows: Sequence[Row], base: Efficiency, workers: int = 1,
+              grid: Sequence[float] = PE_GRID) -> np.ndarray:
+    """(rows, len(grid)) simulated mean TTFT (s) at each prefill_eff of `grid`, set-up 0, other numbers `base`."""
+    tasks = [SimTask(r.scenario, r.concurrency, replace(base, prefill_eff=pe, prefill_overhead_s=0.0))
+             for pe in grid for r in rows if r.scenario is not None]
+    res = run_tasks(tasks, workers)[:, 1]
+    return res.reshape(len(grid), -1).T
+
+
+def surrogate_ttft_s(table_s: np.ndarray, pe: np.ndarray, setup_s: np.ndarray,
+                     grid: Sequence[float] = PE_GRID) -> np.ndarray:
+    """Surrogate TTFT (module docstring) of each row (axis 0 of table_s) at every (pe, setup) pair:
+    shape (rows, len(pe), len(setup_s))."""
+    lg, lt = np.log(np.asarray(grid)), np.log(table_s)
+    x = np.log(pe)
+    i = np.clip(np.searchsorted(lg, x) - 1, 0, len(lg) - 2)
+    w = (x - lg[i]) / (lg[i + 1] - lg[i])
+    core = np.exp(lt[:, i] + w * (lt[:, i + 1] - lt[:, i]))  # (rows, len(pe))
+    return core[:, :, None] + setup_s[None, None, :]
+
+
+def soft_l1(r: np.ndarray) -> np.ndarray:
+    """ρ(r) = 2δ²(√(1 + (r/δ)²) − 1), δ = SOFT_L1_S (perfmodel.fit's loss per relative error)."""
+    return 2.0 * SOFT_L1_S**2 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0)
+
+
+@dataclass(frozen=True)
+class SimFit:
+    prefill_eff: float
+    prefill_overhead_s: float
+    objective: float  # mean soft-L1 loss over the rows at the optimum
+    rows: int
+    at_bound: tuple[str, ...]
+
+
+def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float] = PE_GRID) -> SimFit:
+    """Minimise the objective (module docstring) over PE_FINE × SETUP_FINE; rows with a failed run are left out."""
+    ok = np.isfinite(table_s).all(axis=1) & np.isfinite(meas_ttft_s) & (meas_ttft_s > 0)
+    if not ok.any():
+        raise ScenarioError("no row with a simulated TTFT to fit")
+    pred = surrogate_ttft_s(table_s[ok], PE_FINE, SETUP_FINE, grid)
+    loss = soft_l1(pred / meas_ttft_s[ok, None, None] - 1.0).mean(axis=0)
+    i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
+    at = tuple(n for n, k, m in (("prefill_eff", i, len(PE_FINE)), ("prefill_overhead_s", j, len(SETUP_FINE)))
+               if k in (0, m - 1))
+    return SimFit(float(PE_FINE[i]), float(SETUP_FINE[j]), float(loss[i, j]), int(ok.sum()), at)
+
+
+def stratified_rows(rows: Sequence[Row], stride: int) -> list[Row]:
+    """Every stride-th modelled row of each (model, system, backend) group ordered by concurrency (at least one
+    per group): a subsample that keeps every group and the spread of concurrencies."""
+    groups: dict[tuple[str, str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            groups[(r.model, r.system, r.backend)].append(r)
+    out: list[Row] = []
+    for key in sorted(groups):
+        g = sorted(groups[key], key=lambda r: (r.concurrency, r.id))
+        out += g[(stride // 2) % len(g)::stride] or g[:1]
+    return out
