@@ -1,9 +1,12 @@
 """Cross-validated accuracy of the performance model, from ONE run, written where it is read.
 
-Usage: .venv/bin/python bench/validation_report.py [CSV] [--baseline] [--dry-run]
+Usage: .venv/bin/python bench/validation_report.py [CSV] [--baseline] [--dry-run] [--ranges-only]
 One run: in-sample accuracy of the shipped fit (data/efficiency.toml) and grouped cross-validation (refit leaving
 one model / system / backend / GPU generation out, perfmodel.crossval). From the out-of-fold errors it writes
-  src/servescope/perfmodel/data/ranges.json   10th/90th percentiles of measured/predicted per case (ranges.py)
+  src/servescope/perfmodel/data/ranges.json   10th/90th percentiles of measured/predicted per case (ranges.py),
+                                              and `change_error`: q10/q90 of the error of a predicted TPOT ratio
+                                              between two rows of one box, per case (change_error(): the planner's
+                                              gain ranges)
 and the same tables, cross-validated first and in-sample beside, between marker comments in README.md
 (validation), docs/model.md (§6) and bench/RESULTS.md. `--baseline` also cross-validates the pre-issue-7 model
 (old physics: datasheet bandwidth, no MoE imbalance, no graph padding; 19 numbers per (generation, backend) group
@@ -13,6 +16,7 @@ with >= 40 rows plus a global fit, refitted by the same fitter) — about ten mi
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import re
@@ -40,6 +44,56 @@ TARGETS = {"leave_one_model_out": (0.15, 0.25), "leave_one_system_out": (0.15, 0
 def quantiles(pred: np.ndarray, meas: np.ndarray) -> list[float]:
     ratio = meas / pred
     return [float(np.quantile(ratio, 0.1)), float(np.quantile(ratio, 0.9))]
+
+
+CHANGE_MIN = 0.05  # pairs whose predicted change is under 5 % are left out of change_error (no change to score)
+BOX_COLUMNS = ("model_path", "system", "backend", "precision", "mode")
+LAYOUT_COLUMNS = ("tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "decode_tp_size",
+                  "decode_pp_size", "decode_attention_dp_size", "decode_moe_tp_size", "decode_moe_ep_size")
+
+
+def change_error(pred: np.ndarray, meas: np.ndarray, keys: dict[str, np.ndarray]) -> dict[str, object]:
+    """Error of a predicted RATIO of two TPOTs on the same box (what the planner's gains are), out of fold.
+
+    A box is BOX_COLUMNS (model checkpoint, system, backend, precision, mode); the two rows of a pair sit in the
+    same fold of every grouping used here, so errors common to them cancel. For an ordered pair (a, b): predicted
+    new/old n_p = pred_a/pred_b, measured n_m = meas_a/meas_b; the pair's error is n_m/n_p (1 = the predicted
+    change was exactly right; the measured gain is the predicted one × n_p/n_m). Pairs with |1 − n_p| < CHANGE_MIN
+    are skipped. `tpot`: q10/q90 of n_m/n_p over SAME-LOAD pairs — same box, concurrency and ISL/OSL, another
+    parallel layout (LAYOUT_COLUMNS): one change at a fixed operating point, like a planner track.
+    `tpot_any_setting`: the same over all pairs of a box (concurrency, ISL/OSL and layout may all differ).
+    """
+    out: dict[str, object] = {}
+    for name, same_load in (("tpot", True), ("tpot_any_setting", False)):
+        ratios = []
+        for key in set(keys["box"].tolist()):
+            idx = np.flatnonzero(keys["box"] == key)
+            n_p = pred[idx][:, None] / pred[idx][None, :]
+            n_m = meas[idx][:, None] / meas[idx][None, :]
+            use = ~np.eye(len(idx), dtype=bool) & (np.abs(1.0 - n_p) >= CHANGE_MIN)
+            if same_load:
+                for k in ("load", "layout"):
+                    eq = keys[k][idx][:, None] == keys[k][idx][None, :]
+                    use &= eq if k == "load" else ~eq
+            ratios.append((n_m / n_p)[use])
+        r = np.concatenate(ratios)
+        out[name] = [float(np.quantile(r, 0.1)), float(np.quantile(r, 0.9))]
+        out["pairs" if same_load else "pairs_any_setting"] = int(len(r))
+    return out
+
+
+def pair_keys(csv_path: str, data: FitData) -> dict[str, np.ndarray]:
+    """Per modelled row (change_error): its box, its load (concurrency, ISL x OSL) and its parallel layout."""
+    with open(csv_path, newline="", encoding="utf-8-sig") as f:
+        rows = {r["id"]: r for r in csv.DictReader(f)}
+
+    def col(cols: tuple[str, ...], i: str) -> str:
+        return "|".join(rows.get(i, {}).get(c, "") for c in cols)
+
+    conc = np.asarray(data.parts.concurrency)
+    return {"box": np.array([col(BOX_COLUMNS, i) or i for i in data.ids], dtype=object),
+            "load": np.array([f"{conc[n]}|{col(('isl', 'osl'), i)}" for n, i in enumerate(data.ids)], dtype=object),
+            "layout": np.array([col(LAYOUT_COLUMNS, i) for i in data.ids], dtype=object)}
 
 
 def coverage(pred: np.ndarray, meas: np.ndarray, q: list[float]) -> float:
@@ -128,6 +182,7 @@ def main() -> None:
     ap.add_argument("csv", nargs="?", default=str(DEV))
     ap.add_argument("--baseline", action="store_true")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--ranges-only", action="store_true", help="write ranges.json only, not the doc tables")
     args = ap.parse_args()
     t0 = time.perf_counter()
     data: FitData = fit_data(read_rows(args.csv))
@@ -139,6 +194,8 @@ def main() -> None:
     cases = {c: {"tpot": quantiles(cv.pred_tpot_s[g], data.tpot_s), "ttft": quantiles(cv.pred_ttft_s[g], data.ttft_s)}
              for c, g in CASE_OF.items()}
     seen = cases["system_seen"]
+    keys = pair_keys(args.csv, data)
+    change = {c: change_error(cv.pred_tpot_s[g], data.tpot_s, keys) for c, g in CASE_OF.items()}
     cover = {g: (coverage(cv.pred_tpot_s[g], data.tpot_s, cases[c]["tpot"]),
                  coverage(cv.pred_ttft_s[g], data.ttft_s, cases[c]["ttft"])) for c, g in CASE_OF.items()}
     cover["in_sample"] = (coverage(tp, data.tpot_s, seen["tpot"]), coverage(tf, data.ttft_s, seen["ttft"]))
@@ -146,7 +203,13 @@ def main() -> None:
     today = dt.date.today().isoformat()
     ranges = {"source": f"bench/validation_report.py {today}: out-of-fold errors on {Path(args.csv).name} "
                         f"({len(data.tpot_s)} rows); q10/q90 of measured/predicted",
-              "cases": cases, "systems": sorted(set(data.labels["system"])),
+              "cases": cases,
+              "change_error_doc": "per case: q10/q90 of measured/predicted RATIO n = TPOT_a/TPOT_b of two rows of "
+                                  "one box (model, system, backend, precision, mode), out of fold (both rows in the "
+                                  "same fold); tpot: same concurrency and ISL/OSL, another parallel layout; "
+                                  "tpot_any_setting: all pairs of a box; pairs with |1 - n_pred| < 0.05 skipped. "
+                                  "The planner's gain ranges (bench/validation_report.py change_error)",
+              "change_error": change, "systems": sorted(set(data.labels["system"])),
               "generations": sorted(set(data.labels["generation"])), "vendors": sorted(set(data.labels["vendor"]))}
     body = [f"Cross-validated first (refit without the held-out group, then predict it), in-sample beside; "
             f"{len(data.tpot_s):,} modelled aggregated rows of tests/data/validation/measured_serving_dev.csv, "
@@ -155,6 +218,11 @@ def main() -> None:
             "worker processes); bias = mean (predicted − measured)/measured.", "",
             *table(ins, cv.summaries, cover, base), "", verdict(cv.summaries, cover)]
     print("\n".join(body))
+    print("change_error (planner gain ranges):", json.dumps(change))
+    if args.ranges_only and not args.dry_run:
+        RANGES.write_text(json.dumps(ranges, indent=1) + "\n", encoding="utf-8")
+        print("wrote ranges.json only")
+        return
     if args.dry_run:
         return
     RANGES.write_text(json.dumps(ranges, indent=1) + "\n", encoding="utf-8")
