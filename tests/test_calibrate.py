@@ -83,9 +83,10 @@ def test_plan_on_the_calibrated_model(cal, gpt_oss) -> None:  # type: ignore[no-
             after = t.details["measured_step_ms_after"]
             assert t.details["gain_on_measured_step"] == pytest.approx(p.measured_step["measured_ms"] / after)
     # one step: five knobs reproduce five measured numbers by construction, so the fit's residual is no error
-    # estimate: the plan says "fitted, not validated" and keeps the uncalibrated range
+    # estimate: the plan says "fitted, not validated" and keeps the uncalibrated (cross-validated) range
     assert not cal.validated and cal.cross_step_error is None
-    assert p.uncertainty == pytest.approx(0.3)
+    assert p.gain_range.basis == "cross_validated"
+    assert p.gain_range.ratio_q == plan(gpt_oss, concurrency=1).gain_range.ratio_q
     assert "fitted, not validated" in plan_lines(p)[0]
     assert doc["calibration"]["validated"] is False
     assert "fitted, not validated" in doc["calibration"]["error_basis"]

@@ -79,6 +79,23 @@ def bounds(case: str, metric: str) -> tuple[float, float]:
     return range_table().quantiles[case][metric]
 
 
+@lru_cache(maxsize=1)
+def _change_table() -> dict[str, tuple[float, float, int]]:
+    path = resources.files("servescope.perfmodel").joinpath("data", "ranges.json")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8")).get("change_error", {})
+        return {c: (float(v["tpot"][0]), float(v["tpot"][1]), int(v["pairs"])) for c, v in doc.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        raise BadConfig(f"perfmodel/data/ranges.json change_error: {e}") from None
+
+
+def change_bounds(case: str) -> tuple[float, float, int] | None:
+    """(q10, q90, pairs) of measured/predicted for a RATIO of two TPOTs on the same box at the same load (another
+    parallel layout), out of fold (ranges.json `change_error`, bench/validation_report.py); None for a case with no
+    measured pairs (vendor_unseen)."""
+    return _change_table().get(case)
+
+
 _PROV: dict[tuple[int, int, str | None], tuple[object, dict[str, str]]] = {}
 
 

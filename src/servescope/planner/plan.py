@@ -4,9 +4,9 @@ verdict on the target.
 Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)` →
   1. baseline on the objective (TPOT at the concurrency, or decode throughput under a TPOT limit),
   2. each track (independent, evaluated in parallel threads, kept in TRACK_KINDS order), its gain on the objective
-     (baseline TPOT / new TPOT, or new / baseline throughput) with a range from acceptance bounds and the model's
-     uncertainty (a calibration's cross-step error when it has one; a one-step calibration is "fitted, not
-     validated" and keeps UNCALIBRATED_UNCERTAINTY — its residuals are zero by construction),
+     (baseline TPOT / new TPOT, or new / baseline throughput) with a range from acceptance bounds and measured
+     error (planner.gain_range: cross-validated error of a predicted ratio on one box, a calibration's cross-step
+     error, or — only where nothing measured applies — a labelled rule of thumb),
   3. a greedy combination of compatible tracks that pay (each added only if the combination improves),
   4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference — the
      physical floor of that configuration — and its binding (largest) term,
@@ -24,6 +24,7 @@ from typing import Any
 from servescope.calibrate import Calibration
 from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.gain_range import PlanRange, plan_range
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import (
     TRACK_KINDS,
@@ -48,14 +49,8 @@ from servescope.planner.tracks_compute import (
     split_k_attention_track,
 )
 from servescope.planner.tracks_spec import speculative_track
-from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, WhatIf, gain_bounds
+from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, WhatIf
 
-# Relative uncertainty of the time a track saves when the model is not calibrated on a trace: roofline-style
-# models miss by tens of percent (perf-model-landscape.md §7: LLM-Viewer#4 1.7-1.9x optimistic; AIC users 30-45%).
-UNCALIBRATED_UNCERTAINTY = 0.3
-MIN_UNCERTAINTY = 0.05
-# A calibration on prefill steps only says little about decode: its efficiencies are extrapolated (assumption).
-OTHER_KIND_UNCERTAINTY = 0.2
 PAYS = 1.001  # a track "pays" above this gain
 
 TRACKS: dict[str, Callable[[Context], Proposal]] = {
@@ -126,7 +121,7 @@ class Plan:
     objective: str
     concurrency: int
     calibrated: bool
-    uncertainty: float
+    gain_range: PlanRange  # where the baseline's and every gain's range come from (planner.gain_range)
     baseline: Outcome
     tracks: tuple[Track, ...]  # ranked
     combined: Combination
@@ -137,6 +132,17 @@ class Plan:
     spec: SpecConfig | None = None
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
     tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
+
+    @property
+    def uncertainty(self) -> float:
+        """A one-number summary of the gain ranges (PlanRange.uncertainty)."""
+        return self.gain_range.uncertainty
+
+    @property
+    def baseline_tpot_s_range(self) -> tuple[float, float] | None:
+        """80 % interval of the baseline TPOT (uncalibrated: the cross-validated range `model` prints)."""
+        q = self.gain_range.baseline_q
+        return None if q is None else (self.baseline.tpot_s * q[0], self.baseline.tpot_s * q[1])
 
     @property
     def dominant_class(self) -> str:
@@ -186,7 +192,7 @@ def plan(
     ev = Evaluator(model or PerfModel(), scenario, objective, concurrency, tpot_limit_s, (imbalance_adjust,))
     baseline = ev.objective_value(())
     ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec)
-    r = _uncertainty(calibration)
+    r = plan_range(scenario, calibration)
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
     measured = _measured_step(calibration)
@@ -227,19 +233,6 @@ def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any])
     return Track(**{**t.__dict__, "details": details})
 
 
-def _uncertainty(calibration: Calibration | None) -> float:
-    """Relative uncertainty of a track's time change. Uncalibrated, or calibrated on one step ("fitted, not
-    validated": k knobs reproduce k numbers, so the residuals are zero by construction): UNCALIBRATED_UNCERTAINTY.
-    Calibrated on several steps: the cross-step error (spread of per-step residuals), at least MIN_UNCERTAINTY, and
-    OTHER_KIND_UNCERTAINTY when no decode step was calibrated (the plan prices decode)."""
-    if calibration is None or calibration.cross_step_error is None:
-        return UNCALIBRATED_UNCERTAINTY
-    r = max(MIN_UNCERTAINTY, calibration.cross_step_error)
-    if not any(s.kind == "decode" for s in calibration.steps):
-        r = max(r, OTHER_KIND_UNCERTAINTY)
-    return r
-
-
 def _propose(ctx: Context) -> list[Proposal]:
     """Run every track (threads: they are independent); forbidden ones are answered without running."""
 
@@ -252,7 +245,7 @@ def _propose(ctx: Context) -> list[Proposal]:
         return list(pool.map(run, TRACK_KINDS))
 
 
-def _evaluate(ctx: Context, p: Proposal, r: float) -> Track:
+def _evaluate(ctx: Context, p: Proposal, r: PlanRange) -> Track:
     base = dict(kind=p.kind, applicable=p.applicable, why_not=p.why_not, effort=p.effort,
                 preconditions=p.preconditions, validate=p.validate, precision_lowering=p.precision_lowering,
                 note=p.note, details=p.details)
@@ -265,7 +258,7 @@ def _evaluate(ctx: Context, p: Proposal, r: float) -> Track:
     if p.bounds is not None:
         lo_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[0],)))
         hi_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[1],)))
-    lo, hi = gain_bounds(min(lo_raw, gain), r)[0], gain_bounds(max(hi_raw, gain), r)[1]
+    lo, hi = r.gain(min(lo_raw, gain), max(hi_raw, gain))
     return Track(gain=gain, gain_low=lo, gain_high=hi, tpot_s=out.tpot_s, output_tok_s=out.output_tok_s,
                  **base)  # type: ignore[arg-type]
 

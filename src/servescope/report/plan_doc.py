@@ -5,7 +5,9 @@ gain, gain_low, gain_high, effort, preconditions, validate}], combined {tracks, 
 ceiling {tpot_ms, output_tok_s, binding, tracks}, target {value, reachable, gap, tracks} or null.
 Gains are ratios of the objective (TPOT: baseline / new; throughput: new / baseline). Target `value` is in ms for
 objective tpot and output tokens/s for objective throughput; `gap` is the factor the objective still has to
-improve by (1.0 when reachable). See docs/plan.md.
+improve by (1.0 when reachable). `range` says where the ranges come from: {basis (cross_validated | cross_step |
+rule_of_thumb), case, text, gain_ratio_q10, gain_ratio_q90, pairs, r, baseline_tpot_ms_low, baseline_tpot_ms_high}
+(nulls where a basis has no such number). See docs/plan.md.
 """
 
 from __future__ import annotations
@@ -60,7 +62,19 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "tpot_limit_ms": None if plan.tpot_limit_s is None else plan.tpot_limit_s * MS_PER_S,
         "calibration": _calibration(plan),
         "warnings": list(plan.warnings),
+        "range": _range(plan),
     }
+
+
+def _range(plan: Plan) -> dict[str, Any]:
+    """Where the baseline's and the gains' ranges come from (planner.gain_range)."""
+    g, rng = plan.gain_range, plan.baseline_tpot_s_range
+    q = g.ratio_q
+    return {"basis": g.basis, "case": g.case, "text": g.text,
+            "gain_ratio_q10": None if q is None else q[0], "gain_ratio_q90": None if q is None else q[1],
+            "pairs": g.pairs, "r": g.r,
+            "baseline_tpot_ms_low": None if rng is None else rng[0] * MS_PER_S,
+            "baseline_tpot_ms_high": None if rng is None else rng[1] * MS_PER_S}
 
 
 def _calibration(plan: Plan) -> dict[str, Any] | None:

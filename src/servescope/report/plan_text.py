@@ -21,11 +21,12 @@ def plan_lines(plan: Plan) -> list[str]:
     head = "uncalibrated (model defaults; no trace)"
     if plan.calibration is not None:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
-    lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}, ±{plan.uncertainty:.0%} on "
-             "each change",
+    lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}; {plan.gain_range.basis} "
+             "ranges (80%)",
              scenario_line(plan.scenario),
-             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms, {b.output_tok_s:.0f} tok/s, dominant term "
-             f"{b.step.dominant}, largest kernel class {plan.dominant_class}"]
+             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, {b.output_tok_s:.0f} tok/s, "
+             f"dominant term {b.step.dominant}, largest kernel class {plan.dominant_class}",
+             plan.gain_range.text]
     if plan.tpot_limit_s is not None:
         lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
                      "(--tpot-limit; default: the baseline's TPOT)")
@@ -62,6 +63,13 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append(f"target {plan.target.target.text}: {plan.target.text}")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return lines
+
+
+def _baseline_range(plan: Plan) -> str:
+    rng = plan.baseline_tpot_s_range
+    if rng is None:
+        return ""
+    return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {plan.gain_range.case})"
 
 
 def scenario_line(sc: Any) -> str:
