@@ -82,6 +82,25 @@ def change_error(pred: np.ndarray, meas: np.ndarray, keys: dict[str, np.ndarray]
     return out
 
 
+def change_by_size(pred: np.ndarray, meas: np.ndarray, keys: dict[str, np.ndarray]) -> list[str]:
+    """Printed only: q10/q90 of measured/predicted ratio over all pairs of a box, binned by the predicted change
+    |1 − n_p| — does the error of a ratio shrink with the size of the change? (docs/plan.md, Gain range)"""
+    n_ps, ratios = [], []
+    for key in set(keys["box"].tolist()):
+        idx = np.flatnonzero(keys["box"] == key)
+        n_p = pred[idx][:, None] / pred[idx][None, :]
+        off = ~np.eye(len(idx), dtype=bool)
+        n_ps.append(n_p[off])
+        ratios.append(((meas[idx][:, None] / meas[idx][None, :]) / n_p)[off])
+    change, ratio = np.abs(1.0 - np.concatenate(n_ps)), np.concatenate(ratios)
+    out = []
+    for lo, hi in ((0.05, 0.1), (0.1, 0.2), (0.2, 0.5), (0.5, 1.0), (1.0, 3.0), (3.0, np.inf)):
+        m = (change >= lo) & (change < hi)
+        q = np.quantile(ratio[m], [0.1, 0.9]) if m.any() else [np.nan, np.nan]
+        out.append(f"|1-n_pred| {lo:g}-{hi:g}: {int(m.sum())} pairs, q10/q90 {q[0]:.2f}/{q[1]:.2f}")
+    return out
+
+
 def pair_keys(csv_path: str, data: FitData) -> dict[str, np.ndarray]:
     """Per modelled row (change_error): its box, its load (concurrency, ISL x OSL) and its parallel layout."""
     with open(csv_path, newline="", encoding="utf-8-sig") as f:
@@ -219,6 +238,8 @@ def main() -> None:
             *table(ins, cv.summaries, cover, base), "", verdict(cv.summaries, cover)]
     print("\n".join(body))
     print("change_error (planner gain ranges):", json.dumps(change))
+    print("system_seen ratio error by predicted change:",
+          "; ".join(change_by_size(cv.pred_tpot_s["leave_one_model_out"], data.tpot_s, keys)))
     if args.ranges_only and not args.dry_run:
         RANGES.write_text(json.dumps(ranges, indent=1) + "\n", encoding="utf-8")
         print("wrote ranges.json only")
