@@ -154,6 +154,8 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
     lines = [f"combined: {', '.join(c['tracks']) or 'nothing pays'} → TPOT {c['tpot_ms']:.2f} ms, "
              f"{c['output_tok_s']:,.0f} tok/s ({c['gain']:.2f}×)",
              f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s, bound by {ceil['binding']}"]
+    if plan.get("range"):
+        lines.insert(0, plan["range"]["text"])  # where the low/high columns come from (docs/plan.md, Gain range)
     if plan.get("target"):
         t = plan["target"]
         unit = "ms" if plan["objective"] == "tpot" else "tok/s"
