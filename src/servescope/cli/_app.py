@@ -25,9 +25,7 @@ text with the given Rich renderer; warnings go to stderr for the machine formats
 from __future__ import annotations
 
 import io
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import wraps
@@ -37,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from rich.console import Console
 
-from servescope.errors import OutputError, ServescopeError
+from servescope.errors import ServescopeError
 
 if TYPE_CHECKING:
     from servescope.perfmodel import Scenario
@@ -91,30 +89,10 @@ TEXT_FILE_WIDTH = 120  # text written with -o: tables as wide as a piped termina
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder renamed over it: readers never see a
-    half-written file, and a failure leaves any previous file untouched."""
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write here: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a written file gets the usual mode
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write `text` to `path` atomically (report.atomic): a failure leaves nothing half-written."""
+    from servescope.report.atomic import write_text_atomically
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    write_text_atomically(path, text)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,7 @@ Does not: repair damaged traces (export needs an intact file: it keeps every byt
 from __future__ import annotations
 
 import gzip
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ import polars as pl
 
 from servescope.classify import classify
 from servescope.errors import NotATrace, OutputError
+from servescope.report.atomic import atomic_binary
 from servescope.steps import find_steps
 from servescope.trace import load_trace
 from servescope.trace._nsys_read import is_sqlite
@@ -159,26 +158,15 @@ def _check_intact(path: Path, buf: bytes | bytearray, warnings: list[str]) -> in
 
 
 def _write(out: Path, pieces: list[bytes | memoryview]) -> None:
-    """Write pieces to `out` through a temporary file in the same folder, renamed over it at the end."""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    except OSError as exc:
-        raise OutputError(f"{out}: cannot write here: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            sink = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) if out.suffix == ".gz" else raw
+    """Write pieces to `out` atomically (report.atomic), gzip-compressed when its name ends in .gz."""
+    with atomic_binary(out) as raw:
+        if out.suffix == ".gz":
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=GZIP_LEVEL, mtime=0) as sink:
+                for piece in pieces:
+                    sink.write(piece)
+        else:
             for piece in pieces:
-                sink.write(piece)
-            if sink is not raw:
-                sink.close()
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{out}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+                raw.write(piece)
 
 
 def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
