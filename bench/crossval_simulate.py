@@ -104,7 +104,7 @@ def run(csv: Path, stride: int, workers: int) -> tuple[str, dict[str, float]]:
         owners.append((name, idx))
     sims = run_tasks(tasks, workers)
     sim_ins, k = sims[: len(sub)], len(sub)
-    sim = {n: np.full((len(sub), 2), np.nan) for n in GROUPINGS}
+    sim = {n: np.full((len(sub), 3), np.nan) for n in GROUPINGS}
     for name, idx in owners:
         sim[name][idx] = sims[k: k + len(idx)]
         k += len(idx)
@@ -152,15 +152,20 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
                      f"{name}.tpot_sim": s_tp[0]})
         out.append(f"| {name} | {int(ok.sum())} | {c_tf[0]:.1%} | {s_tf[0]:.1%} | {c_tf[1]:+.1%} | {s_tf[1]:+.1%} "
                    f"| {c_tp[0]:.1%} | {s_tp[0]:.1%} | {c_tp[1]:+.1%} | {s_tp[1]:+.1%} |")
-    out += ["", "By backend, out of fold (TTFT MAPE closed / sim, and the median of simulated ÷ measured TTFT):", "",
-            "| grouping | backend | rows | TTFT MAPE closed | TTFT MAPE sim | median sim/meas |", "|---|---|---|---|---|---|"]
+    out += ["", "By backend, out of fold (TTFT MAPE closed / sim, the median over rows of simulated ÷ measured mean "
+            "TTFT, and — a diagnostic, not a prediction, since the CSV reports means — the MAPE of each run's "
+            "simulated median TTFT against the measured mean: the gap to the sim column is what the slow tail of the "
+            "simulated runs, chiefly the first wave of a closed loop started all at once, adds):", "",
+            "| grouping | backend | rows | TTFT MAPE closed | TTFT MAPE sim | median sim/meas "
+            "| diagnostic: MAPE of the simulated median TTFT |", "|---|---|---|---|---|---|---|"]
     be = np.array([r.backend for r in sub])
     for name in GROUPINGS:
         s, ctf = sim[name], cf[name][1]
         for b in sorted(set(be)):
             ok = (be == b) & np.isfinite(s).all(axis=1) & np.isfinite(ctf)
             out.append(f"| {name} | {b} | {int(ok.sum())} | {_scores(ctf[ok], meas_ttft[ok])[0]:.1%} "
-                       f"| {_scores(s[ok, 1], meas_ttft[ok])[0]:.1%} | {np.median(s[ok, 1] / meas_ttft[ok]):.2f} |")
+                       f"| {_scores(s[ok, 1], meas_ttft[ok])[0]:.1%} | {np.median(s[ok, 1] / meas_ttft[ok]):.2f} "
+                       f"| {_scores(s[ok, 2], meas_ttft[ok])[0]:.1%} |")
     failed = int((~np.isfinite(table).all(axis=1)).sum())
     out += ["", f"Fitted through the simulation on all {insample.rows} subsample rows (in-sample row): prefill_eff "
             f"{insample.prefill_eff:.3f}, prefill_overhead_s {insample.prefill_overhead_s * 1e3:.1f} ms (shipped "

@@ -48,17 +48,17 @@ class SimTask:
     efficiency: Efficiency
 
 
-def run_task(t: SimTask) -> tuple[float, float]:
-    """(mean TPOT s, mean TTFT s) of one task; (nan, nan) when the simulation rejects the setup."""
+def run_task(t: SimTask) -> tuple[float, float, float]:
+    """(mean TPOT s, mean TTFT s, median TTFT s) of one task; nans when the simulation rejects the setup."""
     try:
         res = simulate_row(replace(t.scenario, efficiency=t.efficiency), t.concurrency)
     except ScenarioError:
-        return float("nan"), float("nan")
-    return res.tpot.mean_s, res.ttft.mean_s
+        return float("nan"), float("nan"), float("nan")
+    return res.tpot.mean_s, res.ttft.mean_s, res.ttft.p50_s
 
 
 def run_tasks(tasks: Sequence[SimTask], workers: int = 1) -> np.ndarray:
-    """(n, 2) array of (TPOT s, TTFT s), tasks in order; distinct (scenario, concurrency, efficiency) run once."""
+    """(n, 3) array of run_task's (mean TPOT s, mean TTFT s, median TTFT s), tasks in order; distinct (scenario, concurrency, efficiency) run once."""
     key = [(id(t.scenario), t.concurrency, t.efficiency) for t in tasks]
     first: dict[tuple[int, int, Efficiency], int] = {}
     uniq = [first.setdefault(k, i) == i for i, k in enumerate(key)]
@@ -69,7 +69,7 @@ def run_tasks(tasks: Sequence[SimTask], workers: int = 1) -> np.ndarray:
     else:
         out = [run_task(t) for t in todo]
     by_key = dict(zip((k for k, u in zip(key, uniq, strict=True) if u), out, strict=True))
-    return np.array([by_key[k] for k in key], dtype=float).reshape(len(tasks), 2)
+    return np.array([by_key[k] for k in key], dtype=float).reshape(len(tasks), 3)
 
 
 def sim_table(rows: Sequence[Row], base: Efficiency, workers: int = 1,

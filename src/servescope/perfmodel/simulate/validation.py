@@ -7,7 +7,8 @@ row's backend defaults (an engine without chunked prefill gets a step budget of 
 measured server admitted each prompt next to a running batch, or its TTFT would be a whole drain); returns RowResults with the simulated mean TTFT and mean TPOT (the CSV's statistics), so
 perfmodel.validate's summaries apply unchanged. `stride` keeps every stride-th row (a quick look).
 What it does not: refit the efficiencies for the simulation (they were fitted with the closed form's queueing
-and interference terms, which the simulation replaces), or cross-validate (perfmodel.crossval).
+and interference terms, which the simulation replaces; simulate/fit.py fits prefill_eff and prefill_overhead_s
+through the simulation and bench/crossval_simulate.py cross-validates that), or cross-validate (perfmodel.crossval).
 """
 
 from __future__ import annotations
