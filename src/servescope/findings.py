@@ -34,7 +34,7 @@ class Finding:
 
 def _kind_phrase(kind: str) -> str:
     """`unknown` steps are ProfilerStep#N or idle-gap segments: their label does not say prefill or decode."""
-    return "unknown-kind step" if kind == "unknown" else kind
+    return "unknown-kind" if kind == "unknown" else kind
 
 
 def _pct(x: float) -> str:
