@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from servescope.perfmodel import Scenario, decode_step
@@ -47,14 +47,17 @@ def test_every_request_finishes_once_with_all_its_tokens(backend, arrival, n, co
 @FAST
 @given(backend=BACKENDS, n=st.integers(10, 50), conc=st.integers(4, 32), seed=st.integers(0, 99),
        kv_small=st.integers(700, 3000), extra=st.integers(1, 6000))
+@example(backend="trtllm", n=40, conc=7, seed=40, kv_small=700, extra=23)  # +0.45% p99, 0.44 of a step
+@example(backend="sglang", n=18, conc=22, seed=18, kv_small=2686, extra=116)  # +1.1% p99, 0.16 of a step
 def test_more_kv_never_raises_p99_ttft(backend, n, conc, seed, kv_small, extra) -> None:
-    """More KV blocks: fewer preemptions and earlier admission, so p99 TTFT does not rise (up to 0.1 %: admitting
-    one more sequence into a step adds its per-sequence cost to the requests prefilling in that step)."""
+    """More KV blocks: fewer preemptions and earlier admission, so p99 TTFT does not rise by more than one step of
+    the smaller-cache run. Not exactly zero: a sequence admitted earlier adds its per-sequence cost to the steps it
+    shares with others' prefills and shifts their phase against the step clock (the same bound as for a faster GPU
+    with arrivals over time). Relative bounds fail: the examples above rise 0.45% and 1.1% (0.44 and 0.16 steps)."""
     sc = BASE.with_(backend=backend)
     small = simulate(sc, "closed", conc, n, range_ratio=0.5, seed=seed, kv_cache_tokens=kv_small)
     big = simulate(sc, "closed", conc, n, range_ratio=0.5, seed=seed, kv_cache_tokens=kv_small + extra)
-    # one more sequence admitted in a step adds its per-sequence cost to that step: microseconds, never more
-    assert big.ttft.p99_s <= small.ttft.p99_s * (1 + 1e-3)
+    assert big.ttft.p99_s <= small.ttft.p99_s + small.max_step_s
 
 
 @FAST

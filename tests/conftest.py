@@ -1,0 +1,11 @@
+"""Test-session settings. In CI (CI=true) Hypothesis runs derandomized: the same examples every run, so a landing
+never fails on a draw no developer ever saw; random exploration happens on developer machines and in `make fuzz`,
+and every failure found there is kept as an explicit @example or regression test."""
+
+import os
+
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
