@@ -15,23 +15,16 @@ Prints medians as Markdown for bench/RESULTS.md. What it does not: run in CI, or
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from _side_by_side import alternate, print_table
 
 HERE = Path(__file__).parent
 OUT = HERE / "out"
 BIG = OUT / "big_trace.json"
 ANNOTATED = OUT / "big_annotated.json.gz"
-
-
-def _timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of one command, from GNU time; stdout discarded."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, check=True)
-    wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()
-    return float(wall_s), float(rss_kib) * 1024 / 1e6
 
 
 def main() -> None:
@@ -47,16 +40,8 @@ def main() -> None:
         "servescope export -o x.json.gz": [*py, "export", str(BIG), "-o", str(ANNOTATED)],
         "servescope diff BIG BIG --json": [*py, "diff", str(BIG), str(BIG), "--json"],
     }
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
-    for _ in range(args.repeat):  # alternate, so drift on a noisy machine hits all alike
-        for name, cmd in cmds.items():
-            runs[name].append(_timed(cmd))
-    base = statistics.median(x[0] for x in runs["servescope trace --json (baseline)"])
-    print(f"| command | wall s (median of {args.repeat}) | × trace --json | peak RSS MB |")
-    print("|---|---|---|---|")
-    for name, rs in runs.items():
-        wall = statistics.median(x[0] for x in rs)
-        print(f"| {name} | {wall:.2f} | {wall / base:.2f} | {statistics.median(x[1] for x in rs):.0f} |")
+    runs = alternate(cmds, args.repeat)
+    print_table(runs, "servescope trace --json (baseline)", args.repeat)
     print(f"\ntrace: {BIG.stat().st_size / 1e6:.1f} MB plain JSON; annotated: {ANNOTATED.stat().st_size / 1e6:.1f} MB gzip")
     print("raw runs (wall s, peak RSS MB): " + "; ".join(f"{k}: {v}" for k, v in runs.items()))
 

@@ -13,24 +13,17 @@ What it does not: run in CI, or assert (the ratio is reported, whatever it is).
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from _side_by_side import alternate, print_table
 
 HERE = Path(__file__).parent
 OUT = HERE / "out"
 BIG = OUT / "big_trace.json"
 HTML = OUT / "big_report.html"
 SCENARIO = ["--model", "gpt-oss-120b", "--gpu", "b200_sxm", "--tp", "8"]
-
-
-def _timed(cmd: list[str]) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of one command, from GNU time; stdout discarded."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True, check=True)
-    wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()
-    return float(wall_s), float(rss_kib) * 1024 / 1e6
 
 
 def main() -> None:
@@ -46,16 +39,8 @@ def main() -> None:
     }
     if args.scenario:
         cmds["servescope report --model … -o report.html"] = [*cmds["servescope report -o report.html"], *SCENARIO]
-    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in cmds}
-    for _ in range(args.repeat):  # alternate, so drift on a noisy machine hits all alike
-        for name, cmd in cmds.items():
-            runs[name].append(_timed(cmd))
-    base = statistics.median(x[0] for x in runs["servescope trace --json"])
-    print(f"| command | wall s (median of {args.repeat}) | × trace --json | peak RSS MB |")
-    print("|---|---|---|---|")
-    for name, rs in runs.items():
-        wall = statistics.median(x[0] for x in rs)
-        print(f"| {name} | {wall:.2f} | {wall / base:.2f} | {statistics.median(x[1] for x in rs):.0f} |")
+    runs = alternate(cmds, args.repeat)
+    print_table(runs, "servescope trace --json", args.repeat)
     print(f"\ntrace: {BIG.stat().st_size / 1e6:.1f} MB plain JSON; report: {HTML.stat().st_size / 1e6:.2f} MB HTML")
     print("raw runs (wall s, peak RSS MB): " + "; ".join(f"{k}: {v}" for k, v in runs.items()))
 
