@@ -42,8 +42,7 @@ class Efficiency:
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
-    ttft_queue_frac: float = 0.5  # share of the other in-flight requests' prefills a new request waits for
-    ttft_queue_exp: float = 1.0  # queue grows as (c − 1)^exp: 1 = synchronised waves, < 1 = waves spread out
+    ttft_queue_frac: float = 0.2  # mixed-step engines: share of a synchronised wave's first-token wait (serving.py)
     gpu_memory_utilization: float = 0.93  # share of HBM the engine may use
     reserve_bytes: float = 2.5e9  # activations, CUDA graphs, workspace per GPU
     source: str = "built-in defaults"

@@ -42,8 +42,7 @@ FITTED: dict[str, tuple[float, float, str]] = {
     "prefill_overhead_s": (1e-4, 0.25, "TTFT at concurrency 1 (request set-up, tokenizer, first sampling)"),
     "prefill_eff": (0.2, 1.5, "TTFT, and TPOT through prefill interference"),
     "prefill_interference": (0.0, 2.0, "TPOT growth with concurrency (other requests' prefills)"),
-    "ttft_queue_frac": (0.0, 1.0, "TTFT growth with concurrency"),
-    "ttft_queue_exp": (0.3, 1.0, "TTFT growth with concurrency"),
+    "ttft_queue_frac": (0.0, 1.0, "TTFT growth with concurrency on engines with mixed steps (vLLM, TRT-LLM)"),
     "mla_prefill_layer_s": (0.0, 4e-3, "TTFT of MLA models (DeepSeek-V3/R1, Kimi-K2.5, GLM-5)"),
     "linear_prefill_layer_s": (0.0, 4e-3, "TTFT of linear-attention models (Qwen3.5)"),
 }
@@ -59,7 +58,7 @@ Overrides = dict[str, dict[str, float]]
 # only for backends with rows of >= MIN_MODELS_OVERRIDE models. Shipped: none (BY_BACKEND empty) — with these
 # four offsets the cross-validated TTFT got worse (leave-one-system-out 36.7 % -> 38.5 %, leave-one-backend-out
 # 37.5 % -> 41.0 %) although in-sample improved (34.8 % -> 31.5 %); docs/model.md §4.
-BY_BACKEND_CANDIDATES = ("cpu_overhead_s", "prefill_overhead_s", "ttft_queue_frac", "ttft_queue_exp")
+BY_BACKEND_CANDIDATES = ("cpu_overhead_s", "prefill_overhead_s", "ttft_queue_frac")
 BY_BACKEND: tuple[str, ...] = ()
 MIN_MODELS_OVERRIDE = 4
 SHRINK_TAU_Z = 1.0  # prior scale of a backend's offset in logistic space
@@ -79,13 +78,13 @@ class FitData:
 
     def subset(self, mask: np.ndarray) -> FitData:
         p = self.parts
-        dec, pf = (map_parts(s, lambda x: x[mask]) for s in (p.dec, p.pf))
-        sp = ServingParts(dec, pf, *(getattr(p, f)[mask] for f in _SERVING_FIELDS))
+        dec, pf, wave = (map_parts(s, lambda x: x[mask]) for s in (p.dec, p.pf, p.wave))
+        sp = ServingParts(dec, pf, wave, *(getattr(p, f)[mask] for f in _SERVING_FIELDS))
         ids = tuple(i for i, m in zip(self.ids, mask, strict=True) if m)
         return FitData(sp, self.tpot_s[mask], self.ttft_s[mask], ids, {k: v[mask] for k, v in self.labels.items()})
 
 
-_SERVING_FIELDS = ("concurrency", "cap", "osl", "dp", "n_mla", "n_lin")
+_SERVING_FIELDS = ("concurrency", "cap", "osl", "dp", "n_mla", "n_lin", "per_step", "in_step", "lockstep")
 
 
 def fit_data(rows: Sequence[Row]) -> FitData:

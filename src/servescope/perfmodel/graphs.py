@@ -1,6 +1,7 @@
 """CUDA-graph capture sizes per engine: which decode batches replay a graph, padded to which size.
 
-What it does: reads the engine defaults in `perfmodel/data/engines.toml` (each with its source) and, for a
+What it does: reads the engine defaults in `perfmodel/data/engines.toml` (each with its source): the prompt tokens
+one prefill step takes and whether waves of requests stay in lock-step (serving.py TTFT), and, for a
 decode step of `t` tokens per rank, returns whether it replays a captured graph (t ≤ the largest captured size)
 and the size it runs at (the next captured size ≥ t; eager steps run at t). Prefill chunks run eagerly here.
 What it does not: model piecewise graphs of mixed batches (perfmodel/simulate does), or time anything.
@@ -61,3 +62,24 @@ def padded_tokens(backend: str, tokens: np.ndarray, graphs: bool) -> tuple[np.nd
     inside = idx < len(sizes)
     padded = np.where(inside, sizes[np.minimum(idx, len(sizes) - 1)], t)
     return inside.astype(float), padded
+
+
+GIB = 1024.0**3
+
+
+def prefill_tokens_per_step(backend: str, hbm_bytes: float) -> int:
+    """Prompt tokens one prefill step of the engine's default configuration takes on a GPU of `hbm_bytes`
+    (data/engines.toml prefill_tokens_per_step, with its source)."""
+    sec = engine_table().get(backend, {})
+    text = str(sec.get("prefill_tokens_per_step", "inf:8192"))
+    gib = float(hbm_bytes) / GIB
+    try:
+        table = [(float(b), int(t)) for b, t in (item.split(":") for item in text.split(","))]
+    except ValueError:
+        raise BadConfig(f"perfmodel/data/engines.toml: bad prefill_tokens_per_step {text!r} ({backend})") from None
+    return next((t for b, t in table if gib < b), table[-1][1])
+
+
+def lockstep_waves(backend: str) -> bool:
+    """True for engines whose steps are all-prefill or all-decode (data/engines.toml lockstep_waves)."""
+    return bool(engine_table().get(backend, {}).get("lockstep_waves", False))

@@ -15,10 +15,18 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
   TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
            (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
-  TTFT   = t_pf + decode step (a new request waits for the running step) + q · ((c_eff − 1)/dp)^a · t_pf'
-           (q = ttft_queue_frac: 0 = arrivals perfectly staggered, 0.5 with a = 1: synchronised waves of c
-           requests; a = ttft_queue_exp < 1 when waves spread out as the benchmark runs;
-           + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes)
+  TTFT   = t_pf + decode step (a new request waits for the running step) + s · W(n, k) · t_pf'
+           + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes
+           W(n, k) = the mean wait, in prefills, of a synchronised wave of n = c_eff/dp requests per rank arriving
+           together and prefilled k = max(1, ⌊B/isl⌋) per step (B = the engine's prompt tokens per step,
+           data/engines.toml): request j's first token comes at the end of its step, so
+           W = mean_j min((⌊j/k⌋ + 1)·k, n) − 1 = (k²·m(m+1)/2 + r·n)/n − 1, m = ⌊n/k⌋, r = n − m·k
+           ((n − 1)/2 for k = 1, n − 1 when the wave fits one step);
+           s = 1 for engines whose steps are all-prefill or all-decode (SGLang): with equal lengths the c requests
+           of a closed-loop benchmark finish on the same step, so every wave arrives synchronised;
+           s = ttft_queue_frac for engines that mix prompts into decode steps (vLLM, TRT-LLM): completions stay
+           staggered after the first wave, and the fitted share is about 1/(waves in the run) plus the queueing of
+           the staggered arrivals
   output tokens/s = c_eff · osl / (TTFT + (osl − 1) · TPOT)   (one instance: all tp·dp·pp GPUs)
 The point's terms are the decode step's terms plus the interference share of the prefill terms, so they add up to
 TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, speculative decoding.
@@ -34,6 +42,7 @@ import numpy as np
 
 from servescope.perfmodel import memory
 from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.graphs import lockstep_waves, prefill_tokens_per_step
 from servescope.perfmodel.ranges import bounds, provenance, scenario_case
 from servescope.perfmodel.step import (
     TERMS,
@@ -87,15 +96,28 @@ def linear_layers(sc: Scenario) -> int:
     return sum(1 for a in sc.model.layer_attention if a in ("linear", "mamba"))
 
 
+def wave_wait(n: Any, k: Any) -> Any:
+    """Mean extra first-token wait (in prefills of one request) of a synchronised wave of n requests prefilled k per
+    step: (k²·m(m+1)/2 + r·n)/n − 1 with m = ⌊n/k⌋, r = n − m·k (module docstring); numpy-broadcasting."""
+    n = np.maximum(n, 1.0)
+    m = np.floor(n / k)
+    r = n - m * k
+    return (k * k * m * (m + 1.0) / 2.0 + r * n) / n - 1.0
+
+
 def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any, dp: Any,
-           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, queue_exp: Any,
-           n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0, n_lin: Any = 0, linear_prefill_layer_s: Any = 0.0) -> Any:
+           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, wave_step: Any, wave_overhead: Any,
+           per_step: Any, in_step: Any, lockstep: Any, n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0,
+           n_lin: Any = 0, linear_prefill_layer_s: Any = 0.0) -> Any:
     """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
-    efficiency fit can evaluate many candidate constants at once."""
+    efficiency fit can evaluate many candidate constants at once. `wave_step` is one prefill step of `in_step`
+    requests per rank (min(k, n)), `per_step` = k."""
     ce = np.minimum(c, cap)
     t_pf = pf_step / prefill_eff + prefill_overhead_s + n_mla * mla_prefill_layer_s + n_lin * linear_prefill_layer_s
     t_marg = (pf_step - pf_overhead) / prefill_eff
-    ttft = t_pf + dec_step + queue_frac * ((ce - 1.0) / dp) ** queue_exp * t_marg
+    u = wave_step / prefill_eff / in_step  # one request's share of a wave's prefill step (its overhead included)
+    share = lockstep + (1.0 - lockstep) * queue_frac
+    ttft = t_pf + dec_step + share * (u * (wave_wait(ce / dp, per_step) + 1.0) - t_marg)
     over = np.maximum(c - cap, 0.0) / cap
     return ttft + over * (ttft + (osl - 1) * tpot)
 
@@ -107,12 +129,16 @@ class ServingParts:
 
     dec: StepParts
     pf: StepParts
+    wave: StepParts  # one prefill step of a synchronised wave: in_step requests per attention-DP rank
     concurrency: np.ndarray
     cap: np.ndarray  # sequences whose KV at the mean context fits
     osl: np.ndarray
     dp: np.ndarray
     n_mla: np.ndarray
     n_lin: np.ndarray
+    per_step: np.ndarray  # requests prefilled per step in a wave: k = max(1, ⌊B/isl⌋)
+    in_step: np.ndarray  # requests in the wave's prefill step: min(k, ⌈c_eff/dp⌉)
+    lockstep: np.ndarray  # 1.0 for engines whose waves stay synchronised, else 0.0
 
 
 def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: bool = False) -> ServingParts:
@@ -123,14 +149,17 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
     dec = step_parts(sc, np.minimum(c, cap), sc.isl + sc.osl / 2.0, 1)
     pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
+    per_step = max(1, prefill_tokens_per_step(sc.backend, sc.gpu.hbm_bytes) // max(sc.isl, 1))
+    in_step = np.minimum(float(per_step), np.ceil(np.minimum(c, cap) / sc.dp))
+    wave = step_parts(sc, sc.dp * in_step, 0, sc.isl, prefill=True)
     if flat:
-        dec, pf = dec.take(n), pf.take(n)
+        dec, pf, wave = dec.take(n), pf.take(n), wave.take(n)
 
     def full(x: float) -> np.ndarray:
         return np.full(n, float(x)) if flat else np.asarray(float(x))
 
-    return ServingParts(dec, pf, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
-                        full(linear_layers(sc)))
+    return ServingParts(dec, pf, wave, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
+                        full(linear_layers(sc)), full(per_step), in_step, full(float(lockstep_waves(sc.backend))))
 
 
 def stack_serving(parts: list[ServingParts]) -> ServingParts:
@@ -138,19 +167,21 @@ def stack_serving(parts: list[ServingParts]) -> ServingParts:
     def cat(f: str) -> np.ndarray:
         return np.concatenate([getattr(p, f) for p in parts])
 
-    return ServingParts(stack_parts([p.dec for p in parts]), stack_parts([p.pf for p in parts]), cat("concurrency"),
-                        cat("cap"), cat("osl"), cat("dp"), cat("n_mla"), cat("n_lin"))
+    return ServingParts(stack_parts([p.dec for p in parts]), stack_parts([p.pf for p in parts]),
+                        stack_parts([p.wave for p in parts]), cat("concurrency"), cat("cap"), cat("osl"), cat("dp"),
+                        cat("n_mla"), cat("n_lin"), cat("per_step"), cat("in_step"), cat("lockstep"))
 
 
 def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
     """TPOT, TTFT (s) and the TPOT terms from the parts (formulas in the module docstring)."""
-    dec, pf = combine_step(p.dec, eff), combine_step(p.pf, eff)
+    dec, pf, wave = combine_step(p.dec, eff), combine_step(p.pf, eff), combine_step(p.wave, eff)
     ce = np.minimum(p.concurrency, p.cap)
     share = eff.prefill_interference * (ce - 1.0) / (p.osl * p.dp)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * pf[k] / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
     ttft = ttft_s(pf["step"], pf["overhead"], dec["step"], p.concurrency, p.cap, tpot, p.osl, p.dp, eff.prefill_eff,
-                  eff.prefill_overhead_s, eff.ttft_queue_frac, eff.ttft_queue_exp, p.n_mla, eff.mla_prefill_layer_s,
+                  eff.prefill_overhead_s, eff.ttft_queue_frac, wave["step"], wave["overhead"], p.per_step, p.in_step,
+                  p.lockstep, p.n_mla, eff.mla_prefill_layer_s,
                   p.n_lin, eff.linear_prefill_layer_s)
     out = {"tpot_s": tpot, "ttft_s": ttft, "batch": ce, "step": dec["step"], "floor": dec["floor"],
            "pf_step": pf["step"], "pf_overhead": pf["overhead"]}

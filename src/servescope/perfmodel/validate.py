@@ -9,6 +9,12 @@ Row conventions (documented in docs/model.md §Validation):
   * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`);
   * KV cache fp8 for rows with fp8/fp4 weights, else bf16 (the published benchmark recipes for fp8/fp4
     checkpoints pass an fp8 KV-cache dtype; with bf16 KV several measured concurrencies would not fit);
+  * a row whose measured TPOT is below the physical floor of a plain decode step (datasheet bandwidth and FLOP/s,
+    collectives on their measured curves, no overheads: step.py floor_s) at the batch the engine must have held
+    is skipped (`below_floor`): in a closed loop of c clients each client is either waiting for its first token
+    or decoding, so (Little's law) the mean decode batch is b = c·D/(TTFT + D) with D = (osl − 1)·TPOT, all
+    three measured; a TPOT under the floor at b is not a plain decode of that batch (speculative decoding, a
+    run that did not hold its load) and no setting of the model can represent it;
   * some dump rows multiply sizes (e.g. tp_size 64 with moe_tp 8 × moe_ep 8 on an 8-GPU node, id "tp8_ep8"):
     when tp·dp exceeds the GPUs of one node (8 for *_sxm) and moe_tp == moe_ep, the layout is read as
     tp/moe_tp (or dp/moe_tp) with ep = moe_ep, which the row ids confirm.
@@ -32,6 +38,7 @@ from servescope.perfmodel.memory import max_concurrency
 from servescope.perfmodel.ranges import bounds, scenario_case
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays
+from servescope.perfmodel.step import step_parts
 from servescope.units import MS_PER_S
 
 OVER_CAPACITY = 2.0  # rows claiming more in-flight sequences than this multiple of the KV capacity are skipped
@@ -202,7 +209,7 @@ def read_rows(path: str | Path) -> list[Row]:
             if missing:
                 raise BadConfig(f"{p}: missing columns {', '.join(missing)}")
             cache: dict[tuple[object, ...], Scenario | str] = {}
-            return [_parse_or_skip(r, cache, reader.line_num) for r in reader]
+            return below_floor([_parse_or_skip(r, cache, reader.line_num) for r in reader])
     except FileNotFoundError:
         raise BadConfig(f"{p}: no such file") from None
     except IsADirectoryError:
@@ -224,6 +231,32 @@ def _parse_or_skip(r: dict[str, str], cache: dict[tuple[object, ...], Scenario |
         text = {k: str(v) for k, v in r.items() if isinstance(k, str) and isinstance(v, str)}
         return Row(text.get("id") or f"line {line}", text.get("system", ""), text.get("backend", ""),
                    text.get("model_path", ""), 0, float("nan"), float("nan"), None, f"unreadable row: {exc}")
+
+
+def below_floor(rows: list[Row]) -> list[Row]:
+    """Rows whose measured TPOT is below the decode-step floor at their Little's-law batch (module docstring),
+    turned into skipped rows with the numbers in the reason; the others unchanged, order kept."""
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        if r.scenario is not None:
+            groups[id(r.scenario)].append(i)
+    out = list(rows)
+    for idx in groups.values():
+        sc = rows[idx[0]].scenario
+        assert sc is not None
+        c = np.array([rows[i].concurrency for i in idx], dtype=float)
+        tpot_s = np.array([rows[i].tpot_ms for i in idx]) / MS_PER_S
+        ttft_s = np.array([rows[i].ttft_ms for i in idx]) / MS_PER_S
+        d = (sc.osl - 1) * tpot_s
+        b = np.maximum(c * d / (ttft_s + d), 1.0)
+        floor_s = step_parts(sc, b, sc.isl + sc.osl / 2.0, 1).floor_s * np.ones_like(b)
+        for j, i in enumerate(idx):
+            if tpot_s[j] < floor_s[j]:
+                out[i] = replace(rows[i], scenario=None, reason=(
+                    f"below_floor: measured TPOT {tpot_s[j] * MS_PER_S:.2f} ms is under the {floor_s[j] * MS_PER_S:.2f} ms "
+                    f"physical floor of a decode step at the {b[j]:.0f} sequences the run held (Little's law from its "
+                    f"concurrency, TTFT and TPOT): not a plain decode of that batch"))
+    return out
 
 
 def evaluate(rows: list[Row], efficiency: dict[tuple[str, str], Efficiency] | None = None) -> ValidationResult:
