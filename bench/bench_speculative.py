@@ -2,58 +2,91 @@
 
 Usage: .venv/bin/python bench/bench_speculative.py [--check]
 Reads tests/data/planner/spec_pairs.csv (each row cites its line in the bundled copy of
-speculative-decoding-measured.md), predicts every row with servescope.perfmodel.spec_pairs, and replaces the
-block between `<!-- spec-pairs:begin -->` and `<!-- spec-pairs:end -->` in docs/plan.md with the table, the share
-within ±20 % and the reference box (Kimi-K2.5 INT4 experts, 8× RTX PRO 6000 Server, TP=8, EAGLE-3 k=3,
-per-position acceptance 0.645/0.393/0.240) at concurrency 1 and 128. It also recomputes the host-sync constant
-of perfmodel.speculative (median synchronous D2H copy) from the SGLang trace in /work/shared/traces when present.
-`--check` prints instead of writing. Accuracy only: no timing claims.
+speculative-decoding-measured.md), prices every row once (perfmodel.spec_pairs), fits the speculative model's two
+host costs on all rows and again leaving each source out (perfmodel.spec_fit), writes the fit and the
+out-of-fold error quantiles to src/servescope/perfmodel/data/spec_host.toml (the planner's speculative gain
+ranges read them), and replaces the block between `<!-- spec-pairs:begin -->` and `<!-- spec-pairs:end -->` in
+docs/plan.md with the table (cross-validated first, in-sample beside it), the counts, and the reference box
+(Kimi-K2.5 INT4 experts, 8× RTX PRO 6000 Server, TP=8, EAGLE-3 k=3, per-position acceptance 0.645/0.393/0.240)
+at concurrency 1 and 128. It also recomputes the host-sync constant of perfmodel.speculative (median
+synchronous D2H copy) from the SGLang trace in /work/shared/traces when present.
+`--check` prints and writes nothing. Accuracy only: no timing claims.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel import Scenario  # noqa: E402
-from servescope.perfmodel.spec_pairs import TOLERANCE, evaluate, load_pairs, share_within  # noqa: E402
+from servescope.perfmodel.spec_fit import BOUNDS, FitReport, fit_report  # noqa: E402
+from servescope.perfmodel.spec_pairs import (  # noqa: E402
+    TOLERANCE,
+    PairResult,
+    load_pairs,
+    share_within,
+    source_key,
+)
 from servescope.perfmodel.speculative import HOST_SYNC_S  # noqa: E402
-from servescope.planner import SpecConfig, plan  # noqa: E402
 
 PAIRS = ROOT / "tests" / "data" / "planner" / "spec_pairs.csv"
 DOC = ROOT / "docs" / "plan.md"
+HOST_TOML = ROOT / "src" / "servescope" / "perfmodel" / "data" / "spec_host.toml"
 BEGIN, END = "<!-- spec-pairs:begin -->", "<!-- spec-pairs:end -->"
 SYNC_TRACE = Path("/work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
 KIMI_ACCEPTANCE = (0.645, 0.393, 0.240)
 
 
-def _pairs_table() -> list[str]:
-    results = evaluate(load_pairs(PAIRS))
+def _cell(r: PairResult) -> str:
+    err = "" if r.error is None else f" ({100 * r.error:+.0f}%)"
+    mark = {None: "", True: " ✓", False: " ✗"}[r.within]
+    return f"{r.predicted:.2f}{err}{mark}"
+
+
+def _counts(results: list[PairResult]) -> str:
     within, scored = share_within(results)
-    lines = [
-        "| id | ref row (line) | setup | batch | k | AL | measured | predicted | error | within ±20% |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in results:
-        p = r.pair
-        setup = f"{p.method} {p.model} {p.tp}×{p.gpu} {p.backend}"
-        err = "–" if r.error is None else f"{100 * r.error:+.0f}%"
-        verdict = {None: "anchor", True: "yes", False: "no"}[r.within]
-        measured = f"< {p.measured:.2f}" if p.kind == "below" else f"{p.measured:.3g}"
-        kind = " (ratio)" if p.kind == "ratio" else ""
-        lines.append(f"| {p.id} | {p.ref_row} ({p.source_line}) | {setup} | {p.batch} | {p.k} | "
-                     f"{p.al if p.al else 'n/s'} | {measured}{kind} | {r.predicted:.2f} | {err} | {verdict} |")
     hi = [r for r in results if r.within is not None and r.pair.batch >= 16]
-    lines += ["", f"Within ±{TOLERANCE:.0%}: **{within} of {scored}** scored rows "
-              f"({sum(1 for r in hi if r.within)} of {len(hi)} at batch ≥ 16)."]
+    return f"{within} of {scored} ({sum(1 for r in hi if r.within)} of {len(hi)} at batch ≥ 16)"
+
+
+def _pairs_table(rep: FitReport) -> list[str]:
+    lines = [
+        "| id | source (ref row, line) | setup | batch | k | AL | measured | predicted, cross-validated | "
+        "predicted, in-sample |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for ins, cv in zip(rep.in_sample, rep.out_of_fold, strict=True):
+        p = ins.pair
+        setup = f"{p.method} {p.model} {p.tp}×{p.gpu} {p.backend}"
+        measured = f"< {p.measured:.2f}" if p.kind == "below" else f"{p.measured:.3g}"
+        measured += {"ratio": " (ratio)", "anchor": " (anchor)"}.get(p.kind, "")
+        lines.append(f"| {p.id} | {p.source} ({p.ref_row}, {p.source_line}) | {setup} | {p.batch} | {p.k} | "
+                     f"{p.al if p.al else 'n/s'} | {measured} | {_cell(cv)} | {_cell(ins)} |")
+    h, folds = rep.host, rep.fold_hosts
+    lo_s, hi_s = min(f.per_seq_s for f in folds.values()), max(f.per_seq_s for f in folds.values())
+    lo_f, hi_f = min(f.per_forward_s for f in folds.values()), max(f.per_forward_s for f in folds.values())
+    q10, q90 = rep.ratio_q
+    lines += [
+        "", f"Within ±{TOLERANCE:.0%}, **cross-validated (leave one source out, {len(folds)} sources): "
+        f"{_counts(rep.out_of_fold)}** scored rows, mean |error| {100 * rep.mape:.1f}%; in-sample "
+        f"{_counts(rep.in_sample)}, mean |error| {100 * rep.mape_in_sample:.1f}%.",
+        f"Fitted host costs (all rows): per sequence {h.per_seq_s * 1e6:.0f} µs, per drafter forward "
+        f"{h.per_forward_s * 1e3:.2f} ms (bounds {BOUNDS['per_seq_s'][1] * 1e6:.0f} µs, "
+        f"{BOUNDS['per_forward_s'][1] * 1e3:.0f} ms); across the folds {lo_s * 1e6:.0f}–{hi_s * 1e6:.0f} µs and "
+        f"{lo_f * 1e3:.2f}–{hi_f * 1e3:.2f} ms. Out-of-fold measured/predicted gain: q10 {q10:.3f}, q90 {q90:.3f} "
+        "(the planner's speculative gain range).",
+    ]
     return lines
 
 
 def _kimi() -> list[str]:
+    from servescope.planner import SpecConfig, plan
+
     sc = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16")
     spec = SpecConfig("eagle3", k=3, acceptance=KIMI_ACCEPTANCE)
     out = []
@@ -76,12 +109,41 @@ def _host_sync_us() -> str:
             f"{SYNC_TRACE.name} (constant in perfmodel.speculative: {HOST_SYNC_S * 1e6:.1f} µs)")
 
 
+def _host_toml(rep: FitReport) -> str:
+    h, (q10, q90) = rep.host, rep.ratio_q
+    scored = [r for r in rep.out_of_fold if r.error is not None]
+    sources = sorted({source_key(r.pair) for r in rep.out_of_fold})
+    return "\n".join([
+        "# The speculative model's fitted numbers (perfmodel.speculative.HostCosts) and its cross-validated error.",
+        f"# Written by bench/bench_speculative.py on {date.today().isoformat()} from tests/data/planner/spec_pairs.csv:",
+        "# least squares on log(predicted/measured gain) over the scored rows (perfmodel/spec_fit.py); docs/plan.md",
+        "# lists the rows, the in-sample and the leave-one-source-out predictions.",
+        "",
+        "[host]",
+        f"per_seq_s = {h.per_seq_s:.6g}  # bounds [0, {BOUNDS['per_seq_s'][1]:g}]; set by the fall of the gain with "
+        "batch (E3 SGLang/vLLM, SDB bs 1 -> 32)",
+        f"per_forward_s = {h.per_forward_s:.6g}  # bounds [0, {BOUNDS['per_forward_s'][1]:g}]; set by batch-1 rows "
+        "with many drafter forwards (V20780 k=4, SDB/S4716 trees)",
+        "",
+        "[error]  # measured / predicted gain, out of fold (leave one source out), gain and ratio rows",
+        f"q10 = {q10:.4f}",
+        f"q90 = {q90:.4f}",
+        f"rows = {len(scored)}",
+        f"sources = {len(sources)}  # {', '.join(sources)}",
+        "",
+    ])
+
+
 def main() -> None:
-    block = [BEGIN, "", *_pairs_table(), "", "Reference box (Kimi-K2.5 INT4 experts, 8× RTX PRO 6000 Server, "
-             "TP=8, EAGLE-3 k=3, acceptance 0.645/0.393/0.240), shipped efficiencies:", *_kimi(), "",
+    rep = fit_report(load_pairs(PAIRS))
+    check = "--check" in sys.argv
+    if not check:
+        HOST_TOML.write_text(_host_toml(rep), encoding="utf-8")
+    block = [BEGIN, "", *_pairs_table(rep), "", "Reference box (Kimi-K2.5 INT4 experts, 8× RTX PRO 6000 Server, "
+             "TP=8, EAGLE-3 k=3, acceptance 0.645/0.393/0.240), shipped efficiencies and host costs:", *_kimi(), "",
              f"Generated by `bench/bench_speculative.py`; {_host_sync_us()}.", "", END]
     text = "\n".join(block)
-    if "--check" in sys.argv:
+    if check:
         print(text)
         return
     doc = DOC.read_text(encoding="utf-8")

@@ -2,7 +2,10 @@
 
 Does: read a pairs CSV (tests/data/planner/spec_pairs.csv: one row per published pair that the model can
 price, each citing its line in /work/shared/reference/speculative-decoding-measured.md) and predict each row's
-gain with perfmodel.speculative.spec_gain. Row kinds:
+gain with perfmodel.speculative. Each row is priced once into `PairTerms` (plain step, iteration without the
+fitted host costs, and what those costs multiply), so a gain under any HostCosts is closed-form:
+    gain = t_base · AL / (iteration + per_seq_s · B + per_forward_s · drafter forwards)
+(perfmodel.spec_fit fits the two host costs and cross-validates them leaving one source out). Row kinds:
   gain    the source states AL: predicted = spec_gain(AL); error = predicted / measured − 1
   anchor  AL not stated: not scored; the reference of `ratio` rows on the same setup
   ratio   predicted = measured(anchor) · gain(batch) / gain(anchor batch): AL cancels in a ratio of gains on one
@@ -19,7 +22,7 @@ from pathlib import Path
 
 from servescope.errors import BadConfig
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.speculative import SpecShape, spec_gain
+from servescope.perfmodel.speculative import HOST_COSTS, HostCosts, SpecShape, spec_gain
 
 KINDS = ("gain", "anchor", "ratio", "below")
 TOLERANCE = 0.20  # the issue's target: predicted within ±20 % of measured
@@ -41,6 +44,7 @@ class SpecPair:
     k: int
     depth: int
     width: int
+    draft_vocab: int | None  # an EAGLE-3 head's draft vocabulary (its config's draft_vocab_size); None = target's
     al: float | None
     context_len: float
     measured: float
@@ -68,6 +72,7 @@ def load_pairs(path: str | Path) -> list[SpecPair]:
                     row["id"], int(row["ref_row"]), int(row["source_line"]), row["source"], row["method"],
                     row["model"], row["gpu"], int(row["tp"]), row["quant"], row["backend"], int(row["batch"]),
                     int(row["k"]), int(row["depth"] or 0), int(row["width"] or 1),
+                    int(row["draft_vocab"]) if row.get("draft_vocab") else None,
                     float(row["al"]) if row["al"] else None, float(row["context_len"]), float(row["measured"]),
                     row["kind"], row["relative_to"], row["note"],
                 )
@@ -79,35 +84,89 @@ def load_pairs(path: str | Path) -> list[SpecPair]:
     return out
 
 
-def model_gain(pair: SpecPair, batch: int | None = None) -> float:
-    """The model's gain for the pair's setup at `batch` (default the pair's); AL 1 when the row has none
-    (only ratios of such gains are used)."""
-    sc = Scenario.build(pair.model, pair.gpu, tp=pair.tp, quant=pair.quant, backend=pair.backend,
-                        isl=max(1, int(pair.context_len)), osl=1, check_memory=False)
+@dataclass(frozen=True)
+class PairTerms:
+    """One pair's setup priced with zero host costs: the plain decode step, the iteration, and the multipliers
+    of HostCosts (sequences per iteration, drafter forwards per iteration), seconds."""
+
+    base_s: float
+    iteration_s: float
+    seqs: int
+    forwards: int
+    al: float
+
+    def gain(self, host: HostCosts) -> float:
+        """t_base · AL / (iteration + per_seq_s · seqs + per_forward_s · forwards)."""
+        return self.base_s * self.al / (self.iteration_s + host.per_seq_s * self.seqs
+                                        + host.per_forward_s * self.forwards)
+
+
+def _scenario(pair: SpecPair) -> Scenario:
+    return Scenario.build(pair.model, pair.gpu, tp=pair.tp, quant=pair.quant, backend=pair.backend,
+                          isl=max(1, int(pair.context_len)), osl=1, check_memory=False)
+
+
+def pair_terms(pair: SpecPair, batch: int | None = None) -> PairTerms:
+    """The pair's setup at `batch` (default the pair's) priced once (AL 1 when the row has none)."""
     shape = SpecShape(pair.method, pair.k, pair.depth, pair.width)
-    return spec_gain(sc, shape, pair.al or 1.0, batch or pair.batch, pair.context_len).gain
+    b = batch or pair.batch
+    g = spec_gain(_scenario(pair), shape, pair.al or 1.0, b, pair.context_len, draft_vocab=pair.draft_vocab,
+                  host=HostCosts())
+    return PairTerms(g.base_step_s, g.iteration.total_s, b, shape.draft_forwards, pair.al or 1.0)
 
 
-def evaluate(pairs: list[SpecPair]) -> list[PairResult]:
-    """Predicted gain, error and ±TOLERANCE verdict per row (formula per kind in the module docstring)."""
+def model_gain(pair: SpecPair, batch: int | None = None, host: HostCosts | None = None) -> float:
+    """The model's gain for the pair's setup at `batch` (default the pair's) under `host` (default the fitted
+    HOST_COSTS); AL 1 when the row has none (only ratios of such gains are used)."""
+    return pair_terms(pair, batch).gain(host or HOST_COSTS)
+
+
+Terms = dict[str, tuple[PairTerms, PairTerms | None]]  # pair id -> (its terms, its anchor's terms at anchor batch)
+
+
+def all_terms(pairs: list[SpecPair]) -> Terms:
+    """Every row priced once: its own terms and, for ratio rows, the anchor setup's."""
     by_id = {p.id: p for p in pairs}
-    out = []
+    out: Terms = {}
     for p in pairs:
+        anchor = None
         if p.kind == "ratio":
-            anchor = by_id.get(p.relative_to)
-            if anchor is None:
+            a = by_id.get(p.relative_to)
+            if a is None:
                 raise BadConfig(f"pair {p.id}: relative_to {p.relative_to!r} is not a row id")
-            predicted = anchor.measured * model_gain(p) / model_gain(p, anchor.batch)
-        else:
-            predicted = model_gain(p)
-        if p.kind == "anchor":
-            out.append(PairResult(p, predicted, None, None))
-        elif p.kind == "below":
-            out.append(PairResult(p, predicted, None, predicted < p.measured))
-        else:
-            err = predicted / p.measured - 1.0
-            out.append(PairResult(p, predicted, err, abs(err) <= TOLERANCE))
+            anchor = pair_terms(p, a.batch)
+        out[p.id] = (pair_terms(p), anchor)
     return out
+
+
+def predict(pair: SpecPair, terms: Terms, by_id: dict[str, SpecPair], host: HostCosts) -> float:
+    """The row's predicted gain (formula per kind in the module docstring)."""
+    own, anchor = terms[pair.id]
+    if anchor is not None:
+        return by_id[pair.relative_to].measured * own.gain(host) / anchor.gain(host)
+    return own.gain(host)
+
+
+def score(pair: SpecPair, predicted: float) -> PairResult:
+    """Error and ±TOLERANCE verdict of one prediction."""
+    if pair.kind == "anchor":
+        return PairResult(pair, predicted, None, None)
+    if pair.kind == "below":
+        return PairResult(pair, predicted, None, predicted < pair.measured)
+    err = predicted / pair.measured - 1.0
+    return PairResult(pair, predicted, err, abs(err) <= TOLERANCE)
+
+
+def evaluate(pairs: list[SpecPair], host: HostCosts | None = None, terms: Terms | None = None) -> list[PairResult]:
+    """Predicted gain, error and ±TOLERANCE verdict per row under `host` (default the fitted HOST_COSTS)."""
+    terms = terms or all_terms(pairs)
+    by_id = {p.id: p for p in pairs}
+    return [score(p, predict(p, terms, by_id, host or HOST_COSTS)) for p in pairs]
+
+
+def source_key(pair: SpecPair) -> str:
+    """The publication a row comes from (the fold of leave-one-source-out): `E3 Tab.3` -> `E3`."""
+    return pair.source.split()[0]
 
 
 def share_within(results: list[PairResult]) -> tuple[int, int]:

@@ -30,10 +30,13 @@ vLLM-style loop above. Every constant below names its source or says it is an as
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
 
-from servescope.errors import ScenarioError
+from servescope.errors import BadConfig, ScenarioError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import decode_step
 from servescope.specs import quant as q
@@ -41,23 +44,9 @@ from servescope.specs.models import ModelSpec, load_model
 
 METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
 
-# Eager (non-graphed) kernels per drafter step after the first, counted in the EagleProposer.propose loop of
-# vllm/v1/spec_decode/eagle.py (v0.10): input-id cast, positions += 1, >= max_model_len, where (clamp),
-# seq_lens += 1 and masked_fill_, block number //, block-table gather, slot mapping (*, %, +) and masked_fill_,
-# three copies into the graph's input buffers, argmax over the logits: 16 (an assumption read from the code,
-# not a measurement).
-LAUNCHES_PER_DRAFT_STEP = 16
-# Eager kernels per iteration outside the loop: prepare_inputs (rejected counts, cumulative token counts,
-# token indices: ~8) and the rejection sampler (target argmax/softmax, the Triton rejection kernel, bonus token,
-# output fill: ~10). vllm/v1/spec_decode/eagle.py prepare_inputs and vllm/v1/sample/rejection_sampler.py, v0.10;
-# counted by reading the code (assumption).
-LAUNCHES_PREPARE = 8
-LAUNCHES_REJECTION = 10
-# One extra blocking device→host copy per iteration (accepted counts before the drafter runs, vLLM V1
-# prepare_inputs). Its cost is the median synchronous D2H copy (hipMemcpyWithStream) measured in
+# One extra blocking device→host copy costs the median synchronous D2H copy (hipMemcpyWithStream) measured in
 # /work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz: 19.9 µs
-# over 5 calls (bench/bench_speculative.py recomputes it).
-HOST_SYNCS = 1
+# over 5 calls (bench/bench_speculative.py recomputes it). How many an iteration pays: data/spec_engines.toml.
 HOST_SYNC_S = 19.9e-6
 # Softmax + argmax + rejection compare: bytes of fp32 logits read/written per vocabulary entry (assumption).
 SAMPLER_PASSES = 3
@@ -65,6 +54,42 @@ FP32_BYTES = 4.0
 # Elementwise kernels reach this share of peak HBM bandwidth (assumption; STREAM-like kernels on H100 reach
 # ~0.8–0.9 of peak, smaller sampling tensors less).
 ELEMENTWISE_BW_FRACTION = 0.7
+
+
+@dataclass(frozen=True)
+class SpecEngine:
+    """How one engine runs a speculative iteration (data/spec_engines.toml: field meanings and sources)."""
+
+    name: str
+    graph_max_batch: int  # 0 = the engine's ordinary capture sizes (padded); else exact sizes 1..n, eager above
+    draft_loop_graphed: bool
+    first_forward_eager: bool
+    eager_ops_per_draft_step: int
+    eager_ops_per_iteration: int
+    host_syncs: int
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _engine_table() -> dict[str, SpecEngine]:
+    text = resources.files("servescope.perfmodel").joinpath("data", "spec_engines.toml").read_text(encoding="utf-8")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadConfig(f"perfmodel/data/spec_engines.toml: {e}") from None
+    return {name: SpecEngine(name, int(v["graph_max_batch"]), bool(v["draft_loop_graphed"]),
+                             bool(v["first_forward_eager"]), int(v["eager_ops_per_draft_step"]),
+                             int(v["eager_ops_per_iteration"]), int(v["host_syncs"]), str(v["source"]))
+            for name, v in doc.items()}
+
+
+def spec_engine(backend: str) -> SpecEngine:
+    """The speculative behaviour of `backend` (BadConfig naming the known engines when it has none)."""
+    table = _engine_table()
+    if backend not in table:
+        raise BadConfig(f"perfmodel/data/spec_engines.toml: no entry for backend {backend!r}; "
+                        f"known: {', '.join(sorted(table))}")
+    return table[backend]
 
 
 @dataclass(frozen=True)
@@ -90,17 +115,18 @@ class SpecShape:
 
 @dataclass(frozen=True)
 class SpecIteration:
-    """One speculative iteration, seconds. `fixed_s` = launches + sampling + sync."""
+    """One speculative iteration, seconds. `fixed_s` = launches + sampling + sync + host bookkeeping."""
 
     verify_s: float
     draft_s: float
     launches_s: float
     sampling_s: float
     sync_s: float
+    host_s: float = 0.0
 
     @property
     def fixed_s(self) -> float:
-        return self.launches_s + self.sampling_s + self.sync_s
+        return self.launches_s + self.sampling_s + self.sync_s + self.host_s
 
     @property
     def total_s(self) -> float:
@@ -108,7 +134,7 @@ class SpecIteration:
 
     def terms_s(self) -> dict[str, float]:
         return {"verify": self.verify_s, "draft": self.draft_s, "launches": self.launches_s,
-                "sampling": self.sampling_s, "host_sync": self.sync_s}
+                "sampling": self.sampling_s, "host_sync": self.sync_s, "host": self.host_s}
 
 
 # ---------------------------------------------------------------------------------------------------- drafters
@@ -117,19 +143,37 @@ def _bf16(kv: q.QuantScheme) -> q.QuantConfig:
     return q.QuantConfig(b, b, b, b, b, kv)
 
 
-def eagle_head(target: ModelSpec) -> ModelSpec:
-    """One decoder layer with the target's attention kind, a dense MLP at the target's dense width, the 3h→h
-    EAGLE-3 fusion GEMM and an LM head over the target vocabulary (see the module docstring)."""
+def _input_projection_params(target: ModelSpec) -> tuple[float, float]:
+    """(all, replicated) parameters of one layer's input-side attention projections (GQA q/k/v; MLA q_a or q,
+    and kv_a): an EAGLE-3 layer feeds them [embedding, hidden] = 2h, so it holds them twice."""
+    h = float(target.hidden_size)
+    if target.attention_kind == "gqa":
+        return h * (target.n_heads + 2 * target.n_kv_heads) * target.head_dim, 0.0
+    rope = target.qk_rope_head_dim
+    kv_a = h * (target.kv_lora_rank + rope)
+    q_in = h * (target.q_lora_rank or target.n_heads * (target.qk_nope_head_dim + rope))
+    return kv_a + q_in, kv_a + (q_in if target.q_lora_rank else 0.0)
+
+
+def eagle_head(target: ModelSpec, method: str = "eagle3", draft_vocab: int | None = None) -> ModelSpec:
+    """An EAGLE head derived from the target's config: one decoder layer with the target's attention kind (an
+    MLA target gets an MLA layer) and a dense MLP at the target's dense width, plus the fusion GEMM
+    (EAGLE-3: 3h→h, its q/k/v or q_a/kv_a fed 2h; EAGLE-1: 2h→h). LM head: EAGLE-3 its own over `draft_vocab`
+    (default the target vocabulary, conservative); EAGLE-1 shares the target's (vLLM EagleProposer.load_model)."""
     p, h = target.params, target.hidden_size
     n_attn = max(1, sum(1 for a in target.layer_attention if a in ("full", "sliding")))
     inter = target.intermediate_size or 4 * h
+    eagle3 = method == "eagle3"
+    extra, extra_rep = _input_projection_params(target) if eagle3 else (0.0, 0.0)
+    vocab = (draft_vocab or target.vocab_size) if eagle3 else target.vocab_size
     params = replace(
-        p, attention=p.attention / n_attn, attention_replicated=p.attention_replicated / n_attn,
-        dense_mlp=3.0 * h * inter + 3.0 * h * h, routed_experts=0.0, shared_experts=0.0, other=0.0, mtp=0.0,
+        p, attention=p.attention / n_attn + extra, attention_replicated=p.attention_replicated / n_attn + extra_rep,
+        dense_mlp=3.0 * h * inter + (3.0 if eagle3 else 2.0) * h * h, routed_experts=0.0, shared_experts=0.0,
+        other=0.0, mtp=0.0, lm_head=float(h) * vocab,
     )
     return replace(
-        target, name=f"{target.name}-eagle3-head", n_layers=1, layer_attention=("full",), layer_mlp=("dense",),
-        n_routed_experts=0, top_k=0, shared_intermediate_size=0, n_mtp_layers=0, params=params,
+        target, name=f"{target.name}-{method}-head", n_layers=1, layer_attention=("full",), layer_mlp=("dense",),
+        n_routed_experts=0, top_k=0, shared_intermediate_size=0, n_mtp_layers=0, params=params, vocab_size=vocab,
         v4_compress=target.v4_compress[-1:] if target.v4_compress else (), linear_state_elems=0,
     )
 
@@ -161,11 +205,14 @@ def head_from_config(head: ModelSpec, target: ModelSpec) -> ModelSpec:
                    params=replace(head.params, dense_mlp=head.params.dense_mlp + fc))
 
 
-def draft_scenario(sc: Scenario, method: str, draft_model: str | None = None) -> Scenario | None:
+def draft_scenario(sc: Scenario, method: str, draft_model: str | None = None,
+                   draft_vocab: int | None = None) -> Scenario | None:
     """The drafter's scenario on the target's GPUs; None for n-gram (no drafter forward). For EAGLE a
-    `draft_model` is the head's own config (else the head is derived from the target's config)."""
+    `draft_model` is the head's own config (else the head is derived from the target's config, with an EAGLE-3
+    LM head over `draft_vocab` tokens when given)."""
     if method in ("eagle", "eagle3"):
-        model = head_from_config(load_model(draft_model), sc.model) if draft_model else eagle_head(sc.model)
+        model = (head_from_config(load_model(draft_model), sc.model) if draft_model
+                 else eagle_head(sc.model, method, draft_vocab))
         return replace(sc, model=model, quant=_bf16(sc.quant.kv), ep=1)
     if method == "mtp":
         if sc.model.n_mtp_layers == 0:
@@ -185,6 +232,55 @@ def draft_scenario(sc: Scenario, method: str, draft_model: str | None = None) ->
 StepFn = Callable[[Scenario, int, int], tuple[float, float]]
 
 
+@dataclass(frozen=True)
+class HostCosts:
+    """Host time of a speculative iteration that no CUDA graph covers and the launch counts leave out, seconds
+    (the fitted numbers of the speculative model; values, bounds and what sets them: docs/plan.md).
+    per_seq: per sequence and iteration (accepted-token bookkeeping in Python: SGLang's verify loop appends
+    and checks each accepted token, vLLM builds per-request token lists; n-gram lookups run on the host).
+    per_forward: per drafter forward (host attention-metadata planning and forward set-up, paid even where the
+    draft loop replays a graph: SGLang 0.4.4 FlashInferMultiStepDraftBackend.init_forward_metadata_replay_cuda_graph
+    plans every draft step on the host; vLLM 0.9.2 EagleProposer drives each step from Python)."""
+
+    per_seq_s: float = 0.0
+    per_forward_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """Out-of-fold error of predicted speculative gains on the published pairs (leave one source out):
+    q10, q90 of measured / predicted gain over `rows` scored rows (data/spec_host.toml)."""
+
+    q10: float
+    q90: float
+    rows: int
+    sources: int
+
+
+def _host_doc() -> dict[str, dict[str, float]]:
+    text = resources.files("servescope.perfmodel").joinpath("data", "spec_host.toml").read_text(encoding="utf-8")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadConfig(f"perfmodel/data/spec_host.toml: {e}") from None
+
+
+def load_host_costs() -> HostCosts:
+    """The fitted HostCosts (data/spec_host.toml, written by bench/bench_speculative.py)."""
+    h = _host_doc()["host"]
+    return HostCosts(float(h["per_seq_s"]), float(h["per_forward_s"]))
+
+
+@lru_cache(maxsize=1)
+def spec_error() -> SpecError:
+    """The cross-validated error of this model's gains (data/spec_host.toml [error])."""
+    e = _host_doc()["error"]
+    return SpecError(float(e["q10"]), float(e["q90"]), int(e["rows"]), int(e["sources"]))
+
+
+HOST_COSTS = load_host_costs()
+
+
 def model_step(context_len: float) -> StepFn:
     """The performance model's decode step at a fixed context (the default `StepFn`)."""
 
@@ -195,41 +291,67 @@ def model_step(context_len: float) -> StepFn:
     return step
 
 
-def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn) -> float:
-    """First forward over the (k+1) verified tokens per sequence, then depth−1 forwards of `width` tokens;
-    the engine's per-step CPU time is paid once per iteration (in verify), not per drafter forward."""
+_EAGER: dict[int, tuple[Scenario, Scenario]] = {}
+
+
+def _eager(sc: Scenario) -> Scenario:
+    """`sc` without CUDA graphs (cached per object, so step caches keyed by identity keep hitting)."""
+    hit = _EAGER.get(id(sc))
+    if hit is None or hit[0] is not sc:
+        if len(_EAGER) > 1024:
+            _EAGER.clear()
+        hit = (sc, replace(sc, cuda_graphs=False))
+        _EAGER[id(sc)] = hit
+    return hit[1]
+
+
+def _graphs(sc: Scenario, batch: int, eng: SpecEngine) -> Scenario:
+    """The scenario a speculative step runs as: eager above the engine's speculative capture limit."""
+    return _eager(sc) if (eng.graph_max_batch and batch > eng.graph_max_batch) else sc
+
+
+def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn, eng: SpecEngine) -> float:
+    """First forward over the (k+1) verified tokens per sequence (eager where the engine runs it so), then
+    depth−1 forwards of `width` tokens; the engine's per-step CPU time is paid once per iteration (in verify),
+    not per drafter forward."""
     if shape.draft_forwards == 0:
         return 0.0
-    first, first_cpu = step(draft, batch, min(shape.k, shape.depth or shape.k) + 1)
+    loop_sc = _graphs(draft, batch, eng)
+    first_sc = _eager(draft) if eng.first_forward_eager else loop_sc
+    first, first_cpu = step(first_sc, batch, min(shape.k, shape.depth or shape.k) + 1)
     rest = 0.0
     if shape.draft_forwards > 1:
-        t, cpu = step(draft, batch, shape.width)
+        t, cpu = step(loop_sc, batch, shape.width)
         rest = (shape.draft_forwards - 1) * (t - cpu)
     return first - first_cpu + rest
 
 
-def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape) -> tuple[float, float, float]:
-    """(launches, sampling, host sync) seconds per iteration (formula in the module docstring)."""
-    eff = sc.efficiency
-    launches = (LAUNCHES_PREPARE + LAUNCHES_REJECTION
-                + LAUNCHES_PER_DRAFT_STEP * max(0, shape.draft_forwards - 1)) * eff.launch_overhead_s
+def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, eng: SpecEngine,
+           host: HostCosts) -> tuple[float, float, float, float]:
+    """(launches, sampling, host sync, host bookkeeping) seconds per iteration (module docstring)."""
+    steps_after_first = max(0, shape.draft_forwards - 1)
+    ops = eng.eager_ops_per_iteration + (0 if eng.draft_loop_graphed else eng.eager_ops_per_draft_step
+                                         * steps_after_first)
+    launches = ops * sc.efficiency.launch_overhead_s
     vocab = float(sc.model.vocab_size)
     draft_vocab = float(draft.model.vocab_size) if draft is not None else 0.0
     sample_bytes = FP32_BYTES * (shape.draft_forwards * batch * shape.width * draft_vocab
                                  + SAMPLER_PASSES * batch * shape.k * vocab)
     sampling = sample_bytes / (float(sc.gpu.hbm_bw_bytes_per_s) * ELEMENTWISE_BW_FRACTION)
-    return launches, sampling, HOST_SYNCS * HOST_SYNC_S
+    bookkeeping = host.per_seq_s * batch + host.per_forward_s * shape.draft_forwards
+    return launches, sampling, eng.host_syncs * HOST_SYNC_S, bookkeeping
 
 
-def iteration(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape,
-              step: StepFn) -> SpecIteration:
+def iteration(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, step: StepFn,
+              host: HostCosts | None = None) -> SpecIteration:
     """Price one speculative iteration of `batch` sequences (all dp ranks) with `step` (see StepFn)."""
     if batch < 1:
         raise ScenarioError(f"speculative iteration: batch={batch}")
-    verify = step(sc, batch, shape.k + 1)[0]
-    draft_s = _draft_s(draft, batch, shape, step) if draft is not None else 0.0
-    launches, sampling, sync = _fixed(sc, draft, batch, shape)
-    return SpecIteration(verify, draft_s, launches, sampling, sync)
+    eng = spec_engine(sc.backend)
+    verify = step(_graphs(sc, batch, eng), batch, shape.k + 1)[0]
+    draft_s = _draft_s(draft, batch, shape, step, eng) if draft is not None else 0.0
+    launches, sampling, sync, book = _fixed(sc, draft, batch, shape, eng, host or HOST_COSTS)
+    return SpecIteration(verify, draft_s, launches, sampling, sync, book)
 
 
 @dataclass(frozen=True)
@@ -249,12 +371,13 @@ class SpecGain:
 
 
 def spec_gain(sc: Scenario, shape: SpecShape, accepted_length: float, batch: int, context_len: float,
-              draft_model: str | None = None) -> SpecGain:
+              draft_model: str | None = None, draft_vocab: int | None = None,
+              host: HostCosts | None = None) -> SpecGain:
     """Decode-step gain of speculation at `batch` sequences of `context_len` tokens (no prefill interference:
     both sides pay it alike at steady state)."""
     if accepted_length < 1.0:
         raise ScenarioError(f"accepted length {accepted_length} < 1 (it counts the bonus token)")
     step = model_step(context_len)
-    draft = draft_scenario(sc, shape.method, draft_model)
+    draft = draft_scenario(sc, shape.method, draft_model, draft_vocab)
     base = step(sc, batch, 1)[0]
-    return SpecGain(base, iteration(sc, draft, batch, shape, step), accepted_length)
+    return SpecGain(base, iteration(sc, draft, batch, shape, step, host), accepted_length)
