@@ -17,6 +17,7 @@ from servescope import frames
 from servescope.breakdown import TraceBreakdown
 from servescope.errors import NoGpuEvents, TraceError
 from servescope.findings import Finding, find_all
+from servescope.rank_workers import RankPool
 from servescope.ranks import (
     CrossRankView,
     RankOutcome,
@@ -88,7 +89,7 @@ def _file_warnings(o: RankOutcome, several: bool) -> tuple[str, ...]:
     return o.warnings
 
 
-def _outcomes(path: Path, top_n: int, workers: int | None, ray_address: str | None) -> tuple[
+def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_address: str | None) -> tuple[
         list[RankOutcome], list[str]]:
     """Loaded outcomes sorted by rank, and the warnings of all files, one line per cause. A file that is not a
     trace or is empty is skipped while another file loads (a stray config.json must not sink a folder); if none
@@ -105,7 +106,7 @@ def _outcomes(path: Path, top_n: int, workers: int | None, ray_address: str | No
     return sorted(fixed, key=_sort_key), group_warnings(per_file) + notes
 
 
-def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | None = None,
+def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | RankPool | None = None,
                   ray_address: str | None = None) -> TraceAnalysis:
     """Analyse a Kineto trace file or a folder of per-rank files. A folder's files run in `workers` processes
     (default one per core; 1 = in-process) or, with `ray_address` ("local" or a cluster address), as Ray tasks.

@@ -1,8 +1,9 @@
 """Rank folders at scale: analyse each rank file in its own worker (processes or Ray tasks), then compare ranks.
 
 Does: `analyze_rank_files` runs load → classify → steps → breakdown for each file — in-process for one file,
-in a spawn-context process pool by default for several (each worker returns a small `TraceBreakdown`, never
-an events table), or as Ray tasks (`ray_address`: "local" starts or joins a local Ray instance, anything else
+in worker processes by default for several (`rank_workers.RankPool`: forked when the caller started it before
+importing Polars, as the CLI does, else spawned; each worker returns a small `TraceBreakdown`, never an events
+table), or as Ray tasks (`ray_address`: "local" starts or joins a local Ray instance, anything else
 is a cluster address; the files must be readable at the same path on every node). Results come back in file
 order, so every runner gives the same answer. `cross_rank_view` reduces the per-rank breakdowns to the
 compact comparison: GPU busy per rank, the spread of step time and the slowest rank per common step, and per
@@ -14,26 +15,22 @@ Does not: decide what is a finding (findings.py), print, or format.
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from multiprocessing import get_context
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from servescope.breakdown import COMMUNICATION, TraceBreakdown, breakdown
 from servescope.errors import EmptyTrace, NotATrace, ServescopeError, TraceError
+from servescope.rank_workers import RankPool, parallel_workers
 from servescope.trace import load_trace
 from servescope.trace._files import rank_from_name
 
 LOCAL_RAY = "local"
-# Below this many bytes of rank files in all, starting worker interpreters (~1 s each, spawn) costs more than
-# analysing the files one after another in-process.
-PARALLEL_MIN_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -61,33 +58,29 @@ def analyze_rank_file(path: str, top_n: int = 10) -> RankOutcome:
 
 def default_workers(files: Sequence[str]) -> int:
     """One worker per core, never more than there are files; 1 (in-process) for small folders."""
-    total_bytes = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
-    if total_bytes < PARALLEL_MIN_BYTES:
-        return 1
-    return max(1, min(len(files), os.cpu_count() or 1))
+    return parallel_workers(files)
 
 
-def _run_processes(files: Sequence[str], top_n: int, workers: int) -> list[RankOutcome]:
-    """`workers` − 1 spawned processes plus this one, which starts on the first file at once (no wait for an
-    interpreter to start, no second import of Polars) and takes files from the front while the workers take them
-    from the back, each worker kept two files deep. spawn, not fork: safe with Polars' threads and on every OS."""
-    todo, results = deque(range(len(files))), {}
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn")) as pool:
-        running: dict[Future[RankOutcome], int] = {}
+def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[RankOutcome]:
+    """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
+    worker to start) and takes files from the front while the workers take them from the back, each worker kept
+    two files deep."""
+    todo, results, deep = deque(range(len(files))), {}, 2 * (pool.size - 1)
+    running: dict[Future[RankOutcome], int] = {}
 
-        def feed() -> None:
-            while len(todo) > 1 and len(running) < 2 * (workers - 1):
-                i = todo.pop()
-                running[pool.submit(analyze_rank_file, files[i], top_n)] = i
+    def feed() -> None:
+        while len(todo) > 1 and len(running) < deep:
+            i = todo.pop()
+            running[pool.submit(analyze_rank_file, files[i], top_n)] = i
 
+    feed()
+    while todo:
+        i = todo.popleft()
+        results[i] = analyze_rank_file(files[i], top_n)
+        for future in [f for f in running if f.done()]:
+            results[running.pop(future)] = future.result()
         feed()
-        while todo:
-            i = todo.popleft()
-            results[i] = analyze_rank_file(files[i], top_n)
-            for future in [f for f in running if f.done()]:
-                results[running.pop(future)] = future.result()
-            feed()
-        results.update({i: future.result() for future, i in running.items()})
+    results.update({i: future.result() for future, i in running.items()})
     return [results[i] for i in range(len(files))]
 
 
@@ -112,18 +105,25 @@ def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[RankOutcome
 
 
 def analyze_rank_files(
-    files: Sequence[str | Path], top_n: int = 10, workers: int | None = None, ray_address: str | None = None
+    files: Sequence[str | Path], top_n: int = 10, workers: int | RankPool | None = None,
+    ray_address: str | None = None,
 ) -> list[RankOutcome]:
-    """Outcomes in the order of `files`. `workers`: processes (default: one per core; 1 = in-process);
-    `ray_address`: run on Ray instead ("local" or a cluster address). By default, folders under
-    PARALLEL_MIN_BYTES run in-process."""
+    """Outcomes in the order of `files`. `workers`: processes (default: one per core; 1 = in-process), or a
+    started RankPool (the CLI starts one before it imports Polars, so that its workers fork; the caller shuts
+    it down); `ray_address`: run on Ray instead ("local" or a cluster address). By default, folders under
+    rank_workers.PARALLEL_MIN_BYTES run in-process."""
     names = [str(f) for f in files]
     if ray_address is not None:
         return _run_ray(names, top_n, ray_address)
-    n = default_workers(names) if workers is None else max(1, min(workers, len(names)))
+    if isinstance(workers, RankPool):
+        if len(names) < 2:
+            return [analyze_rank_file(f, top_n) for f in names]
+        return _run_processes(names, top_n, workers)
+    n = parallel_workers(names, workers)
     if n == 1:
         return [analyze_rank_file(f, top_n) for f in names]
-    return _run_processes(names, top_n, n)
+    with RankPool(n) as pool:
+        return _run_processes(names, top_n, pool)
 
 
 def fix_duplicate_ranks(outcomes: list[RankOutcome]) -> list[RankOutcome]:
