@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from servescope.rank_workers import FRONTEND_MARK, TRACE_SUFFIXES, RankPool, fork_is_safe, parallel_workers
+from servescope.rank_workers import (
+    FRONTEND_MARK,
+    TRACE_SUFFIXES,
+    RankPool,
+    fork_is_safe,
+    parallel_workers,
+)
 from servescope.trace import _files
 
 SAMPLED = Path(__file__).parent / "data" / "traces" / "hta" / "trace_filter"
