@@ -13,15 +13,20 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
            (gated delta-net) or Mamba layers — a chain of small chunked-scan kernels (cumsum, triangular solve,
            state passing, output) launched eagerly per layer; both 0 for plain GQA models)
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
-  TPOT   = decode step + prefill_interference · (c_eff − 1)/(osl · dp) · t_pf'
-           (every request is prefilled once per lifetime; spread over the osl decode steps of the others)
-  TTFT   = t_pf + decode step (a new request waits for the running step) + s · W(n, k) · t_pf'
+  TPOT   = decode step + prefill_interference · I
+           I = (c_eff − 1)/(osl · dp) · t_pf' on engines that mix prompts into decode steps (vLLM, TRT-LLM: every
+           request is prefilled once per lifetime, spread over the osl decode steps of the others);
+           I = u · (n − 1 − W(n, k))/(osl − 1) on lock-step engines (SGLang, below): decoding pauses while the rest
+           of a request's wave is prefilled after its first token, once per lifetime
+  TTFT   = t_pf + decode step (a new request waits for the running step) + s · (u · (W(n, k) + 1) − t_pf')
            + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes
            W(n, k) = the mean wait, in prefills, of a synchronised wave of n = c_eff/dp requests per rank arriving
            together and prefilled k = max(1, ⌊B/isl⌋) per step (B = the engine's prompt tokens per step,
            data/engines.toml): request j's first token comes at the end of its step, so
            W = mean_j min((⌊j/k⌋ + 1)·k, n) − 1 = (k²·m(m+1)/2 + r·n)/n − 1, m = ⌊n/k⌋, r = n − m·k
            ((n − 1)/2 for k = 1, n − 1 when the wave fits one step);
+           u = one request's share of a wave's prefill step: the prefill step of min(k, ⌈n⌉) requests per rank
+           (its launch/CPU overhead included: each wave step is a step) / prefill_eff / min(k, ⌈n⌉);
            s = 1 for engines whose steps are all-prefill or all-decode (SGLang): with equal lengths the c requests
            of a closed-loop benchmark finish on the same step, so every wave arrives synchronised;
            s = ttft_queue_frac for engines that mix prompts into decode steps (vLLM, TRT-LLM): completions stay
@@ -176,7 +181,10 @@ def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
     """TPOT, TTFT (s) and the TPOT terms from the parts (formulas in the module docstring)."""
     dec, pf, wave = combine_step(p.dec, eff), combine_step(p.pf, eff), combine_step(p.wave, eff)
     ce = np.minimum(p.concurrency, p.cap)
-    share = eff.prefill_interference * (ce - 1.0) / (p.osl * p.dp)
+    n = np.maximum(ce / p.dp, 1.0)
+    wave_u = wave["step"] / eff.prefill_eff / p.in_step / (pf["step"] / eff.prefill_eff)  # u / t_pf in units
+    lock_share = wave_u * (n - wave_wait(n, p.per_step) - 1.0) / np.maximum(p.osl - 1.0, 1.0)
+    share = eff.prefill_interference * ((1.0 - p.lockstep) * (ce - 1.0) / (p.osl * p.dp) + p.lockstep * lock_share)
     terms = {k: dec[k] + (0.0 if k == "overhead" else share * pf[k] / eff.prefill_eff) for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
     ttft = ttft_s(pf["step"], pf["overhead"], dec["step"], p.concurrency, p.cap, tpot, p.osl, p.dp, eff.prefill_eff,

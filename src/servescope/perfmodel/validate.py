@@ -6,7 +6,12 @@ measured concurrency, predicts TPOT and TTFT, and reports absolute percentage er
 system, backend and model, and the worst rows. Every row it cannot model is listed with a reason
 (disaggregated rows; layouts no engine runs; models that do not fit).
 Row conventions (documented in docs/model.md §Validation):
-  * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`);
+  * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`), per engine instance:
+    `batch_size` is the batch of one attention rank (batch_size × attention_dp_size = silicon_concurrency on
+    2,640 of the 2,836 aggregated dev rows and on every attention-DP row); where batch_size × attention_dp_size
+    is smaller (29 rows, all TRT-LLM rows of the aic gap-analysis files, e.g. c = 224 with batch_size
+    56 on a 4-GPU layout), the clients were spread over c / (batch_size × dp) instances and one instance
+    served batch_size × dp of them: that is the row's concurrency;
   * KV cache fp8 for rows with fp8/fp4 weights, else bf16 (the published benchmark recipes for fp8/fp4
     checkpoints pass an fp8 KV-cache dtype; with bf16 KV several measured concurrencies would not fit);
   * a row whose measured TPOT is below the physical floor of a plain decode step (datasheet bandwidth and FLOP/s,
@@ -140,8 +145,15 @@ def _num(v: str | None, default: float = 0.0) -> float:
 
 
 def _concurrency(r: dict[str, str]) -> int:
+    """Requests in flight on one engine instance: `silicon_concurrency`, or batch_size × attention-DP ranks when
+    that is smaller (module docstring: the run spread its clients over several instances)."""
     m = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source", ""))
-    return int(_num(m.group(1))) if m else int(_num(r.get("batch_size", ""), 1.0))
+    b = _num(r.get("batch_size", ""), 0.0)
+    if not m:
+        return int(b) if b >= 1 else 1
+    c = int(_num(m.group(1)))
+    per_instance = b * max(_num(r.get("attention_dp_size", ""), 1.0), 1.0)
+    return int(per_instance) if 1 <= per_instance < c else c
 
 
 def layout(r: dict[str, str]) -> tuple[int, int, int, int]:
