@@ -212,6 +212,7 @@ class FakeScenario:
     efficiency: FakeEff = field(default_factory=FakeEff)
     draft: bool = False
     cuda_graphs: bool = False
+    backend: str = "vllm"
     model: FakeModelSpec = field(default_factory=FakeModelSpec)
     gpu: FakeGpu = field(default_factory=FakeGpu)
 
@@ -258,11 +259,15 @@ def test_evaluator_serving_formula_and_speculation() -> None:
     assert base.tpot_s == pytest.approx(0.0108 + interference)
     spec = WhatIf("speculative_decoding", spec=SpecSetup(SpecShape("eagle3", 3), 2.5, _draft))
     out = ev.at((spec,), 8)
-    # verify 8×4 tokens; drafter: one forward over 8×4 tokens, two over 8; fixed: (8 + 10 + 16·2) eager launches
-    # of 10 µs, sampling 4 B × (3·8·1000 draft logits + 3·8·3·1000 rejection) at 0.7 TB/s, one 19.9 µs sync
+    # verify 8×4 tokens; drafter: one forward over 8×4 tokens, two over 8; fixed (vLLM, data/spec_engines.toml):
+    # (38 + 21·2) eager launches of 10 µs, sampling 4 B × (3·8·1000 draft logits + 3·8·3·1000 rejection) at
+    # 0.7 TB/s, three 19.9 µs syncs, and the fitted host costs: 8 sequences, 3 drafter forwards
+    from servescope.perfmodel.speculative import HOST_COSTS
+
     verify = 0.010 + 0.0001 * 8 * 4
     draft = 0.1 * (0.010 + 0.0001 * 8 * 4) + 2 * 0.1 * (0.010 + 0.0001 * 8)
-    fixed = 50 * 1e-5 + 4 * (3 * 8 * 1000 + 3 * 8 * 3 * 1000) / 0.7e12 + 19.9e-6
+    fixed = (80 * 1e-5 + 4 * (3 * 8 * 1000 + 3 * 8 * 3 * 1000) / 0.7e12 + 3 * 19.9e-6
+             + 8 * HOST_COSTS.per_seq_s + 3 * HOST_COSTS.per_forward_s)
     assert out.tpot_s == pytest.approx((verify + draft + fixed) / 2.5 + interference)
     assert out.output_tok_s == pytest.approx(8 / out.tpot_s)
     pd = WhatIf("pd_disaggregation", no_prefill_interference=True)

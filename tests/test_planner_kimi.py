@@ -11,7 +11,7 @@ import pytest
 
 from servescope.errors import PlanError
 from servescope.perfmodel import TERMS, Efficiency, Scenario, decode_step
-from servescope.perfmodel.speculative import eagle_head
+from servescope.perfmodel.speculative import HOST_COSTS, eagle_head
 from servescope.planner import (
     TRACK_KINDS,
     SpecConfig,
@@ -91,7 +91,9 @@ def test_forbidden_quantization_is_not_recommended(kimi_plan) -> None:  # type: 
 
 def _hand_iteration(sc: Scenario, batch: int, k: int) -> float:
     """One EAGLE-3 iteration from the perfmodel.speculative docstring: verify + drafter forwards (the
-    first over k+1 tokens, k−1 more over 1, none with the engine's CPU time) + launches, sampling, host sync."""
+    first over k+1 tokens, k−1 more over 1, none with the engine's CPU time) + launches, sampling, host syncs
+    (vLLM's counts in data/spec_engines.toml: 38 per iteration + 21 per drafter step after the first, 3 syncs)
+    + the fitted host costs (per sequence, per drafter forward)."""
     ctx = sc.isl + sc.osl / 2
 
     def step(s: Scenario, tokens: int) -> tuple[float, float]:
@@ -104,10 +106,11 @@ def _hand_iteration(sc: Scenario, batch: int, k: int) -> float:
                        ep=1)
     first, rest = step(draft_sc, k + 1), step(draft_sc, 1)
     draft = first[0] - first[1] + (k - 1) * (rest[0] - rest[1])
-    launches = (8 + 10 + 16 * (k - 1)) * sc.efficiency.launch_overhead_s
+    launches = (38 + 21 * (k - 1)) * sc.efficiency.launch_overhead_s
     vocab = sc.model.vocab_size
     sampling = 4 * (k * batch * vocab + 3 * batch * k * vocab) / (0.7 * sc.gpu.hbm_bw_bytes_per_s)
-    return verify + draft + launches + sampling + 19.9e-6
+    host = HOST_COSTS.per_seq_s * batch + HOST_COSTS.per_forward_s * k
+    return verify + draft + launches + sampling + 3 * 19.9e-6 + host
 
 
 def _hand_gain(sc: Scenario, batch: int, k: int, al: float | None = None) -> float:
@@ -267,7 +270,7 @@ def test_kimi_eagle3_gain_crosses_one_where_verification_stops_being_free(gpu: s
     k, stop = t.details["k"], t.details["breakeven_concurrency"]
     assert stop is not None and 1 < stop < t.details["max_concurrency_checked"]
     high = int(stop * 2)  # margin: the hand gain leaves out the planner's expert-imbalance adjustment
-    assert _hand_gain(sc, 1, k) > 1.5 > 1.0 > _hand_gain(sc, high, k)
+    assert _hand_gain(sc, 1, k) > 1.3 > 1.0 > _hand_gain(sc, high, k)  # pays clearly at batch 1, not at `high`
     assert _hand_gain(sc, 1, k) > _hand_gain(sc, int(stop / 2), k) > _hand_gain(sc, high, k)
     ctx = sc.isl + sc.osl / 2
     assert decode_step(sc, high, ctx, tokens_per_seq=k + 1).dominant == bound

@@ -246,3 +246,20 @@ def test_a_malformed_pairs_file_names_the_file_and_line(tmp_path) -> None:  # ty
     bad.write_text("\n".join([src[0], src[2]]) + "\n", encoding="utf-8")  # a ratio row without its anchor
     with pytest.raises(BadConfig, match="relative_to 'e3_sgl_bs2' is not a row id"):
         evaluate(load_pairs(bad))
+
+
+def test_the_planner_prices_speculation_like_the_table() -> None:
+    """At concurrency 1 (no other requests' prefills) the plan's speculative gain is perfmodel.speculative's
+    spec_gain at the planner's context (isl + osl/2), with the shipped host costs; its range is the spec-pairs
+    out-of-fold error around the gain."""
+    from servescope.perfmodel.speculative import SpecShape, spec_error, spec_gain
+    from servescope.planner import SpecConfig, plan
+
+    sc = Scenario.build("llama-3.1-8b", "h100_sxm", isl=512, osl=256)
+    acc = (0.7, 0.5, 0.3)
+    t = plan(sc, concurrency=1, spec=SpecConfig("eagle3", k=3, acceptance=acc)).track("speculative_decoding")
+    g = spec_gain(sc, SpecShape("eagle3", 3), 1.0 + sum(acc), 1, sc.isl + sc.osl / 2.0)
+    assert t.gain == pytest.approx(g.gain, rel=1e-9)
+    err = spec_error()
+    assert (t.gain_low, t.gain_high) == pytest.approx((g.gain / err.q90, g.gain / err.q10), rel=1e-9)
+    assert "published with/without pairs" in t.details["range"]

@@ -58,7 +58,7 @@ def test_all_required_gpus_load_with_sane_numbers() -> None:
         assert 50 < g.sm_count < 400
         assert 16e9 < g.hbm_bytes < 400e9
         assert 0.5e12 < g.hbm_bw_bytes_per_s < 10e12
-        assert g.flops_per_s["bf16"] > 1e14
+        assert g.flops_per_s["bf16"] > 5e13  # RTX 3090: 71 TFLOP/s dense, the lowest bundled
         assert g.l2_bytes > 1e6
         assert g.pcie_gen in (4, 5, 6)
         assert g.pcie_bw_bytes_per_s >= 32e9

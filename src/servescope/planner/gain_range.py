@@ -15,6 +15,10 @@ Does: `plan_range(scenario, calibration)` → PlanRange, on one of three bases (
                    RULE_OF_THUMB_UNCERTAINTY through gain_bounds, labelled as a rule, not a measurement.
   The baseline of an uncalibrated plan carries the 80 % interval `servescope model` prints for the same case
   (perfmodel.ranges.bounds); a calibrated plan's baseline is anchored on the measured step and carries none.
+  The speculative-decoding track, on every basis, takes its range from the measured error of its own check:
+  q10, q90 of measured/predicted gain on the published with/without pairs, out of fold (leave one source out;
+  perfmodel.speculative.spec_error, written by bench/bench_speculative.py): [low / q90, high / q10], low and
+  high being the gains at the acceptance bounds.
 Assumptions: the same-box pairs behind `change_error` change the parallel layout at a fixed concurrency and
 ISL/OSL; other tracks (speculation, quantization, graphs) are assumed to be predicted no worse than that. For the
 throughput objective the TPOT-ratio error is applied to the tokens/s ratio (tok/s = batch / TPOT).
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 from servescope.calibrate import Calibration
 from servescope.perfmodel import ranges
 from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.speculative import spec_error
 from servescope.planner.whatif import gain_bounds
 
 # Used only where no measured error applies (basis rule_of_thumb): roofline-style models miss by tens of percent
@@ -37,6 +42,7 @@ MIN_UNCERTAINTY = 0.05
 # A calibration on prefill steps only says little about decode: its efficiencies are extrapolated (assumption).
 OTHER_KIND_UNCERTAINTY = 0.2
 BASES = ("cross_validated", "cross_step", "rule_of_thumb")
+SPECULATIVE = "speculative_decoding"
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,14 @@ class PlanRange:
             return low / self.ratio_q[1], high / self.ratio_q[0]
         r = RULE_OF_THUMB_UNCERTAINTY if self.r is None else self.r
         return gain_bounds(low, r)[0], gain_bounds(high, r)[1]
+
+    def track_gain(self, kind: str, low: float, high: float) -> tuple[float, float]:
+        """80 % range of one track's gain: the speculative track from the spec-pairs error (module docstring),
+        every other track through `gain`."""
+        if kind == SPECULATIVE:
+            err = spec_error()
+            return low / err.q90, high / err.q10
+        return self.gain(low, high)
 
     @property
     def uncertainty(self) -> float:

@@ -258,7 +258,7 @@ def _evaluate(ctx: Context, p: Proposal, r: PlanRange) -> Track:
     if p.bounds is not None:
         lo_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[0],)))
         hi_raw = ev.gain(ctx.baseline, ev.objective_value((p.bounds[1],)))
-    lo, hi = r.gain(min(lo_raw, gain), max(hi_raw, gain))
+    lo, hi = r.track_gain(p.kind, min(lo_raw, gain), max(hi_raw, gain))
     return Track(gain=gain, gain_low=lo, gain_high=hi, tpot_s=out.tpot_s, output_tok_s=out.output_tok_s,
                  **base)  # type: ignore[arg-type]
 

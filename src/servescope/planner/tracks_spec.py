@@ -4,7 +4,8 @@ Does: pick the method (MTP when the checkpoint has MTP layers, else EAGLE-3) and
 bundled measured curve), price each k with the engine-style iteration of perfmodel.speculative (the drafter's own
 architecture — an EAGLE-3 head for an MLA model is an MLA layer —, multi-token-query verification, the experts
 B·(k+1) tokens touch, CUDA-graph padding, the draft loop's launches, sampling, rejection and host sync), keep the
-k with the best objective, and find where the gain falls below 1.
+k with the best objective, and find where the gain falls below 1. Its gain range comes from the model's
+cross-validated error on the published pairs (planner.gain_range.PlanRange.track_gain).
 Does not: model tree drafting or adaptive verification (both verify more tokens than they accept).
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Callable
 
 from servescope.errors import PlanError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.speculative import SpecShape, draft_scenario
+from servescope.perfmodel.speculative import SpecShape, draft_scenario, spec_error
 from servescope.planner.speculative import (
     Acceptance,
     SpecConfig,
@@ -103,8 +104,14 @@ def speculative_track(ctx: Context) -> Proposal:
         note=f"{cfg.method} k={k}, AL {acc.al(k):.2f} ({acc.al(k, 'low'):.2f}–{acc.al(k, 'high'):.2f}); {stops}",
         details={"method": cfg.method, "k": k, "accepted_length": acc.al(k), "breakeven_concurrency": stop,
                  "pays_again_concurrency": again,
-                 "acceptance_source": acc.source, "max_concurrency_checked": max_c},
+                 "acceptance_source": acc.source, "max_concurrency_checked": max_c, "range": _range_words()},
     )
+
+
+def _range_words() -> str:
+    e = spec_error()
+    return (f"gain range from the model's cross-validated error on {e.rows} published with/without pairs "
+            f"({e.sources} sources, leave one out): measured/predicted q10 {e.q10:.2f}, q90 {e.q90:.2f}")
 
 
 def pays_again_at(gain_at: Callable[[int], float], stop: float | None, max_concurrency: int) -> float | None:
