@@ -27,7 +27,7 @@ def test_model_json_contract() -> None:
     assert doc["schema"] == "servescope.model/1"
     assert [p["concurrency"] for p in doc["points"]] == [1, 16, 64, 256]
     for p in doc["points"]:
-        assert set(p["terms_ms"]) == {"weights", "kv", "compute", "communication", "overhead"}
+        assert set(p["terms_ms"]) == {"weights", "kv", "compute", "communication", "overhead", "indexer", "recurrent"}
         assert sum(p["terms_ms"].values()) == pytest.approx(p["tpot_ms"], rel=1e-9)
     ar = doc["points"][0]["collectives"]["all_reduce"]
     assert 120 <= ar["calls_per_step"] <= 126  # 2 per layer × 61 layers (+ the embedding's)

@@ -12,6 +12,11 @@ length. Formulas (per GPU; h hidden, nh/nkv heads, d head_dim, kvb KV bytes/elem
                   their fp32 state (2·state·4 B / tp) per sequence
   attention FLOPs GQA 4·(nh/tp)·d per context token; MLA absorbed decode 2·(nh/tp)·(2·kv_lora+rope),
                   MLA prefill 2·(nh/tp)·(nope+rope+v); DSA indexer 2·ih·id per context token
+  DSA indexer     priced apart from the attention (its own kernels, its own roofline in step.py): (index_dim+4) B
+                  of fp8 keys + fp32 scale per context token, 2·ih·id FLOPs per query per context token at the fp8
+                  peak (vLLM 0.19 model_executor/layers/sparse_attn_indexer.py: DeepGEMM fp8_mqa_logits in prefill,
+                  fp8_paged_mqa_logits in decode); bf16 peak on a GPU without fp8
+  recurrent, MLA  linear-attention / Mamba layers and MLA's context up-projection in a prefill chunk: mixers.py
 What it does not: choose efficiencies, batch sizes or combine terms into time (step.py).
 """
 
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
 
@@ -44,6 +50,7 @@ class CtxTerm:
     bytes_per_token: float  # per sequence, per effective context token (all layers of this kind, per GPU)
     flops_decode: float  # per query token per effective context token
     flops_prefill: float
+    is_indexer: bool = False  # a DeepSeek sparse-attention indexer term (priced apart, step.py)
 
     def tokens(self, ctx: np.ndarray) -> np.ndarray:
         if self.kind == "all":
@@ -67,10 +74,15 @@ class Ops:
     top_k: int
     experts_per_gpu: float
     expert_s_per_token_peak: float  # per *global* token
-    ctx_terms: tuple[CtxTerm, ...]
-    state_bytes_per_seq: float  # linear/Mamba state read+written per sequence per step
+    ctx_terms: tuple[CtxTerm, ...]  # the attention's own context terms (KV / latent reads, QK and PV FLOPs)
+    idx_terms: tuple[CtxTerm, ...]  # DeepSeek sparse-attention indexer: fp8 keys + scale, q·k logits (priced apart)
+    rec: Recurrent  # linear-attention / Mamba layers (mixers.py)
+    mla_ctx_flops_per_token: float  # prefill chunk: kv_b_proj up-projection per cached context token (mixers.py)
+    mla_ctx_bytes_per_token: float  # ... and the k/v it materialises (written, then read)
     kv_write_bytes_per_token: float
     attn_peak_flops: float
+    idx_peak_flops: float  # the indexer's logits GEMM runs in fp8 (DeepGEMM fp8_mqa_logits; bf16 without fp8)
+    mla_ctx_peak_flops: float  # peak of the attention weights' GEMM dtype (kv_b_proj)
     bw_bytes_per_s: float  # achieved: datasheet × the GPU's hbm_bw_efficiency (measured or sourced, specs/data/gpus)
     peak_bw_bytes_per_s: float  # datasheet (the floor uses it)
     kernels_per_step: int
@@ -111,6 +123,8 @@ def build_ops(sc: Scenario) -> Ops:
     kernels += sum({"dense": KERNELS_DENSE_MLP, "moe": KERNELS_MOE}.get(x, 0) for x in m.layer_mlp)
     kernels += KERNELS_SHARED * (n_moe if m.shared_intermediate_size else 0)
     a2a = n_moe if (sc.dp > 1 and n_moe) else 0
+    terms = _ctx_terms(sc)
+    mla_fl, mla_b = mla_context_per_token(sc)
     sublayers = sum(1 for a in m.layer_attention if a != "none") + sum(1 for x in m.layer_mlp if x != "none")
     ar = (sublayers - a2a + 1) if tp > 1 else 0
     return Ops(
@@ -118,8 +132,11 @@ def build_ops(sc: Scenario) -> Ops:
         expert_bytes=p.per_expert / sc.moe_tp * qc.experts.bytes_per_param, n_moe_layers=n_moe,
         n_experts=m.n_routed_experts, top_k=m.top_k,
         experts_per_gpu=m.n_routed_experts / sc.ep if n_moe else 0.0, expert_s_per_token_peak=exp_s,
-        ctx_terms=_ctx_terms(sc), state_bytes_per_seq=_state_bytes(sc),
+        ctx_terms=tuple(t for t in terms if not t.is_indexer), idx_terms=tuple(t for t in terms if t.is_indexer),
+        rec=recurrent(sc),
+        mla_ctx_flops_per_token=mla_fl, mla_ctx_bytes_per_token=mla_b,
         kv_write_bytes_per_token=kv_bytes_per_token(sc), attn_peak_flops=peak_flops(g, "bf16"),
+        idx_peak_flops=peak_flops(g, "fp8"), mla_ctx_peak_flops=peak_flops(g, qc.attention.gemm_dtype),
         bw_bytes_per_s=achieved_bw_bytes_per_s(g), peak_bw_bytes_per_s=float(g.hbm_bw_bytes_per_s),
         kernels_per_step=kernels, ar_per_step=ar,
         moe_a2a_layers=a2a, hidden=m.hidden_size, vocab=m.vocab_size,
@@ -130,12 +147,6 @@ def achieved_bw_bytes_per_s(gpu: GpuSpec) -> float:
     """Device-memory bandwidth a streaming kernel reaches: datasheet × `hbm_bw_efficiency` (a measured fraction
     where one is published, else aiconfigurator's empirical 0.8; its source is in specs/data/gpus)."""
     return float(gpu.hbm_bw_bytes_per_s) * (gpu.hbm_bw_efficiency or DEFAULT_HBM_BW_EFFICIENCY)
-
-
-def _state_bytes(sc: Scenario) -> float:
-    m = sc.model
-    n_lin = sum(1 for a in m.layer_attention if a in ("linear", "mamba"))
-    return 2.0 * n_lin * m.linear_state_elems * 4.0 / sc.tp
 
 
 def kv_bytes_per_token(sc: Scenario) -> float:
@@ -168,7 +179,7 @@ def _ctx_terms(sc: Scenario) -> tuple[CtxTerm, ...]:
             return (CtxTerm("all", 0, n * lat * kvb, n * fd, n * fp),)
         ix_fl = 2.0 * m.index_n_heads * m.index_head_dim
         return (CtxTerm("cap", m.index_topk, n * lat * kvb, n * fd, n * fp),
-                CtxTerm("all", 0, n * (m.index_head_dim + 4.0), n * ix_fl, n * ix_fl))
+                CtxTerm("all", 0, n * (m.index_head_dim + 4.0), n * ix_fl, n * ix_fl, True))
     return _v4_terms(sc, nh, kvb)
 
 
@@ -184,6 +195,6 @@ def _v4_terms(sc: Scenario, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
     return (
         CtxTerm("window", m.sliding_window or 128, n * d * kvb, n * fl, n * fl),
         CtxTerm("ratio_cap", m.index_topk, r4 * d * kvb, r4 * fl, r4 * fl),
-        CtxTerm("ratio", 4.0, r4 * (m.index_head_dim + 4.0), r4 * ix_fl, r4 * ix_fl),
+        CtxTerm("ratio", 4.0, r4 * (m.index_head_dim + 4.0), r4 * ix_fl, r4 * ix_fl, True),
         CtxTerm("ratio", 128.0, r128 * d * kvb, r128 * fl, r128 * fl),
     )

@@ -20,6 +20,7 @@ from servescope.perfmodel.hw import load_gpu
 from servescope.perfmodel.memory import check_fits
 from servescope.perfmodel.step import model_for
 from servescope.specs.hardware import GpuSpec
+from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec, load_model
 from servescope.specs.quant import QuantConfig, scheme
 
@@ -78,20 +79,22 @@ class Scenario:
         efficiency: Efficiency | None = None,
         check_memory: bool = True,
     ) -> Scenario:
-        """Scenario from names. quant="native" keeps the checkpoint's own scheme per part (moe_quant/kv_quant
-        still override). Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""
+        """Scenario from names. quant="native" keeps the checkpoint's own scheme per part (moe_quant overrides the
+        experts). kv_quant=None takes the KV format the backend's default allocates for the checkpoint
+        (`specs.kv_cache.engine_kv`: e.g. vLLM bf16 unless the checkpoint has a kv_cache_scheme).
+        Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""
         m = model if isinstance(model, ModelSpec) else load_model(model)
         g = load_gpu(gpu) if isinstance(gpu, str) else gpu
+        if backend not in BACKENDS:
+            raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
         if quant == "native":
             qc = m.native_quant
             if moe_quant:
                 qc = replace(qc, experts=scheme(moe_quant))
-            if kv_quant:
-                qc = qc.with_kv(kv_quant)
         else:
-            qc = QuantConfig.uniform(quant, moe_quant, kv_quant)
-        if backend not in BACKENDS:
-            raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+            qc = QuantConfig.uniform(quant, moe_quant)
+        # No kv_quant: the format the engine's default ("auto") allocates for this checkpoint (specs/kv_cache.py).
+        qc = qc.with_kv(kv_quant) if kv_quant else replace(qc, kv=engine_kv(m, backend, g).scheme)
         eff = efficiency or default_efficiency(g.generation, backend, g.name)
         sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
         check_layout(sc)

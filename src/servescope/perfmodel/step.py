@@ -8,7 +8,10 @@ Combination (docs/model.md §Terms). Per kernel class c ∈ {gemm, moe, attentio
     t_c = max(memory_c / (BW_achieved · bw_eff_c), flops_c / (peak_c · compute_eff_c))
 with BW_achieved = datasheet BW × the GPU's measured/sourced `hbm_bw_efficiency` (specs/data/gpus), and is
 attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (attention memory-bound) or `compute`.
-    step = weights + kv + compute + communication + overhead           (no overlap assumed: exact sum)
+Two mixers run their own kernels and are their own terms, each a roofline with the attention efficiencies:
+`indexer` (DeepSeek sparse-attention indexer: fp8 keys read, q·k logits at the fp8 peak; ops.py) and `recurrent`
+(linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
+    step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
     overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill)
                     + cpu_overhead_s + cpu_overhead_per_seq_s · batch
@@ -17,6 +20,12 @@ routing). Expert compute is set by the busiest expert-parallel rank: the mean lo
 expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
 engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
 graphs.py); beyond it the step runs eagerly.
+Multi-token queries (t tokens per sequence: speculative verify, prefill chunks): KV read once per sequence over
+L + t − 1 (decode) or L + t (prefill) tokens; attention FLOPs t × the mean context a query sees, L + (t − 1)/2
+(verify) or L + (t + 1)/2 (prefill, causal). A prefill chunk on an MLA model with L cached tokens also pays the
+context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py).
+MoE dispatch under attention-DP + EP follows the engine default (`dispatch_mode`): all-to-all (TRT-LLM) or
+all-gather + reduce-scatter (vLLM, SGLang).
 `floor_s` = max(all bytes / datasheet BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no
 efficiency losses, no launch/CPU overhead): what the hardware could do at best for this step.
 What it does not: serving dynamics (serving.py) or memory capacity (memory.py).
@@ -39,7 +48,7 @@ from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
 
-TERMS = ("weights", "kv", "compute", "communication", "overhead")
+TERMS = ("weights", "kv", "compute", "communication", "overhead", "indexer", "recurrent")
 Arr = np.ndarray
 ArrayLike = float | int | Arr | list[int] | list[float]
 
@@ -86,6 +95,10 @@ class StepParts:
     comp_moe_s: Arr
     mem_attn_s: Arr
     comp_attn_s: Arr
+    mem_idx_s: Arr  # DeepSeek sparse-attention indexer: fp8 keys read
+    comp_idx_s: Arr  # ... q·k logits at the fp8 peak
+    mem_rec_s: Arr  # linear-attention / Mamba layers: state (and prefill chunk states) read and written
+    comp_rec_s: Arr  # ... recurrence (decode) or chunked scan (prefill)
     kernels: Arr
     graphed: Arr  # 1.0 where the step replays a CUDA graph, else 0.0
     batch: Arr  # sequences in the step, all dp ranks
@@ -105,8 +118,9 @@ class StepParts:
         return map_parts(self, b, colls)
 
 
-_ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "kernels",
-                 "graphed", "batch", "tokens", "floor_s", "coll_latency_s", "coll_bandwidth_s")
+_ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
+                 "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "batch", "tokens", "floor_s",
+                 "coll_latency_s", "coll_bandwidth_s")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
@@ -114,6 +128,7 @@ def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts
     return StepParts(
         mem_gemm_s=fn(p.mem_gemm_s), comp_gemm_s=fn(p.comp_gemm_s), mem_moe_s=fn(p.mem_moe_s),
         comp_moe_s=fn(p.comp_moe_s), mem_attn_s=fn(p.mem_attn_s), comp_attn_s=fn(p.comp_attn_s),
+        mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
         kernels=fn(p.kernels), graphed=fn(p.graphed), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
         coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s), colls=colls or {},
     )
@@ -148,7 +163,7 @@ class _Model:
             g[hw.ALL_REDUCE] = sc.tp
             g[hw.ALL_GATHER + ":logits"] = sc.tp
         if o.moe_a2a_layers:
-            if sc.ep > 1:
+            if sc.ep > 1 and dispatch_mode(sc.backend) == hw.ALL_TO_ALL:
                 g[hw.ALL_TO_ALL] = sc.ep
             else:
                 g[hw.ALL_GATHER] = sc.tp * sc.dp
@@ -156,6 +171,20 @@ class _Model:
         if sc.pp > 1:
             g[hw.SEND_RECV] = 2
         return g
+
+
+# How each engine's default moves tokens to and from the experts under attention-DP + expert parallelism (dp > 1,
+# ep > 1). vLLM 0.19: ParallelConfig.all2all_backend = "allgather_reducescatter" (vllm/config/parallel.py L160);
+# SGLang 0.5.9: moe_a2a_backend = "none" (server_args.py L495), DP attention gathers the tokens of all DP ranks and
+# reduce-scatters the MoE output (srt/layers/dp_attention.py dp_gather_*, dp_reduce_scatter_tensor). TRT-LLM:
+# all-to-all dispatch/combine (UNVERIFIED: no TensorRT-LLM source was read here; the model's earlier choice kept).
+# DeepEP low-latency / normal modes are opt-in in both open engines and no measured DeepEP curve is bundled.
+_DISPATCH = {"vllm": "all_gather_reduce_scatter", "sglang": "all_gather_reduce_scatter", "trtllm": hw.ALL_TO_ALL}
+
+
+def dispatch_mode(backend: str) -> str:
+    """The MoE dispatch/combine path of an engine's default under attention-DP + EP (see _DISPATCH)."""
+    return _DISPATCH.get(backend, hw.ALL_TO_ALL)
 
 
 _CacheKey = tuple[int, int, object, int, int, int, int, str | None, str]
@@ -234,25 +263,54 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
     moe_bytes = _moe_bytes(o, t_glob)
     ep = sc.ep if o.n_moe_layers else 1
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
-    L_eff = L + t if prefill else L + t - 1.0
-    kv_bytes = b * (sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + o.state_bytes_per_seq)
-    kv_bytes = kv_bytes + t_rank * o.kv_write_bytes_per_token
-    L_q = L + (t + 1.0) / 2.0 if prefill else L_eff  # mean context a query token sees (causal within a chunk)
+    L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
+    L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
+    kv_bytes = b * sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + t_rank * o.kv_write_bytes_per_token
     attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.ctx_terms)
+    idx_bytes, idx_fl = _indexer(o, b, t_rank, L_eff, L_q, prefill)
+    rec_bytes, rec_fl = _recurrent(o, b, t_rank, prefill)
+    ctx_fl, ctx_bytes = (b * L * o.mla_ctx_flops_per_token, b * L * o.mla_ctx_bytes_per_token) if prefill else (0.0, 0.0)
     colls = _coll_parts(mdl, t_rank, t_glob)
-    mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes) / o.peak_bw_bytes_per_s
-    fl_peak = t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak + attn_fl / o.attn_peak_flops
+    mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes + ctx_bytes + idx_bytes + rec_bytes) / o.peak_bw_bytes_per_s
+    fl_peak = (t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak + attn_fl / o.attn_peak_flops
+               + ctx_fl / o.mla_ctx_peak_flops + idx_fl / o.idx_peak_flops + rec_fl / o.attn_peak_flops)
     zero = np.zeros_like(t_rank)
     c_lat = sum((c.latency_s for c in colls.values()), zero)
     c_bw = sum((c.bandwidth_s for c in colls.values()), zero)
     floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
     return StepParts(
-        mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw), comp_gemm_s=t_pad * o.gemm_s_per_token_peak,
-        mem_moe_s=moe_bytes / bw, comp_moe_s=comp_moe, mem_attn_s=kv_bytes / bw,
-        comp_attn_s=attn_fl / o.attn_peak_flops, kernels=np.full_like(t_rank, float(o.kernels_per_step)),
-        graphed=graphed, batch=b_all, tokens=t_glob, floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
-        colls=colls,
+        mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
+        comp_gemm_s=t_pad * o.gemm_s_per_token_peak + ctx_fl / o.mla_ctx_peak_flops,
+        mem_moe_s=moe_bytes / bw, comp_moe_s=comp_moe, mem_attn_s=(kv_bytes + ctx_bytes) / bw,
+        comp_attn_s=attn_fl / o.attn_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
+        mem_rec_s=rec_bytes / bw + zero, comp_rec_s=rec_fl / o.attn_peak_flops,
+        kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed, batch=b_all, tokens=t_glob,
+        floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw, colls=colls,
     )
+
+
+def _indexer(o: Ops, b: Arr, t_rank: Arr, L_eff: Arr, L_q: Arr, prefill: bool) -> tuple[Arr, Arr]:
+    """DeepSeek sparse-attention indexer of a step: (bytes, FLOPs) per GPU. Bytes = b · Σ (index_dim + 4) B per
+    effective context token (fp8 keys + fp32 scale, read once per sequence); FLOPs = T_rank · Σ 2·ih·id per effective
+    context token a query sees (every query token scores the whole context: q_len × context; ops.py)."""
+    zero = np.zeros_like(t_rank)
+    if not o.idx_terms:
+        return zero, zero
+    nbytes = b * sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.idx_terms)
+    fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.idx_terms)
+    return nbytes + zero, fl + zero
+
+
+def _recurrent(o: Ops, b: Arr, t_rank: Arr, prefill: bool) -> tuple[Arr, Arr]:
+    """Linear-attention / Mamba layers of a step: (bytes, FLOPs) per GPU. Bytes = b · state read + written (fp32)
+    + in prefill T_rank · the chunk states the scan writes and reads; FLOPs = T_rank · per-token recurrence (decode,
+    verify) or chunked-scan FLOPs (prefill). Formulas in mixers.py."""
+    r = o.rec
+    if not r.state_bytes_per_seq:
+        zero = np.zeros_like(t_rank)
+        return zero, zero
+    nbytes = b * r.state_bytes_per_seq + (t_rank * r.bytes_prefill_per_token if prefill else 0.0)
+    return nbytes, t_rank * (r.flops_prefill_per_token if prefill else r.flops_decode_per_token)
 
 
 def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
@@ -261,6 +319,8 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
     m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
+    idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
+    rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
     lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
     out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
     comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
@@ -273,9 +333,9 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
             + np.where(m_attn < c_attn, c_attn, 0.0))
     over = kern + cpu
     out.update({
-        "step": w + kv + comp + comm + over, "weights": w, "kv": kv, "compute": comp, "communication": comm,
-        "overhead": over, "gemm": np.maximum(m_gemm, c_gemm), "moe": np.maximum(m_moe, c_moe),
-        "attention": np.maximum(m_attn, c_attn), "kernels": kern, "cpu": cpu, "floor": p.floor_s,
+        "step": w + kv + comp + comm + over + idx + rec, "weights": w, "kv": kv, "compute": comp,
+        "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
+        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "floor": p.floor_s,
         "tokens": p.tokens,
     })
     return out

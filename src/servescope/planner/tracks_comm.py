@@ -288,7 +288,7 @@ def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
     a2a_layouts = []
     for gain, name, whatif in sorted(options, key=lambda o: -o[0]):
         new = ctx.evaluator.at((whatif,), ctx.concurrency).step
-        if new.collectives.get("all_to_all") is None:
+        if _dispatch(new) is None:
             moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
             parts.append(f"{name} keeps every all-reduce and holds whole experts per GPU, so the busiest GPU's "
                          f"experts take {_ms(moe_new)} instead of {_ms(moe_old)} (load imbalance; gain {gain:.2f})")
@@ -299,7 +299,7 @@ def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
             new = ctx.evaluator.at((whatif,), ctx.concurrency).step
         except ScenarioError:
             continue
-        if new.collectives.get("all_to_all") is not None:
+        if _dispatch(new) is not None:
             a2a_layouts.append((name, new, "does not fit in memory: attention replicated per DP rank"))
     if a2a_layouts:
         name, new, verdict = a2a_layouts[0]
@@ -307,16 +307,33 @@ def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
     return "; ".join(parts)
 
 
+def _dispatch(step: StepView) -> tuple[str, float, float, float] | None:
+    """(words, calls, seconds, bytes per call) of the MoE dispatch + combine collectives of a step, if any: an
+    all-to-all, or the all-gather + reduce-scatter that vLLM's and SGLang's default all-to-all backends run
+    (perfmodel/step.py `dispatch_mode`)."""
+    a2a = step.collectives.get("all_to_all")
+    if a2a is not None:
+        return "all-to-all calls", a2a.calls_per_step, a2a.time_s, a2a.bytes_per_call
+    ag, rs = step.collectives.get("all_gather"), step.collectives.get("reduce_scatter")
+    if ag is None or rs is None:
+        return None
+    return ("all-gather + reduce-scatter calls (the engine's default all-to-all backend",
+            ag.calls_per_step + rs.calls_per_step, ag.time_s + rs.time_s, ag.bytes_per_call)
+
+
 def _a2a_sentence(ctx: Context, name: str, new: StepView, verdict: str) -> str:
     base = ctx.baseline.step
     ar = base.collectives.get("all_reduce")
-    a2a = new.collectives["all_to_all"]
-    per_call_us = a2a.time_s / max(1.0, a2a.calls_per_step) * 1e6
+    found = _dispatch(new)
+    assert found is not None
+    words, calls, time_s, nbytes = found
+    per_call_us = time_s / max(1.0, calls) * 1e6
     # below ~128 KB a PCIe/NVLink collective costs about its latency floor (hardware-and-models.md §2a)
-    bound = f": latency-bound at batch {ctx.concurrency}" if a2a.bytes_per_call < 128e3 else ""
-    text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {a2a.calls_per_step:.0f} "
-            f"{_link(ctx)} all-to-all calls (dispatch + combine, {per_call_us:.0f} µs each on "
-            f"{a2a.bytes_per_call / 1e3:.0f} KB messages{bound})")
+    bound = f": latency-bound at batch {ctx.concurrency}" if nbytes < 128e3 else ""
+    words = words + ("," if words.endswith("backend") else " (")
+    text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {calls:.0f} "
+            f"{_link(ctx)} {words} dispatch + combine, {per_call_us:.0f} µs each on "
+            f"{nbytes / 1e3:.0f} KB messages{bound})")
     w_old, w_new = base.terms_s.get("weights", 0.0), new.terms_s.get("weights", 0.0)
     if w_new > w_old * 1.05:
         text += (f", while each request's attention runs on fewer GPUs that read its weights "

@@ -88,6 +88,9 @@ class ModelSpec:
     index_head_dim: int = 0
     n_mtp_layers: int = 0
     linear_state_elems: int = 0  # recurrent state per linear/mamba layer per sequence (fp32 elements)
+    # (heads, state rows, state columns, scan chunk) of a linear/mamba layer: gated delta-net (value heads, key dim,
+    # value dim, 64) or Mamba-2 (heads, d_state, head_dim, chunk_size); () when the model has none
+    linear_dims: tuple[int, ...] = ()
     v4_compress: tuple[int, ...] = ()  # DeepSeek-V4 compress ratio per layer (0 = sliding only)
     params: ParamCounts = field(default=None)  # type: ignore[assignment]
     native_quant: q.QuantConfig = field(default=None)  # type: ignore[assignment]
@@ -231,22 +234,31 @@ def _attention_params(c: dict[str, Any], path: str, h: int, nh: int, nkv: int, d
     return float(h * nh * d + 2 * h * nkv * d + nh * d * h), 0.0
 
 
-def _linear_params(c: dict[str, Any], path: str, h: int, kind: str) -> tuple[float, int]:
-    """(params, recurrent state elements) of one Qwen3.5 gated-delta-net or Nemotron-H Mamba-2 layer."""
+# Chunk length of the chunked gated-delta-rule scan: vLLM 0.19's FLA kernels (vllm/model_executor/layers/fla/ops/
+# chunk.py `chunk_local_cumsum(g, chunk_size=64)`, chunk_delta_h.py `chunk_size: int = 64`).
+GDN_CHUNK = 64
+MAMBA_CHUNK_DEFAULT = 256  # HF Mamba2Config / NemotronHConfig default `chunk_size` when a config omits it
+
+
+def _linear_params(c: dict[str, Any], path: str, h: int,
+                   kind: str) -> tuple[float, int, tuple[int, int, int, int]]:
+    """(params, recurrent state elements, linear_dims) of one Qwen3.5 gated-delta-net or Nemotron-H Mamba-2
+    layer."""
     if kind == "linear":
         nk, nv = _int(c, path, "linear_num_key_heads"), _int(c, path, "linear_num_value_heads")
         dk, dv = _int(c, path, "linear_key_head_dim"), _int(c, path, "linear_value_head_dim")
         conv_dim = 2 * nk * dk + nv * dv
         kern = _int(c, path, "linear_conv_kernel_dim", default=4)
         p = h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + conv_dim * kern + nv * dv * h
-        return float(p), nv * dk * dv + conv_dim * (kern - 1)
+        return float(p), nv * dk * dv + conv_dim * (kern - 1), (nv, dk, dv, GDN_CHUNK)
     nheads, hd = _int(c, path, "mamba_num_heads"), _int(c, path, "mamba_head_dim")
     ds, ng = _int(c, path, "ssm_state_size"), _int(c, path, "n_groups", default=1)
     kern = _int(c, path, "conv_kernel", default=4)
     d_inner = nheads * hd
     conv_dim = d_inner + 2 * ng * ds
     p = h * (2 * d_inner + 2 * ng * ds + nheads) + conv_dim * kern + d_inner * h
-    return float(p), nheads * hd * ds + conv_dim * (kern - 1)
+    chunk = _int(c, path, "chunk_size", default=MAMBA_CHUNK_DEFAULT)
+    return float(p), nheads * hd * ds + conv_dim * (kern - 1), (nheads, ds, hd, chunk)
 
 
 def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, Any] | None = None) -> ModelSpec:
@@ -288,10 +300,10 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     if kind == "v4":
         nkv = 1
     attn_p, attn_repl = _attention_params(c, path, h, nh, nkv, d)
-    lin_p, state = 0.0, 0
+    lin_p, state, lin_dims = 0.0, 0, tuple[int, ...]()
     for k in ("linear", "mamba"):
         if k in attn_layers:
-            lin_p, state = _linear_params(c, path, h, k)
+            lin_p, state, lin_dims = _linear_params(c, path, h, k)
     n_full = sum(1 for a in attn_layers if a in ("full", "sliding"))
     n_lin = sum(1 for a in attn_layers if a in ("linear", "mamba"))
     n_moe = sum(1 for m in mlp_layers if m == "moe")
@@ -328,6 +340,7 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
         v_head_dim=_int(c, path, "v_head_dim", default=_int(c, path, "qk_nope_head_dim")),
         index_topk=_int(c, path, "index_topk"), index_n_heads=_int(c, path, "index_n_heads"),
         index_head_dim=_int(c, path, "index_head_dim"), n_mtp_layers=n_mtp, linear_state_elems=state,
+        linear_dims=lin_dims,
         v4_compress=tuple(int(x) for x in cr[:n]) if isinstance(cr, list) else (),
         params=params, native_quant=q.from_hf(c, path, hf_quant),
     )
@@ -450,5 +463,5 @@ def load_model(name_or_path: str) -> ModelSpec:
 def _requant(spec: ModelSpec, scheme_name: str) -> ModelSpec:
     """NVFP4 repack: MLPs/experts in the scheme, attention fp8, lm_head bf16, fp8 KV (modelopt defaults)."""
     s = q.scheme(scheme_name)
-    nq = q.QuantConfig(q.SCHEMES["fp8"], s, s, s, q.SCHEMES["bf16"], q.SCHEMES["fp8"])
+    nq = q.QuantConfig(q.SCHEMES["fp8"], s, s, s, q.SCHEMES["bf16"], q.SCHEMES["fp8"], "kv_cache_quant_algo")
     return ModelSpec(**{**spec.__dict__, "native_quant": nq})

@@ -78,6 +78,9 @@ class QuantConfig:
     shared_experts: QuantScheme
     lm_head: QuantScheme
     kv: QuantScheme
+    # How the checkpoint itself declares its KV cache, which engines read differently (specs/kv_cache.py):
+    # "kv_cache_scheme" (compressed-tensors / llm-compressor), "kv_cache_quant_algo" (modelopt), or "" (none).
+    kv_declared: str = ""
 
     @staticmethod
     def uniform(weights: str = "bf16", experts: str | None = None, kv: str | None = None) -> QuantConfig:
@@ -112,6 +115,12 @@ def _ignored(ignore: list[str], part: str) -> bool:
 
 
 def _compressed_tensors(q: dict[str, Any], path: str) -> QuantConfig:
+    qc = _compressed_tensors_weights(q, path)
+    declared = "kv_cache_scheme" if isinstance(q.get("kv_cache_scheme"), dict | str) else ""
+    return replace(qc, kv_declared=declared)
+
+
+def _compressed_tensors_weights(q: dict[str, Any], path: str) -> QuantConfig:
     groups = q.get("config_groups") or {}
     if not groups:
         raise BadConfig(f"{path}: compressed-tensors quantization_config without config_groups")
@@ -161,13 +170,14 @@ def from_hf(config: dict[str, Any], path: str, hf_quant: dict[str, Any] | None =
         qq = hf_quant.get("quantization") or {}
         algo = str(qq.get("quant_algo", "")).lower()
         kv = SCHEMES["fp8"] if "fp8" in str(qq.get("kv_cache_quant_algo", "")).lower() else SCHEMES["bf16"]
+        declared = "kv_cache_quant_algo" if qq.get("kv_cache_quant_algo") else ""
         if algo == "mixed_precision":  # per-layer mix (NVFP4 MLPs/experts, FP8 attention): the common case
             nv = SCHEMES["nvfp4"]
-            return QuantConfig(SCHEMES["fp8"], nv, nv, nv, SCHEMES["bf16"], kv)
+            return QuantConfig(SCHEMES["fp8"], nv, nv, nv, SCHEMES["bf16"], kv, declared)
         s = scheme(algo) if algo else SCHEMES["bf16"]
         # modelopt NVFP4 repacks exclude the attention projections (at least the MLA ones) and lm_head.
         ex = [str(m) for m in qq.get("exclude_modules") or []]
-        return _with_ignores(s, ex, kv)
+        return replace(_with_ignores(s, ex, kv), kv_declared=declared)
     q = config.get("quantization_config")
     if not q:
         return QuantConfig.uniform("bf16")
@@ -185,6 +195,9 @@ def from_hf(config: dict[str, Any], path: str, hf_quant: dict[str, Any] | None =
         return QuantConfig(bf, bf, SCHEMES["mxfp4"], bf, bf, bf)
     if method == "compressed-tensors":
         return _compressed_tensors(q, path)
-    if method in ("modelopt",):
-        return QuantConfig.uniform(str(q.get("quant_algo", "fp8")).lower())
+    if method in ("modelopt",):  # modelopt in config.json: an fp8 `kv_cache_scheme` dict = kv_cache_quant_algo FP8
+        kvs = q.get("kv_cache_scheme")
+        fp8_kv = isinstance(kvs, dict) and kvs.get("type") == "float" and kvs.get("num_bits") == 8
+        qc = QuantConfig.uniform(str(q.get("quant_algo", "fp8")).lower(), kv="fp8" if fp8_kv else None)
+        return replace(qc, kv_declared="kv_cache_quant_algo" if fp8_kv else "")
     raise BadConfig(f"{path}: unsupported quant_method {method!r}")
