@@ -75,8 +75,8 @@ def test_gpu_busy_per_device_equals_the_cupti_union(path: Path) -> None:
         b = breakdown(one)
         assert b.outside_steps_events == 0
         assert sum(s.gpu_busy_us for s in b.steps) == pytest.approx(busy_us, rel=1e-9)
-    (rank,) = analyze_trace(path).ranks
-    assert sum(s.gpu_busy_us for s in rank.steps) == pytest.approx(sum(expected.values()), rel=1e-9)
+    ranks = analyze_trace(path).ranks  # one rank per (process, GPU): test_nsys_ranks.py
+    assert {r.rank: sum(s.gpu_busy_us for s in r.steps) for r in ranks} == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.parametrize("path", PAIR, ids=IDS)
@@ -178,16 +178,17 @@ def test_nvtx_ranges_become_cpu_rows_with_their_names(path: Path) -> None:
 
 @pytest.mark.parametrize("path", PAIR, ids=IDS)
 def test_trace_command_text_and_json(path: Path) -> None:
-    text = CliRunner().invoke(main, ["trace", str(path)])
+    text = CliRunner().invoke(main, ["trace", str(path), "--per-rank"])  # one rank per (process, GPU)
     assert text.exit_code == 0, text.output
     assert "no step labels in the trace" in text.output  # the gap fallback, said in the report
     result = CliRunner().invoke(main, ["trace", str(path), "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    (rank,) = doc["ranks"]
-    assert rank["steps"] and {s["source"] for s in rank["steps"]} == {"idle_gap"}
-    assert "no step labels" in rank["step_method"]
-    assert sum(s["gpu_busy_us"] for s in rank["steps"]) == pytest.approx(sum(_busy_us_per_device(path).values()))
+    busy = {rank["rank"]: sum(s["gpu_busy_us"] for s in rank["steps"]) for rank in doc["ranks"]}
+    assert busy == pytest.approx(_busy_us_per_device(path))  # one rank per (process, GPU)
+    for rank in doc["ranks"]:
+        assert rank["steps"] and {s["source"] for s in rank["steps"]} == {"idle_gap"}
+        assert "no step labels" in rank["step_method"]
 
 
 def test_before_after_pair_loads_and_the_input_is_untouched() -> None:
@@ -283,8 +284,8 @@ def test_processes_sharing_a_device_ordinal_are_kept_apart(tmp_path: Path) -> No
     assert sorted(kernels["device"].to_list()) == [0, 1]
     assert kernels["correlation"].n_unique() == 2
     assert any("device ordinals" in w for w in trace.warnings)
-    (rank,) = analyze_trace(path).ranks
-    assert sum(s.gpu_busy_us for s in rank.steps) == pytest.approx(10.0)  # 5 µs on each of two GPUs
+    ranks = analyze_trace(path).ranks  # one rank per (process, GPU), numbered as the devices
+    assert [(r.rank, sum(s.gpu_busy_us for s in r.steps)) for r in ranks] == [(0, 5.0), (1, 5.0)]
 
 
 def test_corrupt_and_foreign_sqlite_fail_in_one_line(tmp_path: Path) -> None:

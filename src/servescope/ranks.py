@@ -29,6 +29,7 @@ from servescope.errors import EmptyTrace, NotATrace, ServescopeError, TraceError
 from servescope.rank_workers import RankPool, parallel_workers
 from servescope.trace import load_trace
 from servescope.trace._files import rank_from_name
+from servescope.trace.nsys import is_nsys, load_nsys_ranks
 
 LOCAL_RAY = "local"
 
@@ -44,16 +45,17 @@ class RankOutcome:
     error: TraceError | None = None
 
 
-def analyze_rank_file(path: str, top_n: int = 10) -> RankOutcome:
-    """One rank file → its breakdown. Not-a-trace / empty files come back as an outcome with `error` set;
-    other servescope errors propagate (a missing file is the caller's mistake, not one rank's damage)."""
+def analyze_rank_file(path: str, top_n: int = 10) -> list[RankOutcome]:
+    """One rank file → the outcome of each rank it holds: one for a Kineto file, one per (process, GPU) for an
+    Nsight Systems export of several processes (`trace.nsys.split_gpu_processes`). Not-a-trace / empty files
+    come back as one outcome with `error` set; other servescope errors propagate (a missing file is the
+    caller's mistake, not one rank's damage)."""
     try:
-        trace = load_trace(path)
+        traces = load_nsys_ranks(path) if is_nsys(Path(path)) else [load_trace(path)]
     except (NotATrace, EmptyTrace) as exc:
-        return RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)
-    if not trace.has_gpu_events:
-        return RankOutcome(path, trace.rank, None, trace.warnings)
-    return RankOutcome(path, trace.rank, breakdown(trace, top_n), trace.warnings)
+        return [RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)]
+    return [RankOutcome(path, t.rank, breakdown(t, top_n) if t.has_gpu_events else None, t.warnings)
+            for t in traces]
 
 
 def default_workers(files: Sequence[str]) -> int:
@@ -61,12 +63,12 @@ def default_workers(files: Sequence[str]) -> int:
     return parallel_workers(files)
 
 
-def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[RankOutcome]:
+def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[list[RankOutcome]]:
     """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
     worker to start) and takes files from the front while the workers take them from the back, each worker kept
     two files deep."""
     todo, results, deep = deque(range(len(files))), {}, 2 * (pool.size - 1)
-    running: dict[Future[RankOutcome], int] = {}
+    running: dict[Future[list[RankOutcome]], int] = {}
 
     def feed() -> None:
         while len(todo) > 1 and len(running) < deep:
@@ -84,7 +86,7 @@ def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[Ran
     return [results[i] for i in range(len(files))]
 
 
-def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[RankOutcome]:
+def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[list[RankOutcome]]:
     try:
         import ray  # type: ignore[import-not-found]
     except ImportError:
@@ -108,11 +110,16 @@ def analyze_rank_files(
     files: Sequence[str | Path], top_n: int = 10, workers: int | RankPool | None = None,
     ray_address: str | None = None,
 ) -> list[RankOutcome]:
-    """Outcomes in the order of `files`. `workers`: processes (default: one per core; 1 = in-process), or a
+    """Outcomes in the order of `files` (an Nsight export of several GPU processes gives one per GPU). `workers`: processes (default: one per core; 1 = in-process), or a
     started RankPool (the CLI starts one before it imports Polars, so that its workers fork; the caller shuts
     it down); `ray_address`: run on Ray instead ("local" or a cluster address). By default, folders under
     rank_workers.PARALLEL_MIN_BYTES run in-process."""
     names = [str(f) for f in files]
+    return [o for per_file in _run(names, top_n, workers, ray_address) for o in per_file]
+
+
+def _run(names: list[str], top_n: int, workers: int | RankPool | None,
+         ray_address: str | None) -> list[list[RankOutcome]]:
     if ray_address is not None:
         return _run_ray(names, top_n, ray_address)
     if isinstance(workers, RankPool):

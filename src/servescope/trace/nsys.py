@@ -17,12 +17,17 @@ profiled under one `nsys profile` holds one process per rank; `device` tells the
   correlationId) get it too — the linkage Kineto's `External id` gives (casts via `aten::copy_`).
 Timestamps: ns on the target's clock → µs (`units.NS_PER_US`). correlationId is unique only within a
 process (reference §3.3): with several processes, `correlation` is pid·2^32 + correlationId.
+`load_nsys_ranks` / `split_gpu_processes` cut such a Trace into one Trace per (process, GPU) — the rank view:
+each part holds that GPU's rows and its process's CPU rows, rank = the part's device id, world size = the
+number of parts — so that per-rank times are those of one GPU (busy ≤ span) and ranks can be compared.
 What it does not do: read CUDA_GRAPH_NODE_EVENTS, sync/event tables, GPU metrics or OS runtime calls; it
-does not know NCCL ranks (`rank` comes from the file name, as for Kineto files without distributedInfo).
+does not know NCCL ranks (a single-GPU export's `rank` comes from the file name, as for Kineto files without
+distributedInfo; a split export's ranks are device ids, ordered by CUDA ordinal then pid).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
@@ -41,7 +46,7 @@ from servescope.trace._read import check_path
 from servescope.trace.load import DeviceInfo, Trace
 from servescope.units import NS_PER_US
 
-__all__ = ["is_nsys", "load_nsys"]
+__all__ = ["is_nsys", "load_nsys", "load_nsys_ranks", "split_gpu_processes"]
 
 GPU_KINDS = ("kernel", "memcpy", "memset")
 # ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND ids (CUPTI; as exported in the fixtures' enum tables),
@@ -89,6 +94,11 @@ def load_nsys(path: str | Path) -> Trace:
     that exports it) or EmptyTrace (no events at all).
     Recoverable gaps (tables nsys did not create, names missing from StringIds) are in `Trace.warnings`.
     """
+    return _load(path)[0]
+
+
+def _load(path: str | Path) -> tuple[Trace, dict[int, str]]:
+    """The Trace of `load_nsys` and the process names by pid."""
     path = Path(path)
     check_path(path)
     check_not_report(path)
@@ -106,15 +116,36 @@ def load_nsys(path: str | Path) -> Trace:
     names = [f"{tables.process_names.get(pid, '?')} (pid {pid})" for pid, _ in processes]
     metadata = {"format": "nsys-sqlite", "gpu_processes": ", ".join(names) or "none"}
     metadata |= {key: tables.export[k] for k, key in _EXPORT_KEYS.items() if k in tables.export}
-    return Trace(
-        path,
-        rank_from_name(path.name),
-        None,
-        _conform(events, devices),
-        devices,
-        metadata,
-        tuple(warnings),
-    )
+    trace = Trace(path, rank_from_name(path.name), None, _conform(events, devices), devices, metadata, tuple(warnings))
+    return trace, dict(tables.process_names)
+
+
+def load_nsys_ranks(path: str | Path) -> list[Trace]:
+    """`load_nsys`, then one Trace per (process, GPU) when the export ran GPU work on several (see module doc)."""
+    return split_gpu_processes(*_load(path))
+
+
+def split_gpu_processes(trace: Trace, process_names: Mapping[int, str] | None = None) -> list[Trace]:
+    """One Trace per (pid, device) pair that ran GPU rows, ordered by device id; [trace] when there is one pair.
+
+    A part holds the pair's GPU rows and every CPU row (runtime calls, NVTX ranges) of its pid: a process driving
+    two GPUs gives both parts its CPU rows. GPU rows without a device (none in nsys exports) go to no part.
+    """
+    is_gpu = pl.col("kind").is_in(GPU_KINDS)
+    pairs = (trace.events.filter(is_gpu & pl.col("device").is_not_null()).select("pid", "device").unique()
+             .sort("device", "pid").rows())
+    if len(pairs) < 2:
+        return [trace]
+    names = process_names or {}
+    parts = []
+    for pid, device in pairs:
+        mine = pl.col("pid") == pid
+        events = trace.events.filter(pl.when(is_gpu).then(mine & (pl.col("device") == device)).otherwise(mine))
+        devices = {device: trace.devices[device]} if device in trace.devices else {}
+        name = names.get(int(pid), "?") if str(pid).isdigit() else "?"
+        metadata = trace.metadata | {"process": f"{name} (pid {pid})", "device": str(device)}
+        parts.append(Trace(trace.path, device, len(pairs), events, devices, metadata, trace.warnings))
+    return parts
 
 
 def _events(t: NsysTables, warnings: list[str]) -> pl.DataFrame:
