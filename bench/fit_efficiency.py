@@ -116,7 +116,9 @@ AT_BOUND_NOTES = {
     "cpu_overhead_per_seq_s": "no per-sequence CPU cost is visible beyond the roofline terms: 0 in effect",
     "linear_prefill_layer_s": "only Qwen3.5 rows have linear-attention layers; their TTFT wants more than 4 ms per "
                               "layer (the prefill of gated delta-net layers is under-modelled); left at the bound",
-    "attn_compute_eff": "attention kernels reach the bound on the rows that set it",
+    "attn_compute_eff": "at the upper bound: prefill attention as counted (causal, L0 + (t+1)/2 keys per query) runs "
+                        "faster than 95 % of peak would allow — an over-count in the attention FLOP model (MLA "
+                        "prefill, FP8 attention on Blackwell), not a real efficiency; left at the bound",
     "ttft_queue_frac": "at its bound",
 }
 

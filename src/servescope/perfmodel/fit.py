@@ -7,8 +7,11 @@ over the fitted parameters only (`FITTED`), each kept inside its physical bounds
 p = lo + (hi − lo)·σ(z). Minimiser: Levenberg–Marquardt on z with a forward-difference Jacobian. Every row's
 efficiency-free parts are built once (`fit_data`), so one evaluation of the objective is a few numpy operations
 over all rows; a fit takes about a second and cross-validation folds can refit from a warm start.
-Everything else is measured data, not fitted: memory bandwidth (specs: hbm_bw_efficiency), collective curves
-(specs/collectives, used as measured), per-kernel cost in a CUDA graph (data/engine_overheads.toml).
+Everything else is measured data or physics, not fitted: memory bandwidth (specs: hbm_bw_efficiency), collective
+curves (specs/collectives, used as measured), per-kernel cost in a CUDA graph (data/engine_overheads.toml), the
+engines' prefill budgets and scheduling (data/engines.toml: first-token waves in serving.py); prefill_eff and
+prefill_interference stay at their physical value 1 (fitted, they landed at 1.02 and 1.06 with no gain out of
+sample: bench/RESULTS.md, issue 7 physics).
 `LEGACY` is the parameter set of the previous model (18 numbers per (generation, backend) group plus a global
 fit), kept only to measure that model's cross-validated error (bench/validation_report.py).
 What it does not: read or write files (bench/fit_efficiency.py), choose rows, or change the physics.
@@ -40,8 +43,6 @@ FITTED: dict[str, tuple[float, float, str]] = {
     "cpu_overhead_per_seq_s": (1e-8, 5e-5, "TPOT growth with batch beyond the roofline"),
     "launch_overhead_s": (5e-7, 3e-5, "TTFT: per-kernel cost of an (eager/piecewise) prefill"),
     "prefill_overhead_s": (1e-4, 0.25, "TTFT at concurrency 1 (request set-up, tokenizer, first sampling)"),
-    "prefill_eff": (0.2, 1.5, "TTFT, and TPOT through prefill interference"),
-    "prefill_interference": (0.0, 2.0, "TPOT growth with concurrency (other requests' prefills)"),
     "ttft_queue_frac": (0.0, 1.0, "TTFT growth with concurrency on engines with mixed steps (vLLM, TRT-LLM)"),
     "mla_prefill_layer_s": (0.0, 4e-3, "TTFT of MLA models (DeepSeek-V3/R1, Kimi-K2.5, GLM-5)"),
     "linear_prefill_layer_s": (0.0, 4e-3, "TTFT of linear-attention models (Qwen3.5)"),
