@@ -135,26 +135,39 @@ def test_host_costs_enter_the_gain_as_priced() -> None:
         sc = Scenario.build(pair.model, pair.gpu, tp=pair.tp, quant=pair.quant, backend=pair.backend,
                             isl=int(pair.context_len), osl=1, check_memory=False)
         full = spec_gain(sc, SpecShape(pair.method, pair.k, pair.depth, pair.width), pair.al or 1.0, pair.batch,
-                         pair.context_len, draft_vocab=pair.draft_vocab, host=host)
+                         pair.context_len, draft_vocab=pair.draft_vocab, host=host, engine=pair.engine)
         assert pair_terms(pair).gain(host) == pytest.approx(full.gain, rel=1e-12)
         assert full.iteration.host_s == pytest.approx(host.per_seq_s * pair.batch
                                                       + host.per_forward_s * SpecShape(pair.method, pair.k,
                                                                                        pair.depth).draft_forwards)
 
 
-def test_sglang_speculation_runs_eagerly_above_its_capture_limit() -> None:
-    """SGLang 0.4.4 captures speculative graphs for 1..32 sequences only (data/spec_engines.toml): at 33 the
-    verify step pays eager launches, at 32 it replays a graph; vLLM pads into its ordinary capture sizes."""
+def test_sglang_04_speculation_runs_eagerly_above_its_capture_limit() -> None:
+    """SGLang 0.4.4 captured speculative graphs for 1..32 sequences only (data/spec_engines.toml `sglang-0.4`):
+    at 33 the verify step pays eager launches, at 32 it replays a graph. SGLang 0.5.9 (`sglang`, the backend's
+    default entry) and vLLM pad into their ordinary capture sizes."""
     from servescope.perfmodel.speculative import SpecShape, model_step, spec_engine, spec_gain
 
-    assert spec_engine("sglang").graph_max_batch == 32 and spec_engine("vllm").graph_max_batch == 0
+    assert spec_engine("sglang-0.4").graph_max_batch == 32
+    assert spec_engine("sglang").graph_max_batch == spec_engine("vllm").graph_max_batch == 0
     shape, step = SpecShape("eagle3", 3), model_step(512)
     sgl = Scenario.build("llama-3.1-8b", "h100_sxm", backend="sglang", isl=512, osl=1)
     eager = step(replace(sgl, cuda_graphs=False), 33, 4)[0]
-    assert spec_gain(sgl, shape, 2.0, 33, 512).iteration.verify_s == pytest.approx(eager)
-    assert spec_gain(sgl, shape, 2.0, 32, 512).iteration.verify_s == pytest.approx(step(sgl, 32, 4)[0])
-    vll = replace(sgl, backend="vllm")
-    assert spec_gain(vll, shape, 2.0, 33, 512).iteration.verify_s == pytest.approx(step(vll, 33, 4)[0])
+    assert eager > step(sgl, 33, 4)[0]
+    assert spec_gain(sgl, shape, 2.0, 33, 512, engine="sglang-0.4").iteration.verify_s == pytest.approx(eager)
+    assert spec_gain(sgl, shape, 2.0, 32, 512, engine="sglang-0.4").iteration.verify_s == pytest.approx(
+        step(sgl, 32, 4)[0])
+    assert spec_gain(sgl, shape, 2.0, 33, 512).iteration.verify_s == pytest.approx(step(sgl, 33, 4)[0])
+
+
+def test_an_unknown_engine_lists_the_known_ones() -> None:
+    from servescope.errors import BadConfig
+    from servescope.perfmodel.speculative import spec_engine
+
+    with pytest.raises(BadConfig, match="known: sglang, sglang-0.4, trtllm, vllm"):
+        spec_engine("sglang-0.1")
+    for name in ("sglang", "sglang-0.4", "trtllm", "vllm"):
+        assert spec_engine(name).source.strip()  # every entry says where its numbers come from
 
 
 def test_eagle3_heads_read_twice_the_input_projections_and_their_own_vocabulary() -> None:

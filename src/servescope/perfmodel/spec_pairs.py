@@ -40,6 +40,7 @@ class SpecPair:
     tp: int
     quant: str
     backend: str
+    engine: str  # entry of perfmodel/data/spec_engines.toml (the engine version the source ran)
     batch: int
     k: int
     depth: int
@@ -70,7 +71,8 @@ def load_pairs(path: str | Path) -> list[SpecPair]:
             try:
                 pair = SpecPair(
                     row["id"], int(row["ref_row"]), int(row["source_line"]), row["source"], row["method"],
-                    row["model"], row["gpu"], int(row["tp"]), row["quant"], row["backend"], int(row["batch"]),
+                    row["model"], row["gpu"], int(row["tp"]), row["quant"], row["backend"],
+                    row.get("engine") or row["backend"], int(row["batch"]),
                     int(row["k"]), int(row["depth"] or 0), int(row["width"] or 1),
                     int(row["draft_vocab"]) if row.get("draft_vocab") else None,
                     float(row["al"]) if row["al"] else None, float(row["context_len"]), float(row["measured"]),
@@ -111,7 +113,7 @@ def pair_terms(pair: SpecPair, batch: int | None = None) -> PairTerms:
     shape = SpecShape(pair.method, pair.k, pair.depth, pair.width)
     b = batch or pair.batch
     g = spec_gain(_scenario(pair), shape, pair.al or 1.0, b, pair.context_len, draft_vocab=pair.draft_vocab,
-                  host=HostCosts())
+                  host=HostCosts(), engine=pair.engine)
     return PairTerms(g.base_step_s, g.iteration.total_s, b, shape.draft_forwards, pair.al or 1.0)
 
 

@@ -83,13 +83,14 @@ def _engine_table() -> dict[str, SpecEngine]:
             for name, v in doc.items()}
 
 
-def spec_engine(backend: str) -> SpecEngine:
-    """The speculative behaviour of `backend` (BadConfig naming the known engines when it has none)."""
+def spec_engine(name: str) -> SpecEngine:
+    """The speculative behaviour of an engine: a backend's current defaults (`sglang`, `vllm`, `trtllm`) or an
+    older version's (`sglang-0.4`); BadConfig naming the known entries when it has none."""
     table = _engine_table()
-    if backend not in table:
-        raise BadConfig(f"perfmodel/data/spec_engines.toml: no entry for backend {backend!r}; "
+    if name not in table:
+        raise BadConfig(f"perfmodel/data/spec_engines.toml: no entry for engine {name!r}; "
                         f"known: {', '.join(sorted(table))}")
-    return table[backend]
+    return table[name]
 
 
 @dataclass(frozen=True)
@@ -343,11 +344,12 @@ def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, e
 
 
 def iteration(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, step: StepFn,
-              host: HostCosts | None = None) -> SpecIteration:
-    """Price one speculative iteration of `batch` sequences (all dp ranks) with `step` (see StepFn)."""
+              host: HostCosts | None = None, engine: str | None = None) -> SpecIteration:
+    """Price one speculative iteration of `batch` sequences (all dp ranks) with `step` (see StepFn), as
+    `engine` (data/spec_engines.toml; default the scenario's backend at its current defaults) runs it."""
     if batch < 1:
         raise ScenarioError(f"speculative iteration: batch={batch}")
-    eng = spec_engine(sc.backend)
+    eng = spec_engine(engine or sc.backend)
     verify = step(_graphs(sc, batch, eng), batch, shape.k + 1)[0]
     draft_s = _draft_s(draft, batch, shape, step, eng) if draft is not None else 0.0
     launches, sampling, sync, book = _fixed(sc, draft, batch, shape, eng, host or HOST_COSTS)
@@ -372,7 +374,7 @@ class SpecGain:
 
 def spec_gain(sc: Scenario, shape: SpecShape, accepted_length: float, batch: int, context_len: float,
               draft_model: str | None = None, draft_vocab: int | None = None,
-              host: HostCosts | None = None) -> SpecGain:
+              host: HostCosts | None = None, engine: str | None = None) -> SpecGain:
     """Decode-step gain of speculation at `batch` sequences of `context_len` tokens (no prefill interference:
     both sides pay it alike at steady state)."""
     if accepted_length < 1.0:
@@ -380,4 +382,4 @@ def spec_gain(sc: Scenario, shape: SpecShape, accepted_length: float, batch: int
     step = model_step(context_len)
     draft = draft_scenario(sc, shape.method, draft_model, draft_vocab)
     base = step(sc, batch, 1)[0]
-    return SpecGain(base, iteration(sc, draft, batch, shape, step, host), accepted_length)
+    return SpecGain(base, iteration(sc, draft, batch, shape, step, host, engine), accepted_length)
