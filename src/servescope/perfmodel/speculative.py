@@ -1,31 +1,35 @@
 """Speculative decoding as engines run it: the drafter's architecture and the cost of one speculative iteration.
 
-Does: build the drafter as a scenario the step model can price, and price one iteration (vLLM V1's EagleProposer
-loop, which vLLM also uses for MTP; SGLang's chain drafting has the same shape):
+Does: build the drafter as a scenario the step model can price, and price one iteration as a given engine
+version runs it (data/spec_engines.toml: vLLM's EagleProposer loop, also used for MTP; SGLang 0.5 and 0.4):
 
     iteration = verify + draft + fixed                                                   (seconds)
     verify    = target step over B sequences × (k+1) query tokens (multi-token-query attention: each sequence's
                 KV is read once, attention FLOPs × (k+1); MoE: distinct experts touched by B·(k+1) tokens, top-k of
                 E — both inside perfmodel.step); CUDA-graph padding of the B·(k+1) tokens to the next captured
-                size is perfmodel.step's (the engine's capture sizes, perfmodel.graphs), not repeated here
+                size is perfmodel.step's (perfmodel.graphs); an engine whose speculative graphs stop at
+                `graph_max_batch` sequences (SGLang 0.4: 32, unpadded) runs verify and draft eagerly above it
     draft     = drafter forward over the d+1 verified positions per sequence (fills the drafter's KV; d = depth,
-                k for a chain) + (d−1) forwards of w tokens per sequence (w = 1 for a chain, the tree's width
-                otherwise); none pays the engine's per-step CPU time, which an iteration pays once (in `verify`)
-    fixed     = eager kernels × launch_overhead_s   (LAUNCHES_PER_DRAFT_STEP per drafter forward after the first,
-                                                     LAUNCHES_PREPARE + LAUNCHES_REJECTION per iteration)
+                k for a chain; eager where `first_forward_eager`) + (d−1) forwards of w tokens per sequence
+                (w = 1 for a chain, the tree's width otherwise); none pays the engine's per-step CPU time, which
+                an iteration pays once (in `verify`)
+    fixed     = eager kernels × launch_overhead_s   (the engine's eager_ops_per_iteration + eager_ops_per_draft_step
+                                                     per drafter forward after the first, unless the loop is graphed)
               + vocabulary sampling bytes / (HBM BW · ELEMENTWISE_BW_FRACTION)
-                  (argmax over B·w·V fp32 logits per drafter forward; rejection sampling reads/writes
+                  (argmax over B·w·V_draft fp32 logits per drafter forward; rejection sampling reads/writes
                    SAMPLER_PASSES × B·k·V·4 B more than the plain sampler's B·V)
-              + HOST_SYNCS × HOST_SYNC_S   (the accepted counts go to the host before the drafter runs)
+              + host_syncs × HOST_SYNC_S   (the engine's blocking .item()/.tolist() per iteration)
+              + HostCosts.per_seq_s × B + HostCosts.per_forward_s × drafter forwards   (fitted: data/spec_host.toml)
     gain      = t_base(B) · AL / iteration          (AL = accepted length, bonus token included)
 
 Drafters: EAGLE / EAGLE-3 head = its own config.json when given (plus the 3h→h fusion GEMM), else one layer with
-the target's attention kind (an MLA target gets an MLA layer, a GQA target a GQA layer), a dense MLP at the
-target's dense intermediate size, the 3h→h fusion GEMM and its own LM head over the target vocabulary
-(conservative: many heads use a 32k draft vocabulary); BF16, on the target's TP ranks, no expert parallelism; MTP = one of the target's own layers plus the 2h→h projection, target
-quantization; draft model = the named checkpoint; n-gram = no drafter forward (CPU lookup).
-Does not: acceptance (the caller gives AL), adaptive verification, overlap scheduling, or engines other than the
-vLLM-style loop above. Every constant below names its source or says it is an assumption.
+the target's attention kind (an MLA target gets an MLA layer, a GQA target a GQA layer) and a dense MLP at the
+target's dense intermediate size; EAGLE-3 adds the 3h→h fusion GEMM, feeds its q/k/v (q_a/kv_a) 2h and has its
+own LM head over `draft_vocab` (default the target vocabulary: conservative); EAGLE-1 adds 2h→h and shares the
+target's LM head; BF16, on the target's TP ranks, no expert parallelism. MTP = one of the target's own layers plus
+the 2h→h projection, target quantization; draft model = the named checkpoint; n-gram = no drafter forward.
+Does not: acceptance (the caller gives AL), adaptive verification, overlap scheduling (SGLang spec v2), or tree
+attention beyond "verify k tokens". Every constant below names its source or says it is an assumption.
 """
 
 from __future__ import annotations
