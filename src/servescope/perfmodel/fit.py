@@ -47,8 +47,15 @@ FITTED: dict[str, tuple[float, float, str]] = {
     "mla_prefill_layer_s": (0.0, 4e-3, "TTFT of MLA models (DeepSeek-V3/R1, Kimi-K2.5, GLM-5)"),
     "linear_prefill_layer_s": (0.0, 4e-3, "TTFT of linear-attention models (Qwen3.5)"),
 }
+# Numbers held at their physical value in the shipped fit, with the bounds a fit of them would use (the scheduler
+# simulation's own prefill fit, perfmodel/simulate/fit.py, grids prefill_eff within these).
+HELD: dict[str, tuple[float, float, str]] = {
+    "prefill_eff": (0.2, 1.5, "held at 1: prefill kernels at the decode kernels' efficiencies"),
+    "prefill_interference": (0.0, 2.0, "held at 1: every other request's prefill inside the decode window"),
+}
+BOUNDS: dict[str, tuple[float, float, str]] = {**FITTED, **HELD}
 LEGACY: dict[str, tuple[float, float, str]] = {
-    **FITTED,
+    **BOUNDS,
     "collective_latency_scale": (0.5, 4.0, "legacy"),
     "collective_bw_scale": (0.25, 2.0, "legacy"),
     "kernel_overhead_s": (0.0, 1e-5, "legacy"),

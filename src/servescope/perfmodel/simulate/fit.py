@@ -9,7 +9,7 @@ queueing comes from the simulation itself, not from the closed form's ttft_queue
             token of every request by itself; the load it takes off the engine is ignored: the surrogate serves only
             the fit, predictions are fresh simulations at the fitted numbers)
   objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of perfmodel.fit (δ = SOFT_L1_S)
-  minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within perfmodel.fit.FITTED's bounds): two numbers,
+  minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within perfmodel.fit.BOUNDS): two numbers,
             one pass, no iteration toward any target
 The other efficiencies (GEMM/attention bandwidth and compute, CPU and launch costs) stay those of the closed-form
 fit: in cross-validation, the fold's refit on the training rows (perfmodel.fit).
@@ -28,15 +28,15 @@ import numpy as np
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.fit import FITTED, SOFT_L1_S
+from servescope.perfmodel.fit import BOUNDS, SOFT_L1_S
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.simulate.validation import simulate_row
 from servescope.perfmodel.validate import Row
 
 SIM_FITTED = ("prefill_eff", "prefill_overhead_s")
 PE_GRID = (0.2, 0.35, 0.6, 1.0, 1.5)  # simulated prefill efficiencies (FITTED bounds 0.2-1.5)
-PE_FINE = np.geomspace(FITTED["prefill_eff"][0], FITTED["prefill_eff"][1], 161)
-SETUP_FINE = np.geomspace(FITTED["prefill_overhead_s"][0], FITTED["prefill_overhead_s"][1], 241)
+PE_FINE = np.geomspace(BOUNDS["prefill_eff"][0], BOUNDS["prefill_eff"][1], 161)
+SETUP_FINE = np.geomspace(BOUNDS["prefill_overhead_s"][0], BOUNDS["prefill_overhead_s"][1], 241)
 
 
 @dataclass(frozen=True)
