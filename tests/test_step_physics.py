@@ -195,3 +195,20 @@ def test_scenario_takes_the_engine_kv_unless_told() -> None:
     idx_write = 32 * c["num_hidden_layers"] * (c["index_head_dim"] + 4)
     bw = achieved_bw_bytes_per_s(load_gpu("h200_sxm"))
     assert kv8 == pytest.approx(kv16 / 2 + idx_write / 2 / bw, rel=1e-9)
+
+
+def test_indexer_kernels_are_counted_per_dsa_layer() -> None:
+    c = _cfg("zai-org--GLM-5")
+    n, dense = c["num_hidden_layers"], c["first_k_dense_replace"]
+    moe = n - dense
+    shared = 1 if c["n_shared_experts"] else 0
+    want = 10 + 6 * n + 4 * dense + 8 * moe + 3 * moe * shared + 9 * n  # + 9 indexer kernels per layer
+    eff = EFF.scaled(kernel_overhead_s=1e-6)
+    sc = Scenario.build("glm-5", "h200_sxm", tp=8, quant="fp8", kv_quant="fp8", efficiency=eff, check_memory=False)
+    assert decode_step(sc, 4, 1000).terms_s["overhead"] == pytest.approx(want * 1e-6, rel=1e-12)
+    v3 = Scenario.build("deepseek-v3", "h200_sxm", tp=8, quant="fp8", kv_quant="fp8", efficiency=eff,
+                        check_memory=False)
+    c3 = _cfg("deepseek-ai--DeepSeek-V3")
+    moe3 = c3["num_hidden_layers"] - c3["first_k_dense_replace"]
+    want3 = 10 + 6 * c3["num_hidden_layers"] + 4 * c3["first_k_dense_replace"] + 8 * moe3 + 3 * moe3
+    assert decode_step(v3, 4, 1000).terms_s["overhead"] == pytest.approx(want3 * 1e-6, rel=1e-12)

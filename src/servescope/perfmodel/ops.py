@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 # Kernels per layer part (norm, GEMMs, rope/KV write, attention, activation, router/top-k, combine), counted from
 # typical vLLM/SGLang decode graphs; collectives are counted separately.
 KERNELS_ATTN, KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED, KERNELS_STEP = 6, 4, 8, 3, 10
+# DeepSeek sparse-attention indexer, per layer that has one, counted from vLLM 0.19's decode path
+# (models/deepseek_v2.py Indexer.forward, layers/sparse_attn_indexer.py): wq_b, wk and weights_proj GEMMs, k_norm,
+# rotary, q fp8 quant, k quant + cache insert, fp8_paged_mqa_logits, top-k; the elementwise cat/scale ops between
+# them are left out (torch.compile fuses them into neighbours).
+KERNELS_INDEXER = 9
 ACT_BYTES = 2.0  # activations travel in bf16
 DEFAULT_HBM_BW_EFFICIENCY = 0.8  # AIC-SYS mem_bw_empirical_scaling_factor, for a GPU file without the field
 
@@ -122,6 +127,7 @@ def build_ops(sc: Scenario) -> Ops:
     kernels = KERNELS_STEP + sum(KERNELS_ATTN for a in m.layer_attention if a != "none")
     kernels += sum({"dense": KERNELS_DENSE_MLP, "moe": KERNELS_MOE}.get(x, 0) for x in m.layer_mlp)
     kernels += KERNELS_SHARED * (n_moe if m.shared_intermediate_size else 0)
+    kernels += KERNELS_INDEXER * _indexer_layers(sc)
     a2a = n_moe if (sc.dp > 1 and n_moe) else 0
     terms = _ctx_terms(sc)
     mla_fl, mla_b = mla_context_per_token(sc)
@@ -181,6 +187,17 @@ def _ctx_terms(sc: Scenario) -> tuple[CtxTerm, ...]:
         return (CtxTerm("cap", m.index_topk, n * lat * kvb, n * fd, n * fp),
                 CtxTerm("all", 0, n * (m.index_head_dim + 4.0), n * ix_fl, n * ix_fl, True))
     return _v4_terms(sc, nh, kvb)
+
+
+def _indexer_layers(sc: Scenario) -> int:
+    """Layers running a DeepSeek sparse-attention indexer: every attention layer of an MLA+DSA model, the ratio-4
+    layers of DeepSeek-V4, none elsewhere."""
+    m = sc.model
+    if not m.index_n_heads:
+        return 0
+    if m.attention_kind == "v4":
+        return sum(1 for r in m.v4_compress if r == 4)
+    return sum(1 for a in m.layer_attention if a in ("full", "sliding")) if m.attention_kind == "mla" else 0
 
 
 def _v4_terms(sc: Scenario, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
