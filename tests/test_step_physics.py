@@ -107,7 +107,9 @@ def test_mla_chunked_prefill_context_upprojection() -> None:
     bw, bf16 = achieved_bw_bytes_per_s(g), g.flops_per_s["bf16"]
     a, b = step_parts(sc, 1, 0, t, prefill=True), step_parts(sc, 1, L, t, prefill=True)
     up_flops = L * n * 2 * kvl * (nh / tp) * (nope + v)  # kv_b_proj over the cached latent
-    assert float(b.comp_gemm_s - a.comp_gemm_s) == pytest.approx(up_flops / bf16, rel=1e-9)
+    attn_flops = t * n * 2 * (nh / tp) * (nope + rope + v) * L  # the chunk's queries over L more context tokens
+    assert float(b.comp_attn_s - a.comp_attn_s) == pytest.approx((up_flops + attn_flops) / bf16, rel=1e-9)
+    assert float(b.comp_gemm_s) == float(a.comp_gemm_s)
     latent = L * n * (kvl + rope) * 2  # the cached latent read once
     kv_mat = L * n * 2 * (nh / tp) * (nope + rope + v) * 2  # per-head k and v written, then read
     assert float(b.mem_attn_s - a.mem_attn_s) == pytest.approx((latent + kv_mat) / bw, rel=1e-9)

@@ -23,7 +23,7 @@ graphs.py); beyond it the step runs eagerly.
 Multi-token queries (t tokens per sequence: speculative verify, prefill chunks): KV read once per sequence over
 L + t − 1 (decode) or L + t (prefill) tokens; attention FLOPs t × the mean context a query sees, L + (t − 1)/2
 (verify) or L + (t + 1)/2 (prefill, causal). A prefill chunk on an MLA model with L cached tokens also pays the
-context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py).
+context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py), in the attention class.
 MoE dispatch under attention-DP + EP follows the engine default (`dispatch_mode`): all-to-all (TRT-LLM) or
 all-gather + reduce-scatter (vLLM, SGLang).
 `floor_s` = max(all bytes / datasheet BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no
@@ -280,9 +280,11 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
     floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
-        comp_gemm_s=t_pad * o.gemm_s_per_token_peak + ctx_fl / o.mla_ctx_peak_flops,
+        comp_gemm_s=t_pad * o.gemm_s_per_token_peak,
         mem_moe_s=moe_bytes / bw, comp_moe_s=comp_moe, mem_attn_s=(kv_bytes + ctx_bytes) / bw,
-        comp_attn_s=attn_fl / o.attn_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
+        # the MLA context up-projection scales with the cached context like attention (attention class, so the
+        # simulation's per-chunk attention tables carry it), at the kv_b_proj weights' dtype peak
+        comp_attn_s=attn_fl / o.attn_peak_flops + ctx_fl / o.mla_ctx_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
         mem_rec_s=rec_bytes / bw + zero, comp_rec_s=rec_fl / o.attn_peak_flops,
         kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed, batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw, colls=colls,
