@@ -201,7 +201,7 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--quant", default="native", show_default=True,
                      help="Weights: native (the checkpoint's own), bf16, fp8, fp8-block, int4-w4a16, nvfp4, mxfp4."),
         click.option("--moe-quant", default=None, help="Routed experts' scheme, if different."),
-        click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8)."),
+        click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8); default: what the backend's 'auto' allocates for the checkpoint."),
         click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
         click.option("--backend", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"])),
         click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
