@@ -166,8 +166,11 @@ def test_an_unknown_engine_lists_the_known_ones() -> None:
 
     with pytest.raises(BadConfig, match="known: sglang, sglang-0.4, trtllm, vllm"):
         spec_engine("sglang-0.1")
+    from servescope.perfmodel.scenario import BACKENDS
+
     for name in ("sglang", "sglang-0.4", "trtllm", "vllm"):
         assert spec_engine(name).source.strip()  # every entry says where its numbers come from
+    assert all(spec_engine(b).name == b for b in BACKENDS)  # every backend a scenario can name is priced
 
 
 def test_eagle3_heads_read_twice_the_input_projections_and_their_own_vocabulary() -> None:
