@@ -279,3 +279,27 @@ def test_the_planner_prices_speculation_like_the_table() -> None:
     err = spec_error()
     assert (t.gain_low, t.gain_high) == pytest.approx((g.gain / err.q90, g.gain / err.q10), rel=1e-9)
     assert "published with/without pairs" in t.details["range"]
+
+
+def test_the_fit_recovers_host_costs_that_generated_the_gains() -> None:
+    """Synthetic rows whose 'measured' gains are the model's under known host costs (per sequence 120 µs, per
+    drafter forward 0.6 ms): the fit returns those costs (to its grid's resolution) and every row within 1 %."""
+    from servescope.perfmodel.spec_fit import fit_host
+    from servescope.perfmodel.spec_pairs import PairTerms, SpecPair, Terms, predict
+    from servescope.perfmodel.speculative import HostCosts
+
+    truth = HostCosts(120e-6, 0.6e-3)
+    base = PAIRS[0]
+    rows: list[SpecPair] = []
+    typed: Terms = {}
+    for i, (b, f) in enumerate([(1, 3), (1, 8), (8, 3), (32, 3), (64, 4), (16, 21)]):
+        t = PairTerms(base_s=0.008 + 0.00005 * b, iteration_s=0.011 + 0.0001 * b, seqs=b, forwards=f, al=2.5)
+        row = replace(base, id=f"syn{i}", kind="gain", relative_to="", al=2.5, measured=t.gain(truth),
+                      source=f"S{i % 3} synthetic")
+        rows.append(row)
+        typed[row.id] = (t, None)
+    got = fit_host(rows, rows, typed)
+    assert got.per_seq_s == pytest.approx(truth.per_seq_s, rel=0.05)
+    assert got.per_forward_s == pytest.approx(truth.per_forward_s, rel=0.05)
+    by_id = {r.id: r for r in rows}
+    assert all(abs(predict(r, typed, by_id, got) / r.measured - 1) < 0.01 for r in rows)
