@@ -8,6 +8,10 @@ Formulas (bytes, per GPU):
               MLA (kv_lora+rope)·kvb (+ index keys for DSA) replicated on every TP rank
   usable    = hbm · gpu_memory_utilization − reserve_bytes − weights
   max_concurrency = dp · floor(usable / KV per seq at isl+osl)
+  engine KV budget (the scheduler simulation, per backend: simulate/engines.toml kv_mem_fraction, kv_mem_of)
+            "total": hbm · f − reserve_bytes − weights   (vLLM gpu_memory_utilization)
+            "free":  f · (hbm − reserve_bytes − weights) (TRT-LLM free_gpu_memory_fraction)
+            no f:    usable                               (the generic share above)
 What it does not: model paging granularity (vLLM blocks of 16 tokens round up by < 1 block per sequence),
 prefix caching, or CPU offload.
 """
@@ -56,6 +60,19 @@ def kv_bytes_per_seq(sc: Scenario, context_len: float) -> float:
 def usable_bytes_per_gpu(sc: Scenario) -> float:
     eff = sc.efficiency
     return float(sc.gpu.hbm_bytes) * eff.gpu_memory_utilization - eff.reserve_bytes - weights_bytes_per_gpu(sc)
+
+
+def engine_kv_bytes_per_gpu(sc: Scenario, fraction: float | None = None, of: str = "total") -> float:
+    """KV-cache bytes per GPU as an engine sizes its pool (module docstring: engine KV budget)."""
+    if fraction is None:
+        return usable_bytes_per_gpu(sc)
+    rest = sc.efficiency.reserve_bytes + weights_bytes_per_gpu(sc)
+    hbm = float(sc.gpu.hbm_bytes)
+    if of == "free":
+        return fraction * (hbm - rest)
+    if of == "total":
+        return hbm * fraction - rest
+    raise ScenarioError(f"KV memory share of {of!r}; known: total, free")
 
 
 def max_concurrency(sc: Scenario, context_len: float | None = None) -> int:

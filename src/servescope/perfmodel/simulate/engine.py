@@ -36,6 +36,8 @@ class EngineConfig:
     reserve_init_ratio: float = 0.0  # reserve_ratio admission: share of remaining output tokens held back
     reserve_min_ratio: float = 0.0  # ... decaying linearly to this share
     reserve_decay_steps: float = 1.0  # ... over this many steps (reset to the initial share on a retraction)
+    kv_mem_fraction: float | None = None  # share of memory for the KV pool (None: the memory model's generic share)
+    kv_mem_of: str = "total"  # ... of the whole HBM ("total") or of what weights and activations leave ("free")
     sources: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> EngineConfig:
@@ -68,6 +70,8 @@ def engine_defaults(backend: str) -> EngineConfig:
         reserve_init_ratio=float(s.get("reserve_init_ratio", 0.0)),
         reserve_min_ratio=float(s.get("reserve_min_ratio", 0.0)),
         reserve_decay_steps=float(s.get("reserve_decay_steps", 1.0)),
+        kv_mem_fraction=float(s["kv_mem_fraction"]) if "kv_mem_fraction" in s else None,
+        kv_mem_of=str(s.get("kv_mem_of", "total")),
     )
     check_engine(cfg)
     return cfg
@@ -80,5 +84,9 @@ def check_engine(cfg: EngineConfig) -> None:
                             f"{cfg.max_num_batched_tokens} and block size {cfg.block_size_tokens} must be >= 1")
     if cfg.priority not in PRIORITIES:
         raise ScenarioError(f"priority {cfg.priority!r}; known: {', '.join(PRIORITIES)}")
+    if cfg.kv_mem_fraction is not None and not 0.0 < cfg.kv_mem_fraction <= 1.0:
+        raise ScenarioError(f"kv_mem_fraction={cfg.kv_mem_fraction} must be within (0, 1]")
+    if cfg.kv_mem_of not in ("total", "free"):
+        raise ScenarioError(f"kv_mem_of {cfg.kv_mem_of!r}; known: total, free")
     if cfg.admission not in ADMISSIONS:
         raise ScenarioError(f"admission {cfg.admission!r}; known: {', '.join(ADMISSIONS)}")

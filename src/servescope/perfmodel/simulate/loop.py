@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from servescope.errors import ScenarioError
-from servescope.perfmodel.memory import kv_bytes_per_seq, usable_bytes_per_gpu
+from servescope.perfmodel.memory import engine_kv_bytes_per_gpu, kv_bytes_per_seq
 from servescope.perfmodel.simulate.engine import EngineConfig
 from servescope.perfmodel.simulate.scheduler import SchedState
 from servescope.perfmodel.simulate.stepcost import StepCost
@@ -55,11 +55,12 @@ class RawRun:
 
 
 def kv_blocks(sc: Any, cfg: EngineConfig) -> int:
-    """KV blocks of the instance: dp · ⌊usable bytes per GPU / bytes per block⌋, bytes per token taken from the
-    scenario's mean sequence (isl + osl; exact for full attention, an average for windows and recurrent state)."""
+    """KV blocks of the instance: dp · ⌊KV bytes per GPU / bytes per block⌋, the KV bytes as the backend sizes its
+    pool (memory.engine_kv_bytes_per_gpu with engines.toml kv_mem_fraction / kv_mem_of), bytes per token taken from
+    the scenario's mean sequence (isl + osl; exact for full attention, an average for windows and recurrent state)."""
     ref = float(sc.isl + sc.osl)
     per_block = kv_bytes_per_seq(sc, ref) / ref * cfg.block_size_tokens
-    free = usable_bytes_per_gpu(sc)
+    free = engine_kv_bytes_per_gpu(sc, cfg.kv_mem_fraction, cfg.kv_mem_of)
     if per_block <= 0:
         return 10**9
     return int(sc.dp * max(free, 0.0) // per_block)

@@ -93,12 +93,17 @@ class SchedState:
             left = self.budget - int(n0.sum())
             self._fit_kv_subset(ids0, n0)
             admitted = self._admit(left)
-            if len(ids0) or admitted:
-                ids = np.concatenate([ids0, np.asarray(admitted, dtype=np.int64)])
-                ns = np.concatenate([n0, np.asarray(self._admitted_tokens, dtype=np.int64)])
-                keep = ns > 0
+            ids = np.concatenate([ids0, np.asarray(admitted, dtype=np.int64)])
+            ns = np.concatenate([n0, np.asarray(self._admitted_tokens, dtype=np.int64)])
+            keep = ns > 0
+            if keep.any():
                 return ids[keep], ns[keep], admitted
+        # decode (also when no prefill chunk got KV: decoding frees it); all stalled mid-prefill -> retract newest
         n = np.where(pend == 1, 1, 0).astype(np.int64)
+        if not n.any() and len(run) > 1:
+            self._preempt(int(run[-1]))
+            self.run = run[:-1]
+            return self._prefill_first()
         self._fit_kv(n)
         n = n[: len(self.run)]
         keep = n > 0

@@ -14,27 +14,64 @@ through the simulation and bench/crossval_simulate.py cross-validates that), or 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.simulate import SimResult, engine_for, simulate
+from servescope.perfmodel.simulate import (
+    Arrival,
+    SimResult,
+    build_workload,
+    draw_lengths,
+    engine_for,
+)
+from servescope.perfmodel.simulate.loop import simulate_raw
+from servescope.perfmodel.simulate.metrics import per_request, summarise
 from servescope.perfmodel.validate import DISAGG, RowResult, ValidationResult, read_rows
 from servescope.units import MS_PER_S
 
-MAX_PROMPTS = 2048  # cap per row: a row at concurrency 1024 simulates two waves
+# The client behind the dev CSV (InferenceX, ex-InferenceMAX, benchmark harness around `vllm bench serve` /
+# benchmark_serving.py): `--max-concurrency c --request-rate inf --num-prompts 10·c --random-range-ratio 0.8
+# --ignore-eos`. Recalled from SemiAnalysisAI/InferenceX benchmarks/benchmark_lib.sh (run_benchmark_serving) and
+# its workflow inputs; not re-checked here (no network): bench/RESULTS.md reports the sensitivity to both numbers.
+CLIENT_WAVES = 10  # num_prompts = 10 × concurrency
+CLIENT_RANGE_RATIO = 0.8  # every prompt and output length drawn uniformly in [0.8·len, len]
+MAX_PROMPTS = 2048  # requests simulated per row (at least 3 waves); the waves in between are reweighted
 
 
-def simulate_row(sc: Scenario, concurrency: int, waves: int = 4) -> SimResult:
-    """The closed-loop run that stands for one measured row (module docstring: waves, engine budget)."""
-    n = min(max(waves * concurrency, concurrency), MAX_PROMPTS)
+def simulate_row(sc: Scenario, concurrency: int, waves: int = CLIENT_WAVES, range_ratio: float = CLIENT_RANGE_RATIO,
+                 max_prompts: int = MAX_PROMPTS, seed: int = 0) -> SimResult:
+    """The closed-loop run that stands for one measured row (module docstring: client, engine budget).
+
+    When waves × concurrency exceeds max_prompts, n = max(max_prompts, 3c) requests are simulated and the mean TTFT
+    and TPOT reweighted to the full run's: the first c requests (sent at t = 0) and the last c (the drain) each weigh
+    1/waves, the ones between (the steady state) (waves − 2)/waves."""
+    want = max(waves, 1) * concurrency
+    n = min(want, max(max_prompts, 3 * concurrency))
     eng = engine_for(sc)
     if not eng.chunked_prefill:  # the row's server admitted prompts next to a running batch: budget ≥ isl + c
         eng = eng.with_(max_num_batched_tokens=max(eng.max_num_batched_tokens, sc.isl + concurrency))
-    return simulate(sc, "closed", concurrency, n, engine=eng)
+    lengths = draw_lengths(n, sc.isl, sc.osl, range_ratio, seed)
+    wl = build_workload(Arrival("closed"), n, concurrency, *lengths, seed=seed)
+    raw = simulate_raw(sc, eng, wl)
+    res = summarise(raw, {"concurrency": concurrency, "num_prompts": want, "simulated_prompts": n})
+    if n == want:
+        return res
+    per = per_request(raw)
+    return replace(res, ttft=replace(res.ttft, mean_s=_wave_mean(per["ttft"], concurrency, waves)),
+                   tpot=replace(res.tpot, mean_s=_wave_mean(per["tpot"], concurrency, waves)))
 
 
-def simulate_rows(path: str | Path, waves: int = 4, stride: int = 1,
+def _wave_mean(x: np.ndarray, c: int, waves: int) -> float:
+    """Mean of a waves·c run from a shorter one (requests in send order): first and last c at 1/waves each."""
+    first, mid, last = (float(np.nanmean(part)) for part in (x[:c], x[c:-c], x[-c:]))
+    return (first + last + (waves - 2) * mid) / waves
+
+
+def simulate_rows(path: str | Path, waves: int = CLIENT_WAVES, stride: int = 1,
                   progress: Callable[[int, int], None] | None = None) -> ValidationResult:
     rows = read_rows(path)[::stride]
     todo = [r for r in rows if r.scenario is not None]
