@@ -27,7 +27,6 @@ from servescope.planner.speculative import (
     breakeven_concurrency,
     bundled_acceptance,
     positions_from_al,
-    spec_gain,
 )
 from servescope.planner.target import parse_target
 from servescope.planner.tracks_comm import custom_ar_call_s, expert_imbalance
@@ -152,11 +151,6 @@ def test_bundled_kimi_eagle3_curve_matches_the_reference() -> None:
 
 def test_positions_from_al_clips_non_monotone_curves() -> None:
     assert positions_from_al([1.8, 2.3, 2.2, 2.5]) == pytest.approx((0.8, 0.5, 0.0, 0.2))
-
-
-def test_spec_gain_formula() -> None:
-    # baseline 10 ms; verify 11 ms; three drafts of 1 ms; AL 2.75: TPOT (11 + 3) / 2.75 = 5.0909 ms
-    assert spec_gain(10.0, 11.0, 1.0, 3, 2.75) == pytest.approx(10.0 / (14.0 / 2.75))
 
 
 def test_breakeven_interpolates_in_log_concurrency() -> None:

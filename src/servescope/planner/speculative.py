@@ -8,9 +8,10 @@ acceptance inputs into per-position vectors, and compute
     gain              = t_decode(B) / speculative TPOT
 
 where P_i is the probability that draft i is accepted (every earlier draft accepted too). The gain falls with
-concurrency because verification turns compute-bound (B·(k+1) GEMM rows) and, for MoE, touches more experts,
-while AL stays fixed.
-Does not: price the steps (perfmodel.speculative does, through the planner's evaluator).
+concurrency because verification turns compute-bound (B·(k+1) GEMM rows), touches more experts (MoE) and the
+host costs grow with the batch, while AL stays fixed.
+Does not: price the steps or the iteration (perfmodel.speculative does, through the planner's evaluator: the
+one formula of the gain, the same the published-pairs check in docs/plan.md scores).
 """
 
 from __future__ import annotations
@@ -159,18 +160,6 @@ def user_acceptance(positions: tuple[float, ...]) -> Acceptance:
     """A user-given vector: the bounds equal the value (its uncertainty is the user's)."""
     vec = check_acceptance(positions)
     return Acceptance(vec, vec, vec, "user input (--acceptance / --acceptance-rate)", "user")
-
-
-def spec_tpot_s(verify_step_s: float, draft_step_s: float, k: int, al: float) -> float:
-    """Seconds per output token with speculation: (t_verify + k·t_draft) / AL."""
-    if al <= 0:
-        raise PlanError("accepted length must be positive")
-    return (verify_step_s + k * draft_step_s) / al
-
-
-def spec_gain(base_step_s: float, verify_step_s: float, draft_step_s: float, k: int, al: float) -> float:
-    """Baseline TPOT / speculative TPOT."""
-    return base_step_s / spec_tpot_s(verify_step_s, draft_step_s, k, al)
 
 
 def concurrency_grid(max_concurrency: int) -> list[int]:
