@@ -1,14 +1,17 @@
 """Cross-validated TTFT through the scheduler simulation, side by side with the closed form, in one run (issue 8).
 
-Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run]
+Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run] [--global-setup]
 Rows: a stratified subsample of the dev CSV (every stride-th row of each (model, system, backend) group ordered by
 concurrency; perfmodel.simulate.fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
 Per grouping (leave one model out, leave one system out) and held-out group:
   closed form  perfmodel.fit.fit refits the 16 global numbers on every other row of the full CSV (warm start from the
                shipped fit, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`) and predicts the group;
-  simulated    prefill_eff and prefill_overhead_s fitted through the simulation on the other groups' subsample rows
+  simulated    prefill_eff and prefill_overhead_s (one per backend: the server front end's per-request cost;
+               --global-setup: one for all) fitted through the simulation on the other groups' subsample rows
                (perfmodel.simulate.fit.fit_ttft, one grid pass over a table of simulations), then every held-out
-               subsample row simulated afresh with the fold's closed-form efficiencies and those two numbers.
+               subsample row simulated afresh with the fold's closed-form efficiencies and those numbers. Each row
+               is the benchmark client behind the CSV (simulate/validation.py: 10 waves of the concurrency,
+               lengths drawn in [0.8·len, len]).
 Both are scored on the same held-out subsample rows (rows whose simulation fails are left out of both).
 Known leak, stated: the table the two numbers are fitted on is simulated with the shipped global efficiencies
 (GEMM/attention/CPU numbers fitted on all rows); the held-out predictions themselves use the fold's refit.
@@ -63,7 +66,11 @@ def _scores(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.abs(e))), float(np.mean(e))
 
 
-def run(csv: Path, stride: int, workers: int) -> tuple[str, dict[str, float]]:
+def _eff(base: Efficiency, sf: SimFit, backend: str) -> Efficiency:
+    return replace(base, prefill_eff=sf.prefill_eff, prefill_overhead_s=sf.setup_for(backend))
+
+
+def run(csv: Path, stride: int, workers: int, per_backend: bool = True) -> tuple[str, dict[str, float]]:
     t0 = time.perf_counter()
     rows = read_rows(csv)
     sub = stratified_rows(rows, stride)
@@ -75,9 +82,9 @@ def run(csv: Path, stride: int, workers: int) -> tuple[str, dict[str, float]]:
     start = global_efficiency()
     table = sim_table(sub, start, workers)
     t_table = time.perf_counter() - t0
-    insample = fit_ttft(table, meas_ttft)
-    ins_eff = replace(start, prefill_eff=insample.prefill_eff, prefill_overhead_s=insample.prefill_overhead_s)
-    tasks: list[SimTask] = [SimTask(_sc(r), r.concurrency, ins_eff) for r in sub]
+    be = np.array([r.backend for r in sub])
+    insample = fit_ttft(table, meas_ttft, backends=list(be) if per_backend else None)
+    tasks: list[SimTask] = [SimTask(_sc(r), r.concurrency, _eff(start, insample, r.backend)) for r in sub]
     cf_ins_tpot, cf_ins_ttft = (a[sub_idx] for a in predict_data(data, start))
     folds: list[tuple[str, str]] = []
     fold_args = []
@@ -96,11 +103,10 @@ def run(csv: Path, stride: int, workers: int) -> tuple[str, dict[str, float]]:
             continue
         tp, tf = predict_data(data, eff)
         cf[name][0][held], cf[name][1][held] = tp[sub_idx[held]], tf[sub_idx[held]]
-        sf = fit_ttft(table[~held], meas_ttft[~held])
+        sf = fit_ttft(table[~held], meas_ttft[~held], backends=list(be[~held]) if per_backend else None)
         fits[name].append((v, sf))
-        e = replace(eff, prefill_eff=sf.prefill_eff, prefill_overhead_s=sf.prefill_overhead_s)
         idx = np.flatnonzero(held)
-        tasks += [SimTask(_sc(sub[i]), sub[i].concurrency, e) for i in idx]
+        tasks += [SimTask(_sc(sub[i]), sub[i].concurrency, _eff(eff, sf, sub[i].backend)) for i in idx]
         owners.append((name, idx))
     sims = run_tasks(tasks, workers)
     sim_ins, k = sims[: len(sub)], len(sub)
@@ -135,7 +141,9 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
            f"table), peak RSS {rss_kib / 1024:.0f} MiB per process. Input: {csv.name}, {len(sub)} of "
            f"{sum(r.scenario is not None for r in rows)} modelled rows (every {stride}th of each (model, system, "
            "backend) group by concurrency). Closed form: the 16 global numbers refitted per fold on all other rows "
-           "of the full CSV (as `validate --cv`). Simulated: prefill_eff and prefill_overhead_s fitted through the "
+           "of the full CSV (as `validate --cv`). Simulated: the client of the CSV's benchmarks (10 × c requests, "
+           "lengths drawn uniformly in [0.8·len, len]); prefill_eff and prefill_overhead_s ("
+           + ("one per backend" if insample.setup_by_backend else "one global") + ") fitted through the "
            "simulation on the other groups' subsample rows (objective: mean soft-L1 of the relative TTFT error, "
            "δ = 0.1, exhaustive grid, fitted once), everything else the fold's closed-form refit; queueing from the "
            "simulation. Same held-out rows for both. MAPE / bias (mean signed error) as fractions.", "",
@@ -168,18 +176,28 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
                        f"| {_scores(s[ok, 2], meas_ttft[ok])[0]:.1%} |")
     failed = int((~np.isfinite(table).all(axis=1)).sum())
     out += ["", f"Fitted through the simulation on all {insample.rows} subsample rows (in-sample row): prefill_eff "
-            f"{insample.prefill_eff:.3f}, prefill_overhead_s {insample.prefill_overhead_s * 1e3:.1f} ms (shipped "
+            f"{insample.prefill_eff:.3f}, prefill_overhead_s {_setups(insample)} (shipped "
             f"closed-form fit: {global_efficiency().prefill_eff:.3f}, "
             f"{global_efficiency().prefill_overhead_s * 1e3:.1f} ms)"
             + (f"; at a grid bound: {', '.join(insample.at_bound)}" if insample.at_bound else "") + "."
             + (f" {failed} rows the simulation rejects are left out." if failed else "")]
     for name, lst in fits.items():
         pe = [f.prefill_eff for _, f in lst]
-        su = [f.prefill_overhead_s * 1e3 for _, f in lst]
+        keys = sorted({b for _, f in lst for b in f.setup_by_backend}) or [""]
+        rng = []
+        for b in keys:
+            su = [(f.setup_for(b) if b else f.prefill_overhead_s) * 1e3 for _, f in lst]
+            rng.append(f"{b + ' ' if b else ''}{min(su):.1f}–{max(su):.1f} ms")
         out.append(f"Per-fold fits, {name}: prefill_eff {min(pe):.3f}–{max(pe):.3f}, prefill_overhead_s "
-                   f"{min(su):.1f}–{max(su):.1f} ms over {len(lst)} folds.")
+                   f"{', '.join(rng)} over {len(lst)} folds.")
     out.append(END)
     return "\n".join(out), nums
+
+
+def _setups(f: SimFit) -> str:
+    if not f.setup_by_backend:
+        return f"{f.prefill_overhead_s * 1e3:.1f} ms"
+    return ", ".join(f"{b} {v * 1e3:.1f} ms" for b, v in sorted(f.setup_by_backend.items()))
 
 
 def write(section: str) -> None:
@@ -197,8 +215,9 @@ def main() -> None:
     ap.add_argument("--stride", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--global-setup", action="store_true", help="one set-up for all backends (the old fit)")
     a = ap.parse_args()
-    section, _ = run(a.csv, a.stride, a.workers)
+    section, _ = run(a.csv, a.stride, a.workers, per_backend=not a.global_setup)
     print(section)
     if not a.dry_run:
         write(section)

@@ -101,3 +101,19 @@ def test_run_tasks_match_direct_simulation_and_faster_prefill_is_not_slower(rows
     assert out[0, 1] == pytest.approx(direct.ttft.mean_s, rel=1e-12)
     np.testing.assert_array_equal(out[0], out[2])
     assert out[1, 1] < out[0, 1]
+
+
+def test_fit_per_backend_setup_recovers_each_backends_setup() -> None:
+    a = np.array([0.5, 1.0, 2.0, 0.7, 1.5, 3.0])
+    table = a[:, None] / np.asarray(PE_GRID)[None, :]  # TTFT ∝ 1/prefill_eff
+    be = ["vllm"] * 3 + ["trtllm"] * 3
+    setup = np.array([0.03] * 3 + [0.15] * 3)
+    pe = float(PE_FINE[90])  # a grid point, so the exact optimum is on the grid
+    meas = a / pe + setup
+    f = fit_ttft(table, meas, backends=be)
+    assert f.prefill_eff == pytest.approx(pe, rel=1e-9)
+    assert f.setup_for("vllm") == pytest.approx(0.03, rel=0.03)
+    assert f.setup_for("trtllm") == pytest.approx(0.15, rel=0.03)
+    assert f.setup_for("sglang") == f.prefill_overhead_s  # unseen backend: the median of the fitted ones
+    one = fit_ttft(table, meas)  # one global set-up cannot fit both: a worse objective
+    assert one.objective > f.objective and not one.setup_by_backend

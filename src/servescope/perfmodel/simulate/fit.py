@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -101,23 +101,42 @@ def soft_l1(r: np.ndarray) -> np.ndarray:
 @dataclass(frozen=True)
 class SimFit:
     prefill_eff: float
-    prefill_overhead_s: float
+    prefill_overhead_s: float  # one global set-up, or the median of the per-backend ones
     objective: float  # mean soft-L1 loss over the rows at the optimum
     rows: int
     at_bound: tuple[str, ...]
+    setup_by_backend: dict[str, float] = field(default_factory=dict)  # per-backend set-up (s), when fitted so
+
+    def setup_for(self, backend: str) -> float:
+        """The set-up of a row of `backend` (the global one for a backend the fit did not see)."""
+        return self.setup_by_backend.get(backend, self.prefill_overhead_s)
 
 
-def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float] = PE_GRID) -> SimFit:
-    """Minimise the objective (module docstring) over PE_FINE × SETUP_FINE; rows with a failed run are left out."""
+def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float] = PE_GRID,
+             backends: Sequence[str] | None = None) -> SimFit:
+    """Minimise the objective (module docstring) over PE_FINE × SETUP_FINE; rows with a failed run are left out.
+    With `backends` (one per row) the set-up is one number per backend (the serving front end's per-request cost:
+    HTTP, tokenisation, scheduling hand-off, first-token streaming): the objective separates, so for each
+    prefill_eff every backend takes its best set-up, and prefill_eff minimises the sum."""
     ok = np.isfinite(table_s).all(axis=1) & np.isfinite(meas_ttft_s) & (meas_ttft_s > 0)
     if not ok.any():
         raise ScenarioError("no row with a simulated TTFT to fit")
     pred = surrogate_ttft_s(table_s[ok], PE_FINE, SETUP_FINE, grid)
-    loss = soft_l1(pred / meas_ttft_s[ok, None, None] - 1.0).mean(axis=0)
-    i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
-    at = tuple(n for n, k, m in (("prefill_eff", i, len(PE_FINE)), ("prefill_overhead_s", j, len(SETUP_FINE)))
-               if k in (0, m - 1))
-    return SimFit(float(PE_FINE[i]), float(SETUP_FINE[j]), float(loss[i, j]), int(ok.sum()), at)
+    rho = soft_l1(pred / meas_ttft_s[ok, None, None] - 1.0)  # (rows, pe, setup)
+    groups = np.asarray(["all"] * len(ok) if backends is None else list(backends))[ok]
+    names = sorted(set(groups.tolist()))
+    per = np.stack([rho[groups == b].sum(axis=0) for b in names])  # (backends, pe, setup)
+    best_j = per.argmin(axis=2)  # (backends, pe)
+    total = np.take_along_axis(per, best_j[:, :, None], axis=2)[:, :, 0].sum(axis=0)
+    i = int(np.argmin(total))
+    js = best_j[:, i]
+    setups = {b: float(SETUP_FINE[j]) for b, j in zip(names, js.tolist(), strict=True)}
+    at = (("prefill_eff",) if i in (0, len(PE_FINE) - 1) else ()) + tuple(
+        f"prefill_overhead_s[{b}]" if backends is not None else "prefill_overhead_s"
+        for b, j in zip(names, js.tolist(), strict=True) if j in (0, len(SETUP_FINE) - 1))
+    glob = float(np.median(list(setups.values())))
+    return SimFit(float(PE_FINE[i]), glob, float(total[i]) / int(ok.sum()), int(ok.sum()), at,
+                  setups if backends is not None else {})
 
 
 def stratified_rows(rows: Sequence[Row], stride: int) -> list[Row]:
