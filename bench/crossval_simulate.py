@@ -45,7 +45,7 @@ from servescope.perfmodel.simulate.fit import (  # noqa: E402
     SimTask,
     fit_ttft,
     run_tasks,
-    sim_table,
+    sim_tables,
     stratified_rows,
 )
 from servescope.perfmodel.validate import Row, read_rows  # noqa: E402
@@ -70,7 +70,8 @@ def _eff(base: Efficiency, sf: SimFit, backend: str) -> Efficiency:
     return replace(base, prefill_eff=sf.prefill_eff, prefill_overhead_s=sf.setup_for(backend))
 
 
-def run(csv: Path, stride: int, workers: int, per_backend: bool = True) -> tuple[str, dict[str, float]]:
+def run(csv: Path, stride: int, workers: int, per_backend: bool = True,
+        with_tpot: bool = True) -> tuple[str, dict[str, float]]:
     t0 = time.perf_counter()
     rows = read_rows(csv)
     sub = stratified_rows(rows, stride)
@@ -80,10 +81,11 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = True) -> tuple
     meas_ttft = np.array([r.ttft_ms for r in sub]) / 1e3
     meas_tpot = np.array([r.tpot_ms for r in sub]) / 1e3
     start = global_efficiency()
-    table = sim_table(sub, start, workers)
+    table, tpot_table = sim_tables(sub, start, workers)
     t_table = time.perf_counter() - t0
     be = np.array([r.backend for r in sub])
-    insample = fit_ttft(table, meas_ttft, backends=list(be) if per_backend else None)
+    insample = fit_ttft(table, meas_ttft, backends=list(be) if per_backend else None,
+                        tpot=(tpot_table, meas_tpot) if with_tpot else None)
     tasks: list[SimTask] = [SimTask(_sc(r), r.concurrency, _eff(start, insample, r.backend)) for r in sub]
     cf_ins_tpot, cf_ins_ttft = (a[sub_idx] for a in predict_data(data, start))
     folds: list[tuple[str, str]] = []
@@ -103,7 +105,8 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = True) -> tuple
             continue
         tp, tf = predict_data(data, eff)
         cf[name][0][held], cf[name][1][held] = tp[sub_idx[held]], tf[sub_idx[held]]
-        sf = fit_ttft(table[~held], meas_ttft[~held], backends=list(be[~held]) if per_backend else None)
+        sf = fit_ttft(table[~held], meas_ttft[~held], backends=list(be[~held]) if per_backend else None,
+                      tpot=(tpot_table[~held], meas_tpot[~held]) if with_tpot else None)
         fits[name].append((v, sf))
         idx = np.flatnonzero(held)
         tasks += [SimTask(_sc(sub[i]), sub[i].concurrency, _eff(eff, sf, sub[i].backend)) for i in idx]
@@ -117,7 +120,7 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = True) -> tuple
     wall = time.perf_counter() - t0
     rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     lines, nums = _render(csv, rows, sub, stride, workers, table, insample, fits, meas_tpot, meas_ttft,
-                          (cf_ins_tpot, cf_ins_ttft), sim_ins, cf, sim, wall, t_table, rss)
+                          (cf_ins_tpot, cf_ins_ttft), sim_ins, cf, sim, wall, t_table, rss, with_tpot)
     return lines, nums
 
 
@@ -134,7 +137,7 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
             insample: SimFit, fits: dict[str, list[tuple[str, SimFit]]], meas_tpot: np.ndarray,
             meas_ttft: np.ndarray, cf_ins: tuple[np.ndarray, np.ndarray], sim_ins: np.ndarray,
             cf: dict[str, tuple[np.ndarray, np.ndarray]], sim: dict[str, np.ndarray], wall: float, t_table: float,
-            rss_kib: int) -> tuple[str, dict[str, float]]:
+            rss_kib: int, with_tpot: bool = True) -> tuple[str, dict[str, float]]:
     out = [BEGIN, "## Cross-validated TTFT through the scheduler simulation (issue 8; bench/crossval_simulate.py)", "",
            f"{dt.date.today()}, {platform.machine()} box shared by eight engineers (2 cores), {workers} worker "
            f"processes; {wall:.0f} s wall in one run ({t_table:.0f} s of it the {len(PE_GRID)}-point simulation "
@@ -144,7 +147,8 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
            "of the full CSV (as `validate --cv`). Simulated: the client of the CSV's benchmarks (10 × c requests, "
            "lengths drawn uniformly in [0.8·len, len]); prefill_eff and prefill_overhead_s ("
            + ("one per backend" if insample.setup_by_backend else "one global") + ") fitted through the "
-           "simulation on the other groups' subsample rows (objective: mean soft-L1 of the relative TTFT error, "
+           "simulation on the other groups' subsample rows (objective: mean soft-L1 of the relative TTFT error"
+           + (" plus that of the TPOT" if with_tpot else "") + ", "
            "δ = 0.1, exhaustive grid, fitted once), everything else the fold's closed-form refit; queueing from the "
            "simulation. Same held-out rows for both. MAPE / bias (mean signed error) as fractions.", "",
            "| grouping | rows | TTFT MAPE closed | TTFT MAPE sim | TTFT bias closed | TTFT bias sim "
@@ -216,8 +220,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--global-setup", action="store_true", help="one set-up for all backends (the old fit)")
+    ap.add_argument("--ttft-only", action="store_true", help="fit on TTFT alone (the old objective)")
     a = ap.parse_args()
-    section, _ = run(a.csv, a.stride, a.workers, per_backend=not a.global_setup)
+    section, _ = run(a.csv, a.stride, a.workers, per_backend=not a.global_setup, with_tpot=not a.ttft_only)
     print(section)
     if not a.dry_run:
         write(section)

@@ -117,3 +117,17 @@ def test_fit_per_backend_setup_recovers_each_backends_setup() -> None:
     assert f.setup_for("sglang") == f.prefill_overhead_s  # unseen backend: the median of the fitted ones
     one = fit_ttft(table, meas)  # one global set-up cannot fit both: a worse objective
     assert one.objective > f.objective and not one.setup_by_backend
+
+
+def test_tpot_term_pulls_prefill_eff_toward_the_measured_tpot() -> None:
+    a = np.array([0.5, 1.0, 2.0])
+    grid = np.asarray(PE_GRID)
+    ttft = a[:, None] / grid[None, :]
+    tpot = 0.02 + 0.01 / grid[None, :] * np.ones((3, 1))  # slower prefill chunks slow the mixed steps
+    lo, hi = float(PE_FINE[40]), float(PE_FINE[120])
+    meas_ttft = a / lo + 0.03  # TTFT alone wants the low prefill_eff ...
+    meas_tpot = np.full(3, 0.02 + 0.01 / hi)  # ... TPOT the high one
+    alone = fit_ttft(ttft, meas_ttft)
+    both = fit_ttft(ttft, meas_ttft, tpot=(tpot, meas_tpot))
+    assert alone.prefill_eff == pytest.approx(lo, rel=1e-9)
+    assert lo < both.prefill_eff <= hi

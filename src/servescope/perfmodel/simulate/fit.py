@@ -8,7 +8,9 @@ queueing comes from the simulation itself, not from the closed form's ttft_queue
   surrogate TTFT(pe, setup) = exp(interp(ln pe; ln PE_GRID, ln TTFT_table)) + setup  (the set-up delays the first
             token of every request by itself; the load it takes off the engine is ignored: the surrogate serves only
             the fit, predictions are fresh simulations at the fitted numbers)
-  objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of perfmodel.fit (δ = SOFT_L1_S)
+  objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of perfmodel.fit (δ = SOFT_L1_S), and
+            optionally + Σ_rows ρ(TPOT_surrogate/TPOT_meas − 1) (prefill_eff also prices the prefill chunks that
+            share steps with decoding, so TPOT constrains it too)
   minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within perfmodel.fit.BOUNDS): two numbers,
             one pass, no iteration toward any target
 The other efficiencies (GEMM/attention bandwidth and compute, CPU and launch costs) stay those of the closed-form
@@ -75,10 +77,16 @@ def run_tasks(tasks: Sequence[SimTask], workers: int = 1) -> np.ndarray:
 def sim_table(rows: Sequence[Row], base: Efficiency, workers: int = 1,
               grid: Sequence[float] = PE_GRID) -> np.ndarray:
     """(rows, len(grid)) simulated mean TTFT (s) at each prefill_eff of `grid`, set-up 0, other numbers `base`."""
+    return sim_tables(rows, base, workers, grid)[0]
+
+
+def sim_tables(rows: Sequence[Row], base: Efficiency, workers: int = 1,
+               grid: Sequence[float] = PE_GRID) -> tuple[np.ndarray, np.ndarray]:
+    """(TTFT, TPOT) tables, each (rows, len(grid)) in s, from the same simulations as sim_table."""
     tasks = [SimTask(r.scenario, r.concurrency, replace(base, prefill_eff=pe, prefill_overhead_s=0.0))
              for pe in grid for r in rows if r.scenario is not None]
-    res = run_tasks(tasks, workers)[:, 1]
-    return res.reshape(len(grid), -1).T
+    res = run_tasks(tasks, workers)
+    return res[:, 1].reshape(len(grid), -1).T, res[:, 0].reshape(len(grid), -1).T
 
 
 def surrogate_ttft_s(table_s: np.ndarray, pe: np.ndarray, setup_s: np.ndarray,
@@ -112,12 +120,22 @@ class SimFit:
         return self.setup_by_backend.get(backend, self.prefill_overhead_s)
 
 
+def tpot_loss(tpot_table_s: np.ndarray, meas_tpot_s: np.ndarray, grid: Sequence[float] = PE_GRID) -> np.ndarray:
+    """Σ_rows ρ(TPOT_surrogate(pe)/TPOT_meas − 1) at every pe of PE_FINE, the surrogate interpolating the TPOT table
+    in ln pe as the TTFT one (the set-up does not touch the GPU, so TPOT does not depend on it); failed rows out."""
+    ok = np.isfinite(tpot_table_s).all(axis=1) & np.isfinite(meas_tpot_s) & (meas_tpot_s > 0)
+    core = surrogate_ttft_s(tpot_table_s[ok], PE_FINE, np.zeros(1), grid)[:, :, 0]
+    return soft_l1(core / meas_tpot_s[ok, None] - 1.0).sum(axis=0)
+
+
 def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float] = PE_GRID,
-             backends: Sequence[str] | None = None) -> SimFit:
+             backends: Sequence[str] | None = None, tpot: tuple[np.ndarray, np.ndarray] | None = None) -> SimFit:
     """Minimise the objective (module docstring) over PE_FINE × SETUP_FINE; rows with a failed run are left out.
     With `backends` (one per row) the set-up is one number per backend (the serving front end's per-request cost:
     HTTP, tokenisation, scheduling hand-off, first-token streaming): the objective separates, so for each
-    prefill_eff every backend takes its best set-up, and prefill_eff minimises the sum."""
+    prefill_eff every backend takes its best set-up, and prefill_eff minimises the sum. With `tpot` = (TPOT table,
+    measured TPOT) the TPOT loss (tpot_loss) is added: prefill_eff also sets the cost of the prefill chunks that
+    share steps with decoding, so the measured TPOT pins it too (objective = TTFT loss + TPOT loss, per row)."""
     ok = np.isfinite(table_s).all(axis=1) & np.isfinite(meas_ttft_s) & (meas_ttft_s > 0)
     if not ok.any():
         raise ScenarioError("no row with a simulated TTFT to fit")
@@ -128,6 +146,8 @@ def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float]
     per = np.stack([rho[groups == b].sum(axis=0) for b in names])  # (backends, pe, setup)
     best_j = per.argmin(axis=2)  # (backends, pe)
     total = np.take_along_axis(per, best_j[:, :, None], axis=2)[:, :, 0].sum(axis=0)
+    if tpot is not None:
+        total = total + tpot_loss(tpot[0], tpot[1], grid)
     i = int(np.argmin(total))
     js = best_j[:, i]
     setups = {b: float(SETUP_FINE[j]) for b, j in zip(names, js.tolist(), strict=True)}
