@@ -2,8 +2,9 @@
 
 Each CSV row is checked against the reference line it cites (the measured gain, or the numbers it is derived
 from, computed here); then the model's gains are scored, cross-validated (leave one source out) and in-sample.
-The shares within ±20 % asserted below are what this model achieved when the test was last updated
-(docs/plan.md has the table and why the rest miss) — floors against regressions. The gains move with the
+The shares within ±20 % asserted below are floors one row under what this model achieved when the test was
+last updated (19 of 23 cross-validated, 23 of 23 in-sample on 2026-11-30; docs/plan.md has the table and why the
+rest miss), leaving one row of room for refits of the step model. The gains move with the
 perfmodel: after a refit, rerun bench/bench_speculative.py (it refits the two host costs, rewrites
 perfmodel/data/spec_host.toml and the table) and update the floors to what it prints."""
 
@@ -34,7 +35,7 @@ PAIRS = load_pairs(DATA / "spec_pairs.csv")
 LINES = (DATA / "speculative-decoding-measured.md").read_text(encoding="utf-8").splitlines()
 _QWEN_MOE = Scenario.build("qwen3-30b-a3b", "h100_sxm", tp=2)
 ACHIEVED_CV = 18  # rows within ±20 % (or on the right side of a bound) out of fold, bench/bench_speculative.py
-ACHIEVED_IN_SAMPLE = 21  # the same with the host costs fitted on every row
+ACHIEVED_IN_SAMPLE = 22  # the same with the host costs fitted on every row
 
 
 def _derived(pair_id: str, line: str) -> float | None:
