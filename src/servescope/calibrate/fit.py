@@ -114,6 +114,8 @@ def fit_class(cls: str, target_s: float, eff: Efficiency, sc: Scenario, priced: 
     the knob's name. Among the knobs that reach it (within 1 %), the one that moves least from its prior value
     (|log ratio|) wins: the most plausible explanation; otherwise the one that comes closest."""
     total = priced.total(cls)
+    if cls == "gemm":  # the trace's own GEMM time replaces a measured GEMM curve (perfmodel/gemm_curve.py)
+        eff = eff.scaled(gemm_curve=0.0)
     knobs = knobs_for(cls, sc, prefill_heavy)
     if cls == "communication":
         knobs = _comm_order(eff, total)

@@ -40,6 +40,7 @@ class Efficiency:
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     mla_prefill_layer_s: float = 0.0  # per MLA attention layer per prefill (latent-cache context path set-up)
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
+    gemm_curve: float = 1.0  # 1: dense GEMMs on the GPU's measured curve where it has one (gemm_curve.py); 0: never
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.2  # mixed-step engines: share of a synchronised wave's first-token wait (serving.py)

@@ -23,7 +23,7 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from servescope.errors import BadConfig
-from servescope.perfmodel import hw
+from servescope.perfmodel import gemm_curve, hw
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
@@ -123,7 +123,7 @@ def _provenance(sc: Scenario) -> dict[str, str]:
     bw = ("measured on this GPU: " if "not measured" not in bw_src and "measured" in bw_src.lower()
           else "datasheet × default: ") + (bw_src or "aiconfigurator's 0.8 (no source in the GPU file)")
     out = {"case": case, "serving_rows": rows, "memory_bandwidth": bw,
-           "compute": "datasheet peak × global fitted efficiency (data/efficiency.toml)",
+           "compute": gemm_curve.describe(g),
            "kernel_overhead": "measured on a vLLM CUDA-graph decode trace (data/engine_overheads.toml), "
                               "transferred to every GPU and engine"}
     if sc.tp > 1:

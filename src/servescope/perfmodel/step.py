@@ -8,6 +8,9 @@ Combination (docs/model.md §Terms). Per kernel class c ∈ {gemm, moe, attentio
     t_c = max(memory_c / (BW_achieved · bw_eff_c), flops_c / (peak_c · compute_eff_c))
 with BW_achieved = datasheet BW × the GPU's measured/sourced `hbm_bw_efficiency` (specs/data/gpus), and is
 attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (attention memory-bound) or `compute`.
+Dense GEMMs on a GPU with a measured GEMM curve (gemm_curve.py, data/gemm_efficiency.toml; own or transferred from
+its family) are priced as measured instead, with no fitted efficiency on top (`Efficiency.gemm_curve` = 1):
+    t_gemm = max(weight bytes / datasheet BW, FLOPs / peak) · ratio(M),  M = padded tokens per rank in the step
 Two mixers run their own kernels and are their own terms, each a roofline with the attention efficiencies:
 `indexer` (DeepSeek sparse-attention indexer: fp8 keys read, q·k logits at the fp8 peak; ops.py) and `recurrent`
 (linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
@@ -42,6 +45,7 @@ import numpy as np
 from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
 
@@ -106,6 +110,8 @@ class StepParts:
     floor_s: Arr
     coll_latency_s: Arr  # Σ over collectives of calls × latency part
     coll_bandwidth_s: Arr  # Σ over collectives of calls × bandwidth part
+    gemm_mem_ratio: Arr  # measured GEMM curve: multiplies mem_gemm_s (ratio(M) · achieved/datasheet BW); 0 = none
+    gemm_comp_ratio: Arr  # ... multiplies comp_gemm_s (ratio(M)); 0 where the GPU has no curve
     colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
 
     def take(self, n: int) -> StepParts:
@@ -120,7 +126,7 @@ class StepParts:
 
 _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
                  "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "batch", "tokens", "floor_s",
-                 "coll_latency_s", "coll_bandwidth_s")
+                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
@@ -130,7 +136,8 @@ def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts
         comp_moe_s=fn(p.comp_moe_s), mem_attn_s=fn(p.mem_attn_s), comp_attn_s=fn(p.comp_attn_s),
         mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
         kernels=fn(p.kernels), graphed=fn(p.graphed), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
-        coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s), colls=colls or {},
+        coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s),
+        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), colls=colls or {},
     )
 
 
@@ -278,6 +285,8 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
     c_lat = sum((c.latency_s for c in colls.values()), zero)
     c_bw = sum((c.bandwidth_s for c in colls.values()), zero)
     floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
+    curve = curve_for(sc.gpu)
+    r_comp = curve.ratio(t_pad) if curve is not None else zero
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
         comp_gemm_s=t_pad * o.gemm_s_per_token_peak,
@@ -287,7 +296,8 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
         comp_attn_s=attn_fl / o.attn_peak_flops + ctx_fl / o.mla_ctx_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
         mem_rec_s=rec_bytes / bw + zero, comp_rec_s=rec_fl / o.attn_peak_flops,
         kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed, batch=b_all, tokens=t_glob,
-        floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw, colls=colls,
+        floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
+        gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, colls=colls,
     )
 
 
@@ -319,6 +329,10 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     """Apply efficiencies to a step's parts: {step, TERMS..., gemm, moe, attention, kernels, cpu, floor, tokens}
     plus `coll:<name>` with each collective's time (all arrays)."""
     m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
+    if eff.gemm_curve > 0.5 and np.any(p.gemm_comp_ratio > 0):  # measured curve: no fitted efficiency on top
+        has = p.gemm_comp_ratio > 0
+        m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
+        c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
     m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
     idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)

@@ -324,7 +324,7 @@ def _ideal(s: Scenario) -> Scenario:
     e = s.efficiency
     return s.with_(efficiency=e.scaled(
         gemm_bw_eff=1.0, moe_bw_eff=1.0, attn_bw_eff=1.0, compute_eff=1.0, moe_compute_eff=1.0,
-        attn_compute_eff=1.0, collective_latency_scale=min(1.0, e.collective_latency_scale),
+        attn_compute_eff=1.0, gemm_curve=0.0, collective_latency_scale=min(1.0, e.collective_latency_scale),
         collective_bw_scale=max(1.0, e.collective_bw_scale), kernel_overhead_s=0.0, launch_overhead_s=0.0,
         cpu_overhead_s=0.0, cpu_overhead_per_seq_s=0.0, prefill_overhead_s=0.0, prefill_interference=0.0))
 
