@@ -1,13 +1,15 @@
 """Cross-validated TTFT through the scheduler simulation, side by side with the closed form, in one run (issue 8).
 
-Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run] [--global-setup]
+Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run] [--per-backend-setup]
+       [--no-per-token-setup] [--ttft-only] [--table-cache FILE.npz]
 Rows: a stratified subsample of the dev CSV (every stride-th row of each (model, system, backend) group ordered by
 concurrency; perfmodel.simulate.fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
 Per grouping (leave one model out, leave one system out) and held-out group:
   closed form  perfmodel.fit.fit refits the 16 global numbers on every other row of the full CSV (warm start from the
                shipped fit, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`) and predicts the group;
-  simulated    prefill_eff and prefill_overhead_s (one per backend: the server front end's per-request cost;
-               --global-setup: one for all) fitted through the simulation on the other groups' subsample rows
+  simulated    prefill_eff and the per-request set-up a + b·isl (front-end cost per request and per prompt
+               token; --per-backend-setup: a per backend; --no-per-token-setup: b = 0) fitted on TTFT and TPOT
+               (--ttft-only: TTFT alone) through the simulation on the other groups' subsample rows
                (perfmodel.simulate.fit.fit_ttft, one grid pass over a table of simulations), then every held-out
                subsample row simulated afresh with the fold's closed-form efficiencies and those numbers. Each row
                is the benchmark client behind the CSV (simulate/validation.py: 10 waves of the concurrency,
@@ -66,12 +68,25 @@ def _scores(pred: np.ndarray, meas: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.abs(e))), float(np.mean(e))
 
 
-def _eff(base: Efficiency, sf: SimFit, backend: str) -> Efficiency:
-    return replace(base, prefill_eff=sf.prefill_eff, prefill_overhead_s=sf.setup_for(backend))
+def _eff(base: Efficiency, sf: SimFit, r: Row) -> Efficiency:
+    return replace(base, prefill_eff=sf.prefill_eff, prefill_overhead_s=sf.setup_for(r.backend, _sc(r).isl))
 
 
-def run(csv: Path, stride: int, workers: int, per_backend: bool = True,
-        with_tpot: bool = True) -> tuple[str, dict[str, float]]:
+def _tables(sub: list[Row], start: Efficiency, workers: int, cache: Path | None) -> tuple[np.ndarray, np.ndarray]:
+    """The (TTFT, TPOT) simulation tables, read from / written to `cache` (.npz) when given and it matches."""
+    ids = np.array([r.id for r in sub])
+    if cache is not None and cache.exists():
+        z = np.load(cache)
+        if np.array_equal(z["ids"], ids):
+            return z["ttft"], z["tpot"]
+    ttft, tpot = sim_tables(sub, start, workers)
+    if cache is not None:
+        np.savez(cache, ids=ids, ttft=ttft, tpot=tpot)
+    return ttft, tpot
+
+
+def run(csv: Path, stride: int, workers: int, per_backend: bool = False, with_tpot: bool = True,
+        per_token: bool = True, cache: Path | None = None) -> tuple[str, dict[str, float]]:
     t0 = time.perf_counter()
     rows = read_rows(csv)
     sub = stratified_rows(rows, stride)
@@ -81,12 +96,13 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = True,
     meas_ttft = np.array([r.ttft_ms for r in sub]) / 1e3
     meas_tpot = np.array([r.tpot_ms for r in sub]) / 1e3
     start = global_efficiency()
-    table, tpot_table = sim_tables(sub, start, workers)
+    table, tpot_table = _tables(sub, start, workers, cache)
+    isl = np.array([_sc(r).isl for r in sub], dtype=float)
     t_table = time.perf_counter() - t0
     be = np.array([r.backend for r in sub])
     insample = fit_ttft(table, meas_ttft, backends=list(be) if per_backend else None,
-                        tpot=(tpot_table, meas_tpot) if with_tpot else None)
-    tasks: list[SimTask] = [SimTask(_sc(r), r.concurrency, _eff(start, insample, r.backend)) for r in sub]
+                        tpot=(tpot_table, meas_tpot) if with_tpot else None, isl=isl if per_token else None)
+    tasks: list[SimTask] = [SimTask(_sc(r), r.concurrency, _eff(start, insample, r)) for r in sub]
     cf_ins_tpot, cf_ins_ttft = (a[sub_idx] for a in predict_data(data, start))
     folds: list[tuple[str, str]] = []
     fold_args = []
@@ -106,10 +122,11 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = True,
         tp, tf = predict_data(data, eff)
         cf[name][0][held], cf[name][1][held] = tp[sub_idx[held]], tf[sub_idx[held]]
         sf = fit_ttft(table[~held], meas_ttft[~held], backends=list(be[~held]) if per_backend else None,
-                      tpot=(tpot_table[~held], meas_tpot[~held]) if with_tpot else None)
+                      tpot=(tpot_table[~held], meas_tpot[~held]) if with_tpot else None,
+                      isl=isl[~held] if per_token else None)
         fits[name].append((v, sf))
         idx = np.flatnonzero(held)
-        tasks += [SimTask(_sc(sub[i]), sub[i].concurrency, _eff(eff, sf, sub[i].backend)) for i in idx]
+        tasks += [SimTask(_sc(sub[i]), sub[i].concurrency, _eff(eff, sf, sub[i])) for i in idx]
         owners.append((name, idx))
     sims = run_tasks(tasks, workers)
     sim_ins, k = sims[: len(sub)], len(sub)
@@ -146,7 +163,8 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
            "backend) group by concurrency). Closed form: the 16 global numbers refitted per fold on all other rows "
            "of the full CSV (as `validate --cv`). Simulated: the client of the CSV's benchmarks (10 × c requests, "
            "lengths drawn uniformly in [0.8·len, len]); prefill_eff and prefill_overhead_s ("
-           + ("one per backend" if insample.setup_by_backend else "one global") + ") fitted through the "
+           + ("per backend" if insample.setup_by_backend else "global")
+           + (" + per prompt token" if insample.setup_per_token_s else "") + ") fitted through the "
            "simulation on the other groups' subsample rows (objective: mean soft-L1 of the relative TTFT error"
            + (" plus that of the TPOT" if with_tpot else "") + ", "
            "δ = 0.1, exhaustive grid, fitted once), everything else the fold's closed-form refit; queueing from the "
@@ -192,16 +210,19 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
         for b in keys:
             su = [(f.setup_for(b) if b else f.prefill_overhead_s) * 1e3 for _, f in lst]
             rng.append(f"{b + ' ' if b else ''}{min(su):.1f}–{max(su):.1f} ms")
+        pt = [f.setup_per_token_s * 1e6 for _, f in lst]
         out.append(f"Per-fold fits, {name}: prefill_eff {min(pe):.3f}–{max(pe):.3f}, prefill_overhead_s "
-                   f"{', '.join(rng)} over {len(lst)} folds.")
+                   f"{', '.join(rng)}" + (f", per prompt token {min(pt):.1f}–{max(pt):.1f} µs" if max(pt) else "")
+                   + f" over {len(lst)} folds.")
     out.append(END)
     return "\n".join(out), nums
 
 
 def _setups(f: SimFit) -> str:
+    per = f" + {f.setup_per_token_s * 1e6:.1f} µs per prompt token" if f.setup_per_token_s else ""
     if not f.setup_by_backend:
-        return f"{f.prefill_overhead_s * 1e3:.1f} ms"
-    return ", ".join(f"{b} {v * 1e3:.1f} ms" for b, v in sorted(f.setup_by_backend.items()))
+        return f"{f.prefill_overhead_s * 1e3:.1f} ms{per}"
+    return ", ".join(f"{b} {v * 1e3:.1f} ms" for b, v in sorted(f.setup_by_backend.items())) + per
 
 
 def write(section: str) -> None:
@@ -219,10 +240,13 @@ def main() -> None:
     ap.add_argument("--stride", type=int, default=8)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dry-run", action="store_true")
-    ap.add_argument("--global-setup", action="store_true", help="one set-up for all backends (the old fit)")
+    ap.add_argument("--per-backend-setup", action="store_true", help="one set-up per backend")
+    ap.add_argument("--no-per-token-setup", action="store_true", help="no set-up per prompt token")
     ap.add_argument("--ttft-only", action="store_true", help="fit on TTFT alone (the old objective)")
+    ap.add_argument("--table-cache", type=Path, default=None, help="reuse the simulation table (.npz)")
     a = ap.parse_args()
-    section, _ = run(a.csv, a.stride, a.workers, per_backend=not a.global_setup, with_tpot=not a.ttft_only)
+    section, _ = run(a.csv, a.stride, a.workers, per_backend=a.per_backend_setup, with_tpot=not a.ttft_only,
+                     per_token=not a.no_per_token_setup, cache=a.table_cache)
     print(section)
     if not a.dry_run:
         write(section)

@@ -106,20 +106,6 @@ def soft_l1(r: np.ndarray) -> np.ndarray:
     return 2.0 * SOFT_L1_S**2 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0)
 
 
-@dataclass(frozen=True)
-class SimFit:
-    prefill_eff: float
-    prefill_overhead_s: float  # one global set-up, or the median of the per-backend ones
-    objective: float  # mean soft-L1 loss over the rows at the optimum
-    rows: int
-    at_bound: tuple[str, ...]
-    setup_by_backend: dict[str, float] = field(default_factory=dict)  # per-backend set-up (s), when fitted so
-
-    def setup_for(self, backend: str) -> float:
-        """The set-up of a row of `backend` (the global one for a backend the fit did not see)."""
-        return self.setup_by_backend.get(backend, self.prefill_overhead_s)
-
-
 def tpot_loss(tpot_table_s: np.ndarray, meas_tpot_s: np.ndarray, grid: Sequence[float] = PE_GRID) -> np.ndarray:
     """Σ_rows ρ(TPOT_surrogate(pe)/TPOT_meas − 1) at every pe of PE_FINE, the surrogate interpolating the TPOT table
     in ln pe as the TTFT one (the set-up does not touch the GPU, so TPOT does not depend on it); failed rows out."""
@@ -128,35 +114,75 @@ def tpot_loss(tpot_table_s: np.ndarray, meas_tpot_s: np.ndarray, grid: Sequence[
     return soft_l1(core / meas_tpot_s[ok, None] - 1.0).sum(axis=0)
 
 
+PER_TOKEN_FINE = np.concatenate([[0.0], np.geomspace(0.5e-6, 100e-6, 24)])  # s of set-up per prompt token
+
+
+@dataclass(frozen=True)
+class SimFit:
+    prefill_eff: float
+    prefill_overhead_s: float  # one global set-up, or the median of the per-backend ones
+    objective: float  # mean soft-L1 loss over the rows at the optimum
+    rows: int
+    at_bound: tuple[str, ...]
+    setup_by_backend: dict[str, float] = field(default_factory=dict)  # per-backend set-up (s), when fitted so
+    setup_per_token_s: float = 0.0  # set-up per prompt token (s), when fitted so
+
+    def setup_for(self, backend: str, isl: float = 0.0) -> float:
+        """The set-up of a row of `backend` with `isl` prompt tokens (the global one for an unseen backend)."""
+        return self.setup_by_backend.get(backend, self.prefill_overhead_s) + self.setup_per_token_s * isl
+
+
 def fit_ttft(table_s: np.ndarray, meas_ttft_s: np.ndarray, grid: Sequence[float] = PE_GRID,
-             backends: Sequence[str] | None = None, tpot: tuple[np.ndarray, np.ndarray] | None = None) -> SimFit:
+             backends: Sequence[str] | None = None, tpot: tuple[np.ndarray, np.ndarray] | None = None,
+             isl: np.ndarray | None = None) -> SimFit:
     """Minimise the objective (module docstring) over PE_FINE × SETUP_FINE; rows with a failed run are left out.
     With `backends` (one per row) the set-up is one number per backend (the serving front end's per-request cost:
     HTTP, tokenisation, scheduling hand-off, first-token streaming): the objective separates, so for each
     prefill_eff every backend takes its best set-up, and prefill_eff minimises the sum. With `tpot` = (TPOT table,
     measured TPOT) the TPOT loss (tpot_loss) is added: prefill_eff also sets the cost of the prefill chunks that
-    share steps with decoding, so the measured TPOT pins it too (objective = TTFT loss + TPOT loss, per row)."""
+    share steps with decoding, so the measured TPOT pins it too (objective = TTFT loss + TPOT loss, per row).
+    With `isl` (prompt tokens per row) the set-up is a + b·isl (front-end work per prompt token: request parsing,
+    tokenisation, transfer to the engine), b over PER_TOKEN_FINE and the two finer grids halved."""
     ok = np.isfinite(table_s).all(axis=1) & np.isfinite(meas_ttft_s) & (meas_ttft_s > 0)
     if not ok.any():
         raise ScenarioError("no row with a simulated TTFT to fit")
-    pred = surrogate_ttft_s(table_s[ok], PE_FINE, SETUP_FINE, grid)
-    rho = soft_l1(pred / meas_ttft_s[ok, None, None] - 1.0)  # (rows, pe, setup)
+    tp = tpot_loss(tpot[0], tpot[1], grid) if tpot is not None else np.zeros(len(PE_FINE))
+    if isl is None:
+        return _fit_grid(table_s[ok], meas_ttft_s[ok], grid, backends, ok, tp, PE_FINE, SETUP_FINE, 0.0)
+    best: SimFit | None = None
+    for b in PER_TOKEN_FINE:
+        f = _fit_grid(table_s[ok], meas_ttft_s[ok] - b * np.asarray(isl, dtype=float)[ok], grid, backends, ok,
+                      tp[::2], PE_FINE[::2], SETUP_FINE[::2], float(b), meas_ttft_s[ok])
+        if best is None or f.objective < best.objective:
+            best = f
+    assert best is not None
+    if best.setup_per_token_s == PER_TOKEN_FINE[-1]:
+        best = replace(best, at_bound=best.at_bound + ("setup_per_token_s",))
+    return best
+
+
+def _fit_grid(table_s: np.ndarray, target_s: np.ndarray, grid: Sequence[float], backends: Sequence[str] | None,
+              ok: np.ndarray, tp: np.ndarray, pe_fine: np.ndarray, setup_fine: np.ndarray, per_token_s: float,
+              meas_s: np.ndarray | None = None) -> SimFit:
+    """One exhaustive grid pass: rows' TTFT − per-token set-up = `target_s`, relative errors against `meas_s`."""
+    meas = target_s if meas_s is None else meas_s
+    core = surrogate_ttft_s(table_s, pe_fine, np.zeros(1), grid)[:, :, 0]
+    pred = core[:, :, None] + setup_fine[None, None, :] + (meas - target_s)[:, None, None]
+    rho = soft_l1(pred / meas[:, None, None] - 1.0)  # (rows, pe, setup)
     groups = np.asarray(["all"] * len(ok) if backends is None else list(backends))[ok]
     names = sorted(set(groups.tolist()))
     per = np.stack([rho[groups == b].sum(axis=0) for b in names])  # (backends, pe, setup)
     best_j = per.argmin(axis=2)  # (backends, pe)
-    total = np.take_along_axis(per, best_j[:, :, None], axis=2)[:, :, 0].sum(axis=0)
-    if tpot is not None:
-        total = total + tpot_loss(tpot[0], tpot[1], grid)
+    total = np.take_along_axis(per, best_j[:, :, None], axis=2)[:, :, 0].sum(axis=0) + tp
     i = int(np.argmin(total))
     js = best_j[:, i]
-    setups = {b: float(SETUP_FINE[j]) for b, j in zip(names, js.tolist(), strict=True)}
-    at = (("prefill_eff",) if i in (0, len(PE_FINE) - 1) else ()) + tuple(
+    setups = {b: float(setup_fine[j]) for b, j in zip(names, js.tolist(), strict=True)}
+    at = (("prefill_eff",) if i in (0, len(pe_fine) - 1) else ()) + tuple(
         f"prefill_overhead_s[{b}]" if backends is not None else "prefill_overhead_s"
-        for b, j in zip(names, js.tolist(), strict=True) if j in (0, len(SETUP_FINE) - 1))
+        for b, j in zip(names, js.tolist(), strict=True) if j in (0, len(setup_fine) - 1))
     glob = float(np.median(list(setups.values())))
-    return SimFit(float(PE_FINE[i]), glob, float(total[i]) / int(ok.sum()), int(ok.sum()), at,
-                  setups if backends is not None else {})
+    return SimFit(float(pe_fine[i]), glob, float(total[i]) / len(meas), len(meas), at,
+                  setups if backends is not None else {}, per_token_s)
 
 
 def stratified_rows(rows: Sequence[Row], stride: int) -> list[Row]:
