@@ -104,7 +104,7 @@ def describe(gpu: GpuSpec) -> str:
     if c is None:
         sec = _table().get(gpu.name)
         why = ("its measured points cover one regime only" if isinstance(sec, dict)
-               else "no measured GEMM curve for it or its family")
+               else "no measured GEMM curve for it or its family (a family GPU's points, if any, cover one regime)")
         return f"datasheet peak × global fitted efficiency (data/efficiency.toml): {why} (data/gemm_efficiency.toml)"
     where = f"measured on this GPU ({c.kernels} kernels)" if c.measured_on == gpu.name else (
         f"transferred from {c.measured_on} (same family; {c.kernels} kernels) as a ratio to this GPU's roofline")
