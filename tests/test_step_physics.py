@@ -214,3 +214,20 @@ def test_indexer_kernels_are_counted_per_dsa_layer() -> None:
     moe3 = c3["num_hidden_layers"] - c3["first_k_dense_replace"]
     want3 = 10 + 6 * c3["num_hidden_layers"] + 4 * c3["first_k_dense_replace"] + 8 * moe3 + 3 * moe3
     assert decode_step(v3, 4, 1000).terms_s["overhead"] == pytest.approx(want3 * 1e-6, rel=1e-12)
+
+
+# --- logits only where a token is sampled ------------------------------------------------------------------------
+def test_prefill_pays_the_lm_head_once_per_sequence_decode_once_per_token() -> None:
+    """Engines compute logits for the last token of each sequence in a prefill chunk (vLLM V1 logits_indices), for
+    every token in decode. The lm_head GEMM is 2·V·h/tp FLOPs per sampled token at the bf16 peak (lm_head bf16)."""
+    c = _cfg("meta-llama--Meta-Llama-3.1-8B")
+    sc = _sc("meta-llama/Llama-3.1-8B-Instruct", tp=2, cuda_graphs=False)
+    peak = float(load_gpu("h200_sxm").flops_per_s["bf16"])
+    lm_head_s = 2.0 * c["vocab_size"] * c["hidden_size"] / 2 / peak
+    one = step_parts(sc, 1, 0, 4096, prefill=True).comp_gemm_s
+    four = step_parts(sc, 4, 0, 1024, prefill=True).comp_gemm_s  # same tokens, four sequences: three more logits
+    assert float(four - one) == pytest.approx(3 * lm_head_s, rel=1e-9)
+    d1 = step_parts(sc, 1, 1000, 1).comp_gemm_s
+    d2 = step_parts(sc, 2, 1000, 1).comp_gemm_s  # decode: one more token, one more logits row
+    body_s = float(one - lm_head_s) / 4096
+    assert float(d2 - d1) == pytest.approx(body_s + lm_head_s, rel=1e-9)

@@ -72,7 +72,9 @@ class Ops:
     """Per-GPU constants of one scenario (whole model depth: a token traverses every PP stage)."""
 
     gemm_weight_bytes: float
-    gemm_s_per_token_peak: float  # seconds per token at 100% of each part's peak
+    gemm_s_per_token_peak: float  # seconds per token at 100% of each part's peak (lm_head apart)
+    lm_head_s_per_token_peak: float  # logits GEMM per token that is sampled (every decode/verify token; the last
+    # token of each sequence in a prefill chunk: engines compute logits only there, vLLM V1 `logits_indices`)
     expert_bytes: float  # one routed expert of one layer on this GPU
     n_moe_layers: int
     n_experts: int
@@ -121,7 +123,8 @@ def build_ops(sc: Scenario) -> Ops:
     parts = ((attn_sh + attn_rep, qc.attention), (p.dense_mlp / tp, qc.dense_mlp),
              (p.shared_experts / tp, qc.shared_experts), (p.lm_head / tp, qc.lm_head))
     wbytes = sum(n * s.bytes_per_param for n, s in parts)
-    gemm_s = sum(_time_peak(n, s, g) for n, s in parts)
+    gemm_s = sum(_time_peak(n, s, g) for n, s in parts[:-1])
+    lm_head_s = _time_peak(p.lm_head / tp, qc.lm_head, g)
     n_moe = m.n_moe_layers
     exp_s = _time_peak(m.top_k * p.per_expert * n_moe / (sc.tp * sc.dp), qc.experts, g) if n_moe else 0.0
     kernels = KERNELS_STEP + sum(KERNELS_ATTN for a in m.layer_attention if a != "none")
@@ -134,7 +137,7 @@ def build_ops(sc: Scenario) -> Ops:
     sublayers = sum(1 for a in m.layer_attention if a != "none") + sum(1 for x in m.layer_mlp if x != "none")
     ar = (sublayers - a2a + 1) if tp > 1 else 0
     return Ops(
-        gemm_weight_bytes=wbytes, gemm_s_per_token_peak=gemm_s,
+        gemm_weight_bytes=wbytes, gemm_s_per_token_peak=gemm_s, lm_head_s_per_token_peak=lm_head_s,
         expert_bytes=p.per_expert / sc.moe_tp * qc.experts.bytes_per_param, n_moe_layers=n_moe,
         n_experts=m.n_routed_experts, top_k=m.top_k,
         experts_per_gpu=m.n_routed_experts / sc.ep if n_moe else 0.0, expert_s_per_token_peak=exp_s,

@@ -215,8 +215,9 @@ def model_for(sc: Scenario) -> _Model:
     return m
 
 
-def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr) -> dict[str, CollParts]:
-    """Collectives of one step with t_rank tokens per attention rank (message sizes per docs/model.md)."""
+def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr, t_logits: Arr) -> dict[str, CollParts]:
+    """Collectives of one step with t_rank tokens per attention rank, t_logits of them sampled (message sizes
+    per docs/model.md)."""
     sc, o = mdl.sc, mdl.ops
     h = o.hidden
     out: dict[str, CollParts] = {}
@@ -224,7 +225,7 @@ def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr) -> dict[str, CollParts]:
         if name == hw.ALL_REDUCE:
             calls, msg = o.ar_per_step, t_rank * h * ACT_BYTES
         elif name == hw.ALL_GATHER + ":logits":
-            calls, msg = 1, t_rank * (o.vocab / sc.tp) * ACT_BYTES
+            calls, msg = 1, t_logits * (o.vocab / sc.tp) * ACT_BYTES
         elif name == hw.ALL_TO_ALL:
             calls, msg = 2 * o.moe_a2a_layers, t_rank * o.top_k * h * ACT_BYTES
         elif name in (hw.ALL_GATHER, hw.REDUCE_SCATTER):
@@ -277,9 +278,11 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
     idx_bytes, idx_fl = _indexer(o, b, t_rank, L_eff, L_q, prefill)
     rec_bytes, rec_fl = _recurrent(o, b, t_rank, prefill)
     ctx_fl, ctx_bytes = (b * L * o.mla_ctx_flops_per_token, b * L * o.mla_ctx_bytes_per_token) if prefill else (0.0, 0.0)
-    colls = _coll_parts(mdl, t_rank, t_glob)
+    t_logits = b if prefill else t_rank  # sampled tokens: a prefill chunk's last token per sequence
+    t_logits_pad = b if prefill else t_pad
+    colls = _coll_parts(mdl, t_rank, t_glob, t_logits)
     mem_peak = (o.gemm_weight_bytes + moe_bytes + kv_bytes + ctx_bytes + idx_bytes + rec_bytes) / o.peak_bw_bytes_per_s
-    fl_peak = (t_rank * o.gemm_s_per_token_peak + t_glob * o.expert_s_per_token_peak + attn_fl / o.attn_peak_flops
+    fl_peak = (t_rank * o.gemm_s_per_token_peak + t_logits * o.lm_head_s_per_token_peak + t_glob * o.expert_s_per_token_peak + attn_fl / o.attn_peak_flops
                + ctx_fl / o.mla_ctx_peak_flops + idx_fl / o.idx_peak_flops + rec_fl / o.attn_peak_flops)
     zero = np.zeros_like(t_rank)
     c_lat = sum((c.latency_s for c in colls.values()), zero)
@@ -289,7 +292,7 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
     r_comp = curve.ratio(t_pad) if curve is not None else zero
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
-        comp_gemm_s=t_pad * o.gemm_s_per_token_peak,
+        comp_gemm_s=t_pad * o.gemm_s_per_token_peak + t_logits_pad * o.lm_head_s_per_token_peak,
         mem_moe_s=moe_bytes / bw, comp_moe_s=comp_moe, mem_attn_s=(kv_bytes + ctx_bytes) / bw,
         # the MLA context up-projection scales with the cached context like attention (attention class, so the
         # simulation's per-chunk attention tables carry it), at the kv_b_proj weights' dtype peak
