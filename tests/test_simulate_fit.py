@@ -131,3 +131,19 @@ def test_tpot_term_pulls_prefill_eff_toward_the_measured_tpot() -> None:
     both = fit_ttft(ttft, meas_ttft, tpot=(tpot, meas_tpot))
     assert alone.prefill_eff == pytest.approx(lo, rel=1e-9)
     assert lo < both.prefill_eff <= hi
+
+
+def test_fit_per_token_setup_recovers_a_setup_growing_with_the_prompt() -> None:
+    from servescope.perfmodel.simulate.fit import PER_TOKEN_FINE
+
+    a = np.array([0.5, 1.0, 2.0, 0.7, 1.5, 3.0])
+    isl = np.array([1024, 8192, 1024, 8192, 4096, 2048], dtype=float)
+    table = a[:, None] / np.asarray(PE_GRID)[None, :]
+    pe, b = float(PE_FINE[::2][45]), float(PER_TOKEN_FINE[12])
+    setup = float(SETUP_FINE[::2][60])
+    meas = a / pe + setup + b * isl
+    f = fit_ttft(table, meas, isl=isl)
+    assert f.setup_per_token_s == pytest.approx(b, rel=1e-9)
+    assert f.prefill_eff == pytest.approx(pe, rel=1e-9)
+    assert f.setup_for("vllm", 1000.0) == pytest.approx(setup + b * 1000.0, rel=1e-9)
+    assert fit_ttft(table, a / pe + setup, isl=isl).setup_per_token_s == 0.0  # no growth in the data: b = 0
