@@ -1,14 +1,14 @@
 """Cross-validated TTFT through the scheduler simulation, side by side with the closed form, in one run (issue 8).
 
 Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run] [--per-backend-setup]
-       [--no-per-token-setup] [--ttft-only] [--table-cache FILE.npz]
+       [--per-token-setup] [--ttft-only] [--table-cache FILE.npz]
 Rows: a stratified subsample of the dev CSV (every stride-th row of each (model, system, backend) group ordered by
 concurrency; perfmodel.simulate.fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
 Per grouping (leave one model out, leave one system out) and held-out group:
   closed form  perfmodel.fit.fit refits the 16 global numbers on every other row of the full CSV (warm start from the
                shipped fit, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`) and predicts the group;
-  simulated    prefill_eff and the per-request set-up a + b·isl (front-end cost per request and per prompt
-               token; --per-backend-setup: a per backend; --no-per-token-setup: b = 0) fitted on TTFT and TPOT
+  simulated    prefill_eff and the per-request set-up (front-end cost; --per-backend-setup: one per backend;
+               --per-token-setup: a + b·isl, b per prompt token) fitted on TTFT and TPOT
                (--ttft-only: TTFT alone) through the simulation on the other groups' subsample rows
                (perfmodel.simulate.fit.fit_ttft, one grid pass over a table of simulations), then every held-out
                subsample row simulated afresh with the fold's closed-form efficiencies and those numbers. Each row
@@ -86,7 +86,7 @@ def _tables(sub: list[Row], start: Efficiency, workers: int, cache: Path | None)
 
 
 def run(csv: Path, stride: int, workers: int, per_backend: bool = False, with_tpot: bool = True,
-        per_token: bool = True, cache: Path | None = None) -> tuple[str, dict[str, float]]:
+        per_token: bool = False, cache: Path | None = None) -> tuple[str, dict[str, float]]:
     t0 = time.perf_counter()
     rows = read_rows(csv)
     sub = stratified_rows(rows, stride)
@@ -241,12 +241,12 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--per-backend-setup", action="store_true", help="one set-up per backend")
-    ap.add_argument("--no-per-token-setup", action="store_true", help="no set-up per prompt token")
+    ap.add_argument("--per-token-setup", action="store_true", help="a set-up per prompt token too")
     ap.add_argument("--ttft-only", action="store_true", help="fit on TTFT alone (the old objective)")
     ap.add_argument("--table-cache", type=Path, default=None, help="reuse the simulation table (.npz)")
     a = ap.parse_args()
     section, _ = run(a.csv, a.stride, a.workers, per_backend=a.per_backend_setup, with_tpot=not a.ttft_only,
-                     per_token=not a.no_per_token_setup, cache=a.table_cache)
+                     per_token=a.per_token_setup, cache=a.table_cache)
     print(section)
     if not a.dry_run:
         write(section)
