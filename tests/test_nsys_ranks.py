@@ -17,6 +17,7 @@ import pytest
 
 from independent import DATA
 from servescope.analysis import analyze_trace
+from servescope.report.trace_json import trace_document
 from servescope.trace.nsys import load_nsys_ranks
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys-ai" / "h100_2gpu_1s.sqlite"
@@ -107,4 +108,7 @@ def test_folder_of_exports_in_parallel_equals_in_process(tmp_path: Path) -> None
         shutil.copyfile(path, folder / path.name)
     local = analyze_trace(folder, workers=1)
     assert len(local.ranks) == 4  # two exports × two GPUs
-    assert analyze_trace(folder, workers=2) == local
+    # The documents, not the dataclasses: breakdown() sums floats in Polars group-bys whose order follows its
+    # threads, so on ~30k rows two in-process runs already differ in the last bit (1e-16 relative); the
+    # document rounds µs to 3 decimals.
+    assert trace_document(analyze_trace(folder, workers=2)) == trace_document(local)
