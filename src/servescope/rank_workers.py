@@ -43,10 +43,13 @@ def parallel_workers(files: Sequence[str | Path], workers: int | None = None) ->
 
 def folder_files(path: Path) -> list[Path]:
     """The files of a rank folder that look like traces (an estimate for the early start; see module doc)."""
-    if not path.is_dir():
+    try:
+        if not path.is_dir():
+            return []
+        return [p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and FRONTEND_MARK
+                not in p.name]
+    except OSError:  # unreadable: no early start; the loader says what is wrong
         return []
-    return [p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and FRONTEND_MARK not in
-            p.name]
 
 
 def fork_is_safe() -> bool:
