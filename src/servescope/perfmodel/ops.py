@@ -22,11 +22,15 @@ What it does not: choose efficiencies, batch sizes or combine terms into time (s
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from servescope.errors import BadConfig
 from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
@@ -34,9 +38,10 @@ from servescope.specs.quant import QuantScheme
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
 
-# Kernels per layer part (norm, GEMMs, rope/KV write, attention, activation, router/top-k, combine), counted from
-# typical vLLM/SGLang decode graphs; collectives are counted separately.
-KERNELS_ATTN, KERNELS_DENSE_MLP, KERNELS_MOE, KERNELS_SHARED, KERNELS_STEP = 6, 4, 8, 3, 10
+# Kernels per layer part (collectives counted apart), from data/kernel_counts.toml [model]: counted in real engine
+# traces by bench/measure_kernels_per_layer.py where a trace of that family exists (GQA attention, MoE and the per-step
+# kernels: vLLM FULL-graph decode of gpt-oss-20b; dense MLP: SGLang Qwen3-8B), transferred to the other attention /
+# mixer kinds, typical and not measured for MLA's extra ops and shared experts (no trace); each key says which.
 # DeepSeek sparse-attention indexer, per layer that has one, counted from vLLM 0.19's decode path
 # (models/deepseek_v2.py Indexer.forward, layers/sparse_attn_indexer.py): wq_b, wk and weights_proj GEMMs, k_norm,
 # rotary, q fp8 quant, k quant + cache insert, fp8_paged_mqa_logits, top-k; the elementwise cat/scale ops between
@@ -127,10 +132,7 @@ def build_ops(sc: Scenario) -> Ops:
     lm_head_s = _time_peak(p.lm_head / tp, qc.lm_head, g)
     n_moe = m.n_moe_layers
     exp_s = _time_peak(m.top_k * p.per_expert * n_moe / (sc.tp * sc.dp), qc.experts, g) if n_moe else 0.0
-    kernels = KERNELS_STEP + sum(KERNELS_ATTN for a in m.layer_attention if a != "none")
-    kernels += sum({"dense": KERNELS_DENSE_MLP, "moe": KERNELS_MOE}.get(x, 0) for x in m.layer_mlp)
-    kernels += KERNELS_SHARED * (n_moe if m.shared_intermediate_size else 0)
-    kernels += KERNELS_INDEXER * _indexer_layers(sc)
+    kernels = kernels_per_step(sc)
     a2a = n_moe if (sc.dp > 1 and n_moe) else 0
     terms = _ctx_terms(sc)
     mla_fl, mla_b = mla_context_per_token(sc)
@@ -150,6 +152,32 @@ def build_ops(sc: Scenario) -> Ops:
         kernels_per_step=kernels, ar_per_step=ar,
         moe_a2a_layers=a2a, hidden=m.hidden_size, vocab=m.vocab_size,
     )
+
+
+@lru_cache(maxsize=1)
+def kernel_counts() -> dict[str, float]:
+    """Kernels per layer part, [model] of data/kernel_counts.toml (bench/measure_kernels_per_layer.py): attention,
+    mla_extra, dense_mlp, moe, shared_expert, step."""
+    path = resources.files("servescope.perfmodel").joinpath("data", "kernel_counts.toml")
+    keys = ("attention", "mla_extra", "dense_mlp", "moe", "shared_expert", "step")
+    try:
+        sec = tomllib.loads(path.read_text(encoding="utf-8"))["model"]
+        return {k: float(sec[k]) for k in keys}
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise BadConfig(f"perfmodel/data/kernel_counts.toml [model]: {e}") from None
+
+
+def kernels_per_step(sc: Scenario) -> int:
+    """Kernels of one forward step on one GPU, collectives apart (each priced by the step's overhead term):
+    step + Σ_attention/mixer layers (attention [+ mla_extra on MLA layers]) + dense_mlp · dense layers
+    + moe · MoE layers + shared_expert · MoE layers with a shared expert + 9 · DSA indexer layers, rounded to a
+    whole kernel. Counts per part: `kernel_counts()`."""
+    m, k = sc.model, kernel_counts()
+    attn = k["attention"] + (k["mla_extra"] if m.attention_kind == "mla" else 0.0)
+    n = k["step"] + attn * sum(1 for a in m.layer_attention if a != "none")
+    n += sum({"dense": k["dense_mlp"], "moe": k["moe"]}.get(x, 0.0) for x in m.layer_mlp)
+    n += k["shared_expert"] * (m.n_moe_layers if m.shared_intermediate_size else 0)
+    return round(n + KERNELS_INDEXER * _indexer_layers(sc))
 
 
 def achieved_bw_bytes_per_s(gpu: GpuSpec) -> float:
