@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from servescope.perfmodel import Efficiency, Scenario, decode_step, prefill_step
-from servescope.perfmodel.ops import achieved_bw_bytes_per_s
+from servescope.perfmodel.ops import achieved_bw_bytes_per_s, kernel_counts
 from servescope.perfmodel.step import step_parts
 from servescope.specs.hardware import load_gpu
 from servescope.specs.kv_cache import engine_kv
@@ -204,7 +204,10 @@ def test_indexer_kernels_are_counted_per_dsa_layer() -> None:
     n, dense = c["num_hidden_layers"], c["first_k_dense_replace"]
     moe = n - dense
     shared = 1 if c["n_shared_experts"] else 0
-    want = 10 + 6 * n + 4 * dense + 8 * moe + 3 * moe * shared + 9 * n  # + 9 indexer kernels per layer
+    k = kernel_counts()  # kernels per layer part counted in traces (perfmodel/data/kernel_counts.toml)
+    mla = k["attention"] + k["mla_extra"]  # GLM-5 and DeepSeek-V3 attention is MLA
+    want = round(k["step"] + mla * n + k["dense_mlp"] * dense + (k["moe"] + k["shared_expert"] * shared) * moe)
+    want += 9 * n  # + 9 indexer kernels per layer
     eff = EFF.scaled(kernel_overhead_s=1e-6)
     sc = Scenario.build("glm-5", "h200_sxm", tp=8, quant="fp8", kv_quant="fp8", efficiency=eff, check_memory=False)
     assert decode_step(sc, 4, 1000).terms_s["overhead"] == pytest.approx(want * 1e-6, rel=1e-12)
@@ -212,7 +215,8 @@ def test_indexer_kernels_are_counted_per_dsa_layer() -> None:
                         check_memory=False)
     c3 = _cfg("deepseek-ai--DeepSeek-V3")
     moe3 = c3["num_hidden_layers"] - c3["first_k_dense_replace"]
-    want3 = 10 + 6 * c3["num_hidden_layers"] + 4 * c3["first_k_dense_replace"] + 8 * moe3 + 3 * moe3
+    want3 = round(k["step"] + mla * c3["num_hidden_layers"] + k["dense_mlp"] * c3["first_k_dense_replace"]
+                  + (k["moe"] + k["shared_expert"]) * moe3)
     assert decode_step(v3, 4, 1000).terms_s["overhead"] == pytest.approx(want3 * 1e-6, rel=1e-12)
 
 
