@@ -137,7 +137,8 @@ def baseline(data_rows: list) -> dict[str, CvSummary]:  # type: ignore[type-arg]
     full = fit_grouped(d, Efficiency(), LEGACY, 40)
     tp, tf = full.predict(d)
     groupings = {k: v for k, v in RANGE_GROUPINGS.items() if k != "leave_one_generation_out"}
-    cv = cross_validate(d, full.glob.efficiency, LEGACY, 40, groupings, workers=2, iterations=60, by_backend=())
+    cv = cross_validate(d, full.glob.efficiency, LEGACY, 40, groupings, workers=2, iterations=60, by_backend=(),
+                        fold_start=Efficiency())
     return {"in_sample": summarize(tp, tf, d, 0), **cv.summaries}
 
 

@@ -29,7 +29,8 @@ def data() -> FitData:
 
 def test_each_model_is_predicted_by_a_fit_without_it(data: FitData) -> None:
     start = default_efficiency("default", "vllm")
-    cv = cross_validate(data, start, groupings={"leave_one_model_out": "model"}, workers=1, iterations=3)
+    cv = cross_validate(data, start, groupings={"leave_one_model_out": "model"}, workers=1, iterations=3,
+                        fold_start=start)
     s = cv.summaries["leave_one_model_out"]
     assert s.folds == len(set(data.labels["model"])) == 3 and s.rows == len(data.tpot_s)
     held = data.labels["model"] == MODELS[0]
@@ -78,3 +79,18 @@ def test_no_engine_offset_below_four_models(data: FitData) -> None:
     assert override_backends(data) == []  # three models on one engine
     res = fit(data, default_efficiency("default", "vllm"), iterations=2, by_backend=BY_BACKEND_CANDIDATES)
     assert res.overrides == {}
+
+
+def test_folds_start_where_the_shipped_fit_started_not_from_it(data: FitData) -> None:
+    """A fold must not begin at a fit that has seen its held-out rows: by default every fold starts from the built-in
+    defaults (unfitted_start), whatever `start` is passed for in-sample predictions."""
+    from servescope.perfmodel.efficiency import global_efficiency, unfitted_start
+
+    g = {"leave_one_model_out": "model"}
+    default = cross_validate(data, global_efficiency(), groupings=g, workers=1, iterations=3)
+    explicit = cross_validate(data, default_efficiency("default", "vllm"), groupings=g, workers=1, iterations=3,
+                              fold_start=unfitted_start())
+    warm = cross_validate(data, global_efficiency(), groupings=g, workers=1, iterations=3,
+                          fold_start=global_efficiency())
+    assert np.array_equal(default.pred_tpot_s["leave_one_model_out"], explicit.pred_tpot_s["leave_one_model_out"])
+    assert not np.allclose(default.pred_tpot_s["leave_one_model_out"], warm.pred_tpot_s["leave_one_model_out"])
