@@ -3,7 +3,7 @@
 What it does: the simulated TTFT of a measured row (validation.simulate_row: closed loop at the row's concurrency)
 depends on two global numbers the closed-form fit also has — `prefill_eff` (prefill work runs at 1/prefill_eff of
 its roofline time) and `prefill_overhead_s` (per-request set-up before the request is schedulable) — while the
-queueing comes from the simulation itself, not from the closed form's ttft_queue_frac / ttft_queue_exp.
+queueing comes from the simulation itself, not from the closed form's ttft_queue_frac.
   table     every row simulated at each prefill_eff of PE_GRID with prefill_overhead_s = 0 (`sim_table`)
   surrogate TTFT(pe, setup) = exp(interp(ln pe; ln PE_GRID, ln TTFT_table)) + setup  (the set-up delays the first
             token of every request by itself; the load it takes off the engine is ignored: the surrogate serves only

@@ -20,7 +20,7 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
-Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac, ttft_queue_exp,
+Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
 is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling).
 What it does not: decide what runs in a step (scheduler.py).
