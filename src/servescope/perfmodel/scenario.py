@@ -44,6 +44,7 @@ class Scenario:
     backend: str = "vllm"
     interconnect: str | None = None
     efficiency: Efficiency = field(default_factory=Efficiency)
+    kv_explicit: bool = False  # kv_quant was given; else the KV format follows the engine's default (with_)
 
     @property
     def n_gpus(self) -> int:
@@ -55,8 +56,11 @@ class Scenario:
         return max(1, (self.tp * self.dp) // self.ep)
 
     def with_(self, **changes: Any) -> Scenario:
-        """A checked copy with some fields replaced (planner what-ifs)."""
+        """A checked copy with some fields replaced (planner what-ifs). Without an explicit kv_quant, a new backend,
+        GPU or model re-derives the KV format that engine allocates (specs.kv_cache.engine_kv), as `build` does."""
         sc = replace(self, **changes)
+        if not sc.kv_explicit and "quant" not in changes and changes.keys() & {"backend", "gpu", "model"}:
+            sc = replace(sc, quant=replace(sc.quant, kv=engine_kv(sc.model, sc.backend, sc.gpu).scheme))
         check_layout(sc)
         return sc
 
@@ -96,7 +100,8 @@ class Scenario:
         # No kv_quant: the format the engine's default ("auto") allocates for this checkpoint (specs/kv_cache.py).
         qc = qc.with_kv(kv_quant) if kv_quant else replace(qc, kv=engine_kv(m, backend, g).scheme)
         eff = efficiency or default_efficiency(g.generation, backend, g.name)
-        sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff)
+        sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff,
+                      kv_explicit=bool(kv_quant))
         check_layout(sc)
         model_for(sc)  # loads the collective curves now: a group beyond one NVLink domain fails here
         if check_memory:
