@@ -207,7 +207,9 @@ def test_trace_json_and_text_show_size_and_bandwidth() -> None:
     assert (gather["sized_calls"], gather["message_bytes_total"], gather["group_size"]) == (1, size, 8)
     assert gather["algbw_bytes_per_s"] == pytest.approx(size / (ag["dur"] / 1e6), abs=1.0)
     assert gather["busbw_bytes_per_s"] == pytest.approx(size * 7 / 8 / (ag["dur"] / 1e6), abs=1.0)
-    assert doc["ranks"][0]["by_kind"][0]["collectives"]["all_reduce"]["algbw_bytes_per_s"] is None
+    all_reduce = doc["ranks"][0]["by_kind"][0]["collectives"]["all_reduce"]
+    # sized from the symm_mem op's Input Dims (test_collectives_shapes.py); no group size, so no busbw
+    assert all_reduce["algbw_bytes_per_s"] is not None and all_reduce["busbw_bytes_per_s"] is None
     text = CliRunner().invoke(main, ["trace", str(B200)], terminal_width=200).output
     assert "busbw" in text and "algbw" in text
     (line,) = [x for x in text.splitlines() if "all_gather" in x and "│" in x]

@@ -177,7 +177,9 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
     Order of trust, per communication kernel: its own args (`Collective name` on NCCL kernels of
     PyTorch >= 2.1); the `record_param_comms` op that launched it (its `Collective name` arg, element
     counts, dtype, group size, process group); the innermost other collective op around the launch
-    (`nccl:all_to_all`, `c10d::allreduce_`, `vllm::all_reduce`); the kernel name rule. The launching op
+    (`nccl:all_to_all`, `c10d::allreduce_`, `vllm::all_reduce`, whose args are used when there is no
+    record_param_comms: the loader sizes custom all-reduce ops from their first tensor input); the kernel
+    name rule. The launching op
     is found through the kernel's `correlation` → the runtime/driver launch row → that row's `External
     id` → the op with that id whose interval holds the launch, else (old traces, where the launch's
     External id is its correlation) the innermost such op on the launch's pid/tid whose interval holds
@@ -273,9 +275,13 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     comm = comm.with_columns(pl.coalesce("launch_external_id", "external_id").alias("launch_external_id"))
     rpc = _enclosing(comm, ops.filter(pl.col("op_is_rpc")))
     named = _enclosing(comm, ops.filter(~pl.col("op_is_rpc") & pl.col("op_collective").is_not_null()))
+    # Args from record_param_comms when it was found, else from the named op (custom all-reduce ops
+    # carry a size read from their input shapes, see trace/_shapes.py); never mixed within a row.
+    from_rpc = (rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()).to_frame("rpc")
     return comm.with_columns(
         pl.coalesce(rpc["op_collective"], named["op_collective"]).alias("op_collective"),
-        *[rpc[f"op_{name}"] for name in COMM_COLUMNS],
+        *[from_rpc.select(pl.when("rpc").then(rpc[f"op_{name}"]).otherwise(named[f"op_{name}"]))
+          .to_series().alias(f"op_{name}") for name in COMM_COLUMNS],
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from servescope.trace._schema import Args, Event
+from servescope.trace._shapes import first_tensor, is_custom_all_reduce
 
 # cat (as written by Kineto, old and new) → kind. Anything else is "other".
 KIND_BY_CAT = {
@@ -110,23 +111,35 @@ def chunk_frame(events: list[Event], lost: Counter[str]) -> tuple[pl.DataFrame, 
             ),
         }
     )
-    return frame, _comm_rows(args, lost)
+    return frame, _comm_rows(args, frame["name"], lost)
 
 
-def _comm_rows(args: list[Args], lost: Counter[str]) -> pl.DataFrame | None:
+def _comm_rows(args: list[Args], names: pl.Series, lost: Counter[str]) -> pl.DataFrame | None:
     """The rows of a chunk with collective args (one pass finds them; usually none or a handful), as a
-    small frame; never full-length columns: 6 all-null columns would cost ~10 bytes a cell per chunk."""
+    small frame; never full-length columns: 6 all-null columns would cost ~10 bytes a cell per chunk.
+    Custom all-reduce ops (`_shapes.is_custom_all_reduce`, tested once per distinct name) without
+    collective args get `In msg nelems` and `dtype` from their first tensor input (`_shapes`)."""
     rows = [i for i, a in enumerate(args) if a.coll_name is not None or a.group_size is not None]
+    custom = [n for n in names.unique().to_list() if is_custom_all_reduce(n)]
+    sized = names.is_in(custom).arg_true().to_list() if custom else []  # rows to size from shapes
+    if sized:
+        rows = sorted(set(rows).union(sized))
     if not rows:
         return None
     few = [args[i] for i in rows]
+    in_nelems = [a.in_nelems for a in few]
+    dtypes = [a.dtype for a in few]
+    sized_set = set(sized)
+    for k, a in enumerate(few):
+        if rows[k] in sized_set and a.in_nelems is None and a.coll_name is None:
+            in_nelems[k], dtypes[k] = first_tensor(a.input_dims, a.input_type, lost)
     return pl.DataFrame({
         COMM_ROW: pl.Series(rows, dtype=pl.Int64),
         "comm_name": pl.Series([a.coll_name for a in few], dtype=pl.Utf8, strict=False),
-        "comm_in_nelems": _series([a.in_nelems for a in few], pl.Int64, "args.In msg nelems", lost),
+        "comm_in_nelems": _series(in_nelems, pl.Int64, "args.In msg nelems", lost),
         "comm_out_nelems": _series([a.out_nelems for a in few], pl.Int64, "args.Out msg nelems", lost),
         "comm_group_size": _series([a.group_size for a in few], pl.Int64, "args.Group size", lost),
-        "comm_dtype": pl.Series([a.dtype for a in few], dtype=pl.Utf8, strict=False),
+        "comm_dtype": pl.Series(dtypes, dtype=pl.Utf8, strict=False),
         "comm_pg": pl.Series([a.pg_name for a in few], dtype=pl.Utf8, strict=False),
     })
 

@@ -1,0 +1,71 @@
+"""Message size of custom all-reduce ops from their record_shapes args (`Input Dims`, `Input type`).
+
+What it does: `is_custom_all_reduce` tells the engine/torch all-reduce ops that launch a communication
+kernel but carry no `In msg nelems` (only `record_param_comms` does); `first_tensor` reads, from the raw
+JSON of such an op's `Input Dims` and `Input type`, the element count and dtype of its first tensor
+input — the buffer being all-reduced, so in = out = the nccl-tests "size" (bytes = count × dtype size,
+computed in `classify`).
+Op names and signatures (first tensor input):
+- `vllm::all_reduce(Tensor tensor, str group_name)`, `symm_mem::multimem_all_reduce_(Tensor input,
+  str reduce_op, str group_name)`: seen in traces/tracelens/b200/eager_trace.json.gz (Input Dims
+  [[888, 2880], []] and [[2557440], [], []], both c10::BFloat16).
+- `_C_custom_ar::all_reduce(int fa, Tensor inp, Tensor! out, int reg_buffer, int reg_sz_bytes)` (vLLM
+  csrc/torch_bindings.cpp) and `sgl_kernel::all_reduce` (same signature, sgl-kernel), and the
+  `{vllm,sglang}::{inplace,outplace}_all_reduce` custom ops: from the engines' sources, not seen in a
+  trace here. Their first input is an int handle (`Input type` "Scalar"), hence "first tensor".
+What it does not do: decode anything for other ops (the Raw slices of all other events are dropped
+unread with their chunk), or know the group size (these ops carry none).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+# Namespaces of engine / torch symmetric-memory all-reduce ops (see the module docstring).
+_CUSTOM_ALL_REDUCE = re.compile(
+    r"^(?:vllm|symm_mem|_C_custom_ar|sgl_kernel|sglang)::\w*all_?reduce", re.IGNORECASE
+)
+BAD_SHAPES = "args.Input Dims/Input type of custom all-reduce ops"
+_NOT_TENSOR_TYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "None")
+
+
+def is_custom_all_reduce(name: object) -> bool:
+    """Whether an op name is a custom / symmetric-memory all-reduce op (`vllm::all_reduce`, ...)."""
+    return isinstance(name, str) and _CUSTOM_ALL_REDUCE.match(name) is not None
+
+
+def first_tensor(
+    dims_raw: msgspec.Raw, types_raw: msgspec.Raw, lost: Counter[str]
+) -> tuple[int | None, str | None]:
+    """(element count, dtype) of the first tensor input: the first position whose `Input type` is a
+    non-empty dtype name (not Scalar/ScalarList/...) and whose `Input Dims` entry is a list of
+    non-negative ints; the count is the product of those dims (a 0-d tensor counts 1). (None, None)
+    when record_shapes was off (both args absent). Malformed args (not lists, strings, nested lists,
+    negative or non-int dims, no tensor input) give (None, None) and are counted into `lost[BAD_SHAPES]`
+    (a load warning). A count beyond int64 is returned as is; the frame's cast nulls and counts it."""
+    if not dims_raw and not types_raw:
+        return None, None
+    try:
+        dims: Any = msgspec.json.decode(dims_raw) if dims_raw else None
+        types: Any = msgspec.json.decode(types_raw) if types_raw else None
+    except (msgspec.DecodeError, RecursionError):
+        dims = types = None
+    if isinstance(dims, list) and isinstance(types, list):
+        for shape, dtype in zip(dims, types, strict=False):
+            if _is_dtype(dtype) and _is_shape(shape):
+                return math.prod(shape), dtype
+    lost[BAD_SHAPES] += 1
+    return None, None
+
+
+def _is_dtype(value: object) -> bool:
+    return isinstance(value, str) and value not in _NOT_TENSOR_TYPES
+
+
+def _is_shape(value: object) -> bool:
+    return isinstance(value, list) and all(type(d) is int and d >= 0 for d in value)
