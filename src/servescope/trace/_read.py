@@ -30,7 +30,7 @@ import polars as pl
 
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
-from servescope.trace._frame import COMM_ROW, chunk_frame
+from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame
 from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
@@ -112,7 +112,7 @@ class Decoded:
     in casting."""
 
     top: TopLevel
-    parts: list[pl.DataFrame]  # chunk frames, each preceded by a small collective-arg frame (COMM_ROW) if it has such rows
+    parts: list[pl.DataFrame]  # chunk frames, then one small collective-arg frame (COMM_ROW) if any rows have such args
     lost: Counter[str]
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
@@ -201,6 +201,8 @@ def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[s
 def _finish(top: TopLevel, result: _Chunked, warnings: list[str]) -> Decoded:
     if result.n_bad:
         warnings.append(f"{result.n_bad:,} events with unreadable fields were skipped")
+    if result.comm:
+        result.parts.append(comm_frame(result.comm, result.lost))
     return Decoded(
         top, result.parts, result.lost, result.n_events, has_events_key=True, any_ph=result.any_ph
     )
@@ -214,6 +216,7 @@ class _Chunked:
     any_ph: bool = False  # whether any event has a "ph" key
     n_bad: int = 0  # events skipped as unreadable
     n_rows: int = 0  # rows in the chunk frames of `parts` so far
+    comm: dict[str, list[Any]] = field(default_factory=dict)  # collective-arg rows of all chunks (_frame._comm_rows)
 
 
 def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> _Chunked:
@@ -239,7 +242,9 @@ def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> 
         if kept:
             frame, comm = chunk_frame(kept, out.lost)
             if comm is not None:  # rows counted over the chunk frames before this one
-                out.parts.append(comm.with_columns(pl.col(COMM_ROW) + out.n_rows))
+                comm[COMM_ROW] = [row + out.n_rows for row in comm[COMM_ROW]]
+                for name, values in comm.items():
+                    out.comm.setdefault(name, []).extend(values)
             out.parts.append(frame)
             out.n_rows += frame.height
     return out

@@ -19,6 +19,7 @@ unread with their chunk), or know the group size (these ops carry none).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -34,6 +35,7 @@ BAD_SHAPES = "args.Input Dims/Input type of custom all-reduce ops"
 _NOT_TENSOR_TYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "None")
 
 
+@functools.lru_cache(maxsize=4096)  # names repeat across chunks
 def is_custom_all_reduce(name: object) -> bool:
     """Whether an op name is a custom / symmetric-memory all-reduce op (`vllm::all_reduce`, ...)."""
     return isinstance(name, str) and _CUSTOM_ALL_REDUCE.match(name) is not None
@@ -50,16 +52,23 @@ def first_tensor(
     (a load warning). A count beyond int64 is returned as is; the frame's cast nulls and counts it."""
     if not dims_raw and not types_raw:
         return None, None
+    count, dtype = _parse(bytes(dims_raw), bytes(types_raw))
+    if dtype is None:
+        lost[BAD_SHAPES] += 1
+    return count, dtype
+
+
+@functools.lru_cache(maxsize=1024)  # the same few shapes repeat once per layer and step
+def _parse(dims_json: bytes, types_json: bytes) -> tuple[int | None, str | None]:
     try:
-        dims: Any = msgspec.json.decode(dims_raw) if dims_raw else None
-        types: Any = msgspec.json.decode(types_raw) if types_raw else None
+        dims: Any = msgspec.json.decode(dims_json) if dims_json else None
+        types: Any = msgspec.json.decode(types_json) if types_json else None
     except (msgspec.DecodeError, RecursionError):
-        dims = types = None
+        return None, None
     if isinstance(dims, list) and isinstance(types, list):
         for shape, dtype in zip(dims, types, strict=False):
             if _is_dtype(dtype) and _is_shape(shape):
                 return math.prod(shape), dtype
-    lost[BAD_SHAPES] += 1
     return None, None
 
 
