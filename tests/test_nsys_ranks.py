@@ -1,10 +1,10 @@
 """An Nsight Systems export of several processes is analysed as one rank per (process, GPU) (issue 9, part 3 + 4).
 
 Real inputs: the nsys-ai exports (GindaChen/nsys-ai fixtures, MIT; 2 processes on 2 H100s, one GPU each):
-tests/data/traces/nsys-ai/mfu_2gpu_{before,after}.sqlite, and ../shared/traces/nsys-ai/h100_2gpu_1s.sqlite when
-present. Every expected value is computed here from the SQLite tables with the stdlib (sqlite3 + plain Python),
-sharing no code with servescope: per (pid, device), the union of kernel, memcpy and memset intervals and the row
-counts. Before the split, one Trace held both GPUs, so a "rank" had 2 GPUs' busy time over one span (> 100%).
+tests/data/traces/nsys-ai/mfu_2gpu_{before,after}.sqlite and h100_2gpu_1s.sqlite (copies of ../shared/traces/nsys-
+ai). Every expected value is computed here from the SQLite tables with the stdlib (sqlite3 + plain Python), sharing
+no code with servescope: per (pid, device), the union of kernel, memcpy and memset intervals and the row counts.
+Before the split, one Trace held both GPUs, so a "rank" had 2 GPUs' busy time over one span (> 100%).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from servescope.analysis import analyze_trace
 from servescope.report.trace_json import trace_document
 from servescope.trace.nsys import load_nsys_ranks
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "nsys-ai" / "h100_2gpu_1s.sqlite"
 PAIR = [DATA / "traces" / "nsys-ai" / "mfu_2gpu_before.sqlite", DATA / "traces" / "nsys-ai" / "mfu_2gpu_after.sqlite"]
-EXPORTS = [*PAIR, pytest.param(SHARED, marks=pytest.mark.skipif(not SHARED.exists(), reason="no ../shared/traces"))]
+EXPORTS = [*PAIR, DATA / "traces" / "nsys-ai" / "h100_2gpu_1s.sqlite"]
 GPU_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 PID = "/ 16777216 % 16777216"  # serialized globalPid/globalTid → pid (NVIDIA, "Serialized process and thread ids")
 
