@@ -1,8 +1,8 @@
 """An Nsight Systems export of several processes is analysed as one rank per (process, GPU) (issue 9, part 3 + 4).
 
 Real inputs: the nsys-ai exports (GindaChen/nsys-ai fixtures, MIT; 2 processes on 2 H100s, one GPU each):
-tests/data/traces/nsys-ai/mfu_2gpu_{before,after}.sqlite and h100_2gpu_1s.sqlite (copies of ../shared/traces/nsys-
-ai). Every expected value is computed here from the SQLite tables with the stdlib (sqlite3 + plain Python), sharing
+tests/data/traces/nsys-ai/mfu_2gpu_{before,after}.sqlite and h100_2gpu_1s.sqlite
+(copies of ../shared/traces/nsys-ai). Every expected value is computed here from the SQLite tables with the stdlib (sqlite3 + plain Python), sharing
 no code with servescope: per (pid, device), the union of kernel, memcpy and memset intervals and the row counts.
 Before the split, one Trace held both GPUs, so a "rank" had 2 GPUs' busy time over one span (> 100%).
 """
