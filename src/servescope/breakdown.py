@@ -271,12 +271,15 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     tops = _top_kernels(gpu, top_n)
     classes = _per_class(gpu)
     launches = _launch_stats(table.launches)
-    devices = dict(gpu.group_by("step").agg(pl.col("device").n_unique()).iter_rows())
-    kernel_sums = dict(gpu.group_by("step").agg(pl.col("dur_us").sum()).iter_rows())
-    kernel_counts = dict(gpu.group_by("step").agg(pl.len()).iter_rows())
-    # Span from relative times: absolute epoch µs (~1e15) would round ns-scale steps.
-    spans = dict(
-        gpu.group_by("step").agg((pl.col("ts_us") - pl.col("ts_us").min() + pl.col("dur_us")).max()).iter_rows()
+    per_step = gpu.group_by("step").agg(  # one query: each aggregation is as it was on its own
+        pl.col("device").n_unique().alias("devices"),
+        pl.col("dur_us").sum().alias("kernel_sum"),
+        pl.len().alias("kernels"),
+        # Span from relative times: absolute epoch µs (~1e15) would round ns-scale steps.
+        (pl.col("ts_us") - pl.col("ts_us").min() + pl.col("dur_us")).max().alias("span"),
+    )
+    devices, kernel_sums, kernel_counts, spans = (
+        dict(zip(per_step["step"], per_step[c], strict=True)) for c in ("devices", "kernel_sum", "kernels", "span")
     )
     out = []
     for s in table.steps.iter_rows(named=True):

@@ -273,8 +273,11 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     )
     comm = comm.join(launches, on="correlation", how="left")
     comm = comm.with_columns(pl.coalesce("launch_external_id", "external_id").alias("launch_external_id"))
-    rpc = _enclosing(comm, ops.filter(pl.col("op_is_rpc")))
-    named = _enclosing(comm, ops.filter(~pl.col("op_is_rpc") & pl.col("op_collective").is_not_null()))
+    lazy_ops = ops.lazy()
+    rpc, named = pl.collect_all([  # one collect for both: the fixed cost per query dominates here
+        _enclosing(comm, lazy_ops.filter(pl.col("op_is_rpc"))),
+        _enclosing(comm, lazy_ops.filter(~pl.col("op_is_rpc") & pl.col("op_collective").is_not_null())),
+    ])
     # Args from record_param_comms when it was found, else from the named op (custom all-reduce ops
     # carry a size read from their input shapes, see trace/_shapes.py); never mixed within a row.
     from_rpc = (rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()).to_frame("rpc")
@@ -285,15 +288,16 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _enclosing(comm: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
+def _enclosing(comm: pl.DataFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
     """One row per `comm` row (same order): the `_OP_COLUMNS` (prefixed `op_`) of the op that launched
     it: by External id when that op's interval holds the launch (or the kernel has no launch row),
-    else the latest op starting at or before the launch on its pid/tid that has not ended yet."""
+    else the latest op starting at or before the launch on its pid/tid that has not ended yet. Lazy:
+    the caller collects it (with its sibling query)."""
     cols = [f"op_{c}" if c != "op_collective" else c for c in _OP_COLUMNS]
-    keys = comm.select("_row", "launch_pid", "launch_tid", "launch_ts_us", "launch_external_id")
+    keys = comm.lazy().select("_row", "launch_pid", "launch_tid", "launch_ts_us", "launch_external_id")
     by_id = keys.join(
         ops.unique("op_external_id", keep="first").filter(pl.col("op_external_id").is_not_null()),
-        left_on="launch_external_id", right_on="op_external_id", how="left",
+        left_on="launch_external_id", right_on="op_external_id", how="left", maintain_order="left",
     ).filter(
         pl.col("launch_ts_us").is_null()
         | ((pl.col("op_ts_us") <= pl.col("launch_ts_us")) & (pl.col("launch_ts_us") <= pl.col("op_end_us")))

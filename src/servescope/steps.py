@@ -208,10 +208,11 @@ def _assign_by_interval(times_us: np.ndarray, starts_us: np.ndarray, ends_us: np
     return np.where(inside, idx, -1)
 
 
-def _launch_times(events: pl.DataFrame) -> pl.DataFrame:
-    """One CPU launch time per correlation id (the launch call of a kernel or a whole graph)."""
+def _launch_times(launches: pl.DataFrame) -> pl.DataFrame:
+    """One CPU launch time per correlation id (the launch call of a kernel or a whole graph), from the
+    launch rows (runtime/driver) of the events frame."""
     return (
-        events.filter(pl.col("kind").is_in(LAUNCH_KINDS) & pl.col("correlation").is_not_null())
+        launches.filter(pl.col("correlation").is_not_null())
         .group_by("correlation")
         .agg(pl.col("ts_us").min().alias("launch_ts_us"))
     )
@@ -220,7 +221,8 @@ def _launch_times(events: pl.DataFrame) -> pl.DataFrame:
 def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Attribute GPU rows to labelled steps by launch time; GPU rows with no launch go by their own start."""
     gpu = events.filter(pl.col("kind").is_in(GPU_KINDS))
-    gpu = gpu.join(_launch_times(events), on="correlation", how="left")
+    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))  # once: used for times and steps below
+    gpu = gpu.join(_launch_times(launches), on="correlation", how="left")
     starts = labels["cpu_start_us"].to_numpy()
     ends = labels["cpu_end_us"].to_numpy()
     launch_ts = gpu["launch_ts_us"].fill_null(np.nan).to_numpy()
@@ -230,7 +232,6 @@ def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.
     gpu = gpu.with_columns(pl.Series("step", step).cast(pl.Int64)).with_columns(
         pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
     )
-    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))
     launch_step = _assign_by_interval(launches["ts_us"].to_numpy(), starts, ends)
     launches = launches.with_columns(pl.Series("step", launch_step).cast(pl.Int64)).with_columns(
         pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
