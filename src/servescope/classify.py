@@ -280,11 +280,14 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     ])
     # Args from record_param_comms when it was found, else from the named op (custom all-reduce ops
     # carry a size read from their input shapes, see trace/_shapes.py); never mixed within a row.
-    from_rpc = (rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()).to_frame("rpc")
+    from_rpc = rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()
+    picked = pl.DataFrame([from_rpc.alias("rpc"), *[rpc[f"op_{n}"].alias(f"rpc_{n}") for n in COMM_COLUMNS],
+                           *[named[f"op_{n}"].alias(f"named_{n}") for n in COMM_COLUMNS]])
+    picked = picked.select(  # one query for all the arg columns
+        pl.when("rpc").then(f"rpc_{n}").otherwise(f"named_{n}").alias(f"op_{n}") for n in COMM_COLUMNS
+    )
     return comm.with_columns(
-        pl.coalesce(rpc["op_collective"], named["op_collective"]).alias("op_collective"),
-        *[from_rpc.select(pl.when("rpc").then(rpc[f"op_{name}"]).otherwise(named[f"op_{name}"]))
-          .to_series().alias(f"op_{name}") for name in COMM_COLUMNS],
+        pl.coalesce(rpc["op_collective"], named["op_collective"]).alias("op_collective"), *picked.get_columns(),
     )
 
 
