@@ -273,34 +273,27 @@ def _linked_ops(frame: pl.DataFrame, comm: pl.DataFrame) -> pl.DataFrame:
     )
     comm = comm.join(launches, on="correlation", how="left")
     comm = comm.with_columns(pl.coalesce("launch_external_id", "external_id").alias("launch_external_id"))
-    lazy_ops = ops.lazy()
-    rpc, named = pl.collect_all([  # one collect for both: the fixed cost per query dominates here
-        _enclosing(comm, lazy_ops.filter(pl.col("op_is_rpc"))),
-        _enclosing(comm, lazy_ops.filter(~pl.col("op_is_rpc") & pl.col("op_collective").is_not_null())),
-    ])
+    rpc = _enclosing(comm, ops.filter(pl.col("op_is_rpc")))
+    named = _enclosing(comm, ops.filter(~pl.col("op_is_rpc") & pl.col("op_collective").is_not_null()))
     # Args from record_param_comms when it was found, else from the named op (custom all-reduce ops
     # carry a size read from their input shapes, see trace/_shapes.py); never mixed within a row.
-    from_rpc = rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()
-    picked = pl.DataFrame([from_rpc.alias("rpc"), *[rpc[f"op_{n}"].alias(f"rpc_{n}") for n in COMM_COLUMNS],
-                           *[named[f"op_{n}"].alias(f"named_{n}") for n in COMM_COLUMNS]])
-    picked = picked.select(  # one query for all the arg columns
-        pl.when("rpc").then(f"rpc_{n}").otherwise(f"named_{n}").alias(f"op_{n}") for n in COMM_COLUMNS
-    )
+    from_rpc = (rpc["op_collective"].is_not_null() | rpc["op_comm_in_nelems"].is_not_null()).to_frame("rpc")
     return comm.with_columns(
-        pl.coalesce(rpc["op_collective"], named["op_collective"]).alias("op_collective"), *picked.get_columns(),
+        pl.coalesce(rpc["op_collective"], named["op_collective"]).alias("op_collective"),
+        *[from_rpc.select(pl.when("rpc").then(rpc[f"op_{name}"]).otherwise(named[f"op_{name}"]))
+          .to_series().alias(f"op_{name}") for name in COMM_COLUMNS],
     )
 
 
-def _enclosing(comm: pl.DataFrame, ops: pl.LazyFrame) -> pl.LazyFrame:
+def _enclosing(comm: pl.DataFrame, ops: pl.DataFrame) -> pl.DataFrame:
     """One row per `comm` row (same order): the `_OP_COLUMNS` (prefixed `op_`) of the op that launched
     it: by External id when that op's interval holds the launch (or the kernel has no launch row),
-    else the latest op starting at or before the launch on its pid/tid that has not ended yet. Lazy:
-    the caller collects it (with its sibling query)."""
+    else the latest op starting at or before the launch on its pid/tid that has not ended yet."""
     cols = [f"op_{c}" if c != "op_collective" else c for c in _OP_COLUMNS]
-    keys = comm.lazy().select("_row", "launch_pid", "launch_tid", "launch_ts_us", "launch_external_id")
+    keys = comm.select("_row", "launch_pid", "launch_tid", "launch_ts_us", "launch_external_id")
     by_id = keys.join(
         ops.unique("op_external_id", keep="first").filter(pl.col("op_external_id").is_not_null()),
-        left_on="launch_external_id", right_on="op_external_id", how="left", maintain_order="left",
+        left_on="launch_external_id", right_on="op_external_id", how="left",
     ).filter(
         pl.col("launch_ts_us").is_null()
         | ((pl.col("op_ts_us") <= pl.col("launch_ts_us")) & (pl.col("launch_ts_us") <= pl.col("op_end_us")))
