@@ -157,16 +157,13 @@ def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
 def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
     """Union µs per (step, key value), unions taken per device and summed over devices."""
     cols = ["step", "device"] + ([key] if key else [])
-    filled = [pl.col("device").fill_null(-1)] + ([pl.col(key).fill_null("?")] if key else [])
-    frame = (  # one query: the fixed cost per query is most of the time on a few thousand rows
-        gpu.lazy().select("step", *filled, "ts_us", "dur_us")
-        .with_columns(pl.struct(cols).rank("dense").alias("gid"))
-        .collect()
-    )
-    group_ids = frame["gid"].to_numpy()
+    frame = gpu.select(*cols, "ts_us", "dur_us").with_columns(pl.col("device").fill_null(-1))
+    if key:
+        frame = frame.with_columns(pl.col(key).fill_null("?"))
+    group_ids = frame.select(cols).with_columns(pl.struct(cols).rank("dense").alias("gid"))["gid"].to_numpy()
     starts = frame["ts_us"].to_numpy()
     lengths = grouped_union_length(group_ids, starts, frame["dur_us"].to_numpy())
-    keys = frame.select(*cols, "gid").unique("gid")
+    keys = frame.select(cols).with_columns(pl.Series("gid", group_ids)).unique("gid")
     out: dict[tuple[int, str], float] = {}
     for row in keys.iter_rows(named=True):
         k = (int(row["step"]), str(row[key]) if key else "")
