@@ -8,18 +8,16 @@ External id the bench script uses), FLOPs by hand as 2·M·N·K.
 
 from __future__ import annotations
 
-import functools
 import gzip
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench_scripts import bench_script
 from servescope.perfmodel import gemm_curve
 from servescope.perfmodel.hw import load_gpu
 from servescope.perfmodel.scenario import Scenario
@@ -32,14 +30,8 @@ SGLANG = TRACES / "tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_pref
 GPT_OSS_20B = ROOT / "tests" / "data" / "planner" / "openai--gpt-oss-20b_config.json"
 
 
-@functools.lru_cache(maxsize=1)
-def _bench():
-    spec = importlib.util.spec_from_file_location("measure_gemm_efficiency", ROOT / "bench/measure_gemm_efficiency.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+def _bench():  # type: ignore[no-untyped-def]
+    return bench_script("measure_gemm_efficiency")
 
 
 def _by_interval(path: Path) -> list[tuple[int, int, int, float]]:

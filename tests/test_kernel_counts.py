@@ -8,17 +8,15 @@ kernels (recognised by name) delimit the blocks, even-numbered blocks are attent
 
 from __future__ import annotations
 
-import functools
 import gzip
-import importlib.util
 import json
-import sys
 import tomllib
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from bench_scripts import bench_script
 from servescope.perfmodel.ops import build_ops, kernel_counts, kernels_per_step
 from servescope.perfmodel.scenario import Scenario
 
@@ -29,14 +27,8 @@ SGLANG = TRACES / "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.
 DATA = ROOT / "src/servescope/perfmodel/data/kernel_counts.toml"
 
 
-@functools.lru_cache(maxsize=1)
-def _bench():
-    spec = importlib.util.spec_from_file_location("measure_kernels_per_layer", ROOT / "bench/measure_kernels_per_layer.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
+def _bench():  # type: ignore[no-untyped-def]
+    return bench_script("measure_kernels_per_layer")
 
 
 def _gpu_events(path: Path) -> list[dict]:

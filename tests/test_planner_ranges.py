@@ -7,7 +7,6 @@ bench/validation_report.py from one cross-validation run), not through the plann
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from bench_scripts import bench_script
 from servescope.cli import main
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner import plan
@@ -105,11 +105,7 @@ def test_cross_validated_text_names_the_case() -> None:
 
 
 def _report_module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("validation_report", ROOT / "bench/validation_report.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("validation_report")
 
 
 def test_change_error_cancels_what_two_rows_share() -> None:

@@ -11,13 +11,12 @@ What it does not: fit anything (see perfmodel.fit) or know about individual mode
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from servescope.errors import BadConfig
+from servescope.perfmodel._data import read_toml
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,7 @@ _FLOAT_FIELDS = {f.name for f in fields(Efficiency) if f.name != "source"}
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    path = resources.files("servescope.perfmodel").joinpath("data", "efficiency.toml")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/data/efficiency.toml: {e}") from None
+    return read_toml("data", "efficiency.toml")
 
 
 def _apply(eff: Efficiency, section: Any, where: str) -> Efficiency:
@@ -81,11 +76,10 @@ def measured_kernel_overhead_s() -> float:
     """Per-kernel cost of a decode step replayed in a CUDA graph (launch gap + the small kernels no roofline term
     prices), measured on vLLM's FULL-graph decode trace (data/engine_overheads.toml [vllm.graph]); the other
     engines replay graphs the same way and take the same number (transferred, no trace of theirs is bundled)."""
-    path = resources.files("servescope.perfmodel").joinpath("data", "engine_overheads.toml")
+    doc = read_toml("data", "engine_overheads.toml")
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
         return float(doc["vllm"]["graph"]["per_kernel_us"]) * 1e-6
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise BadConfig(f"perfmodel/data/engine_overheads.toml: {e}") from None
 
 

@@ -18,15 +18,14 @@ read traces.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from servescope.errors import BadConfig
+from servescope.perfmodel._data import read_toml
 from servescope.specs.hardware import GpuSpec
 
 
@@ -52,11 +51,7 @@ class GemmCurve:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    path = resources.files("servescope.perfmodel").joinpath("data", "gemm_efficiency.toml")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/data/gemm_efficiency.toml: {e}") from None
+    return read_toml("data", "gemm_efficiency.toml")
 
 
 def _measured(name: str) -> GemmCurve | None:

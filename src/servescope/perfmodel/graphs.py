@@ -9,13 +9,12 @@ What it does not: model piecewise graphs of mixed batches (perfmodel/simulate do
 
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache
-from importlib import resources
 
 import numpy as np
 
 from servescope.errors import BadConfig
+from servescope.perfmodel._data import read_toml
 
 _DATA = ("data", "engines.toml")
 
@@ -23,11 +22,7 @@ _DATA = ("data", "engines.toml")
 @lru_cache(maxsize=1)
 def engine_table() -> dict[str, dict[str, object]]:
     """The parsed data/engines.toml: one section per backend (graph sizes and measured overheads, with sources)."""
-    path = resources.files("servescope.perfmodel").joinpath(*_DATA)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/data/engines.toml: {e}") from None
+    doc = read_toml(*_DATA)
     return {k: v for k, v in doc.items() if isinstance(v, dict)}
 
 

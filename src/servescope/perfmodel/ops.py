@@ -22,15 +22,14 @@ What it does not: choose efficiencies, batch sizes or combine terms into time (s
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servescope.errors import BadConfig
+from servescope.perfmodel._data import read_toml
 from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
@@ -158,12 +157,12 @@ def build_ops(sc: Scenario) -> Ops:
 def kernel_counts() -> dict[str, float]:
     """Kernels per layer part, [model] of data/kernel_counts.toml (bench/measure_kernels_per_layer.py): attention,
     mla_extra, dense_mlp, moe, shared_expert, step."""
-    path = resources.files("servescope.perfmodel").joinpath("data", "kernel_counts.toml")
+    doc = read_toml("data", "kernel_counts.toml")
     keys = ("attention", "mla_extra", "dense_mlp", "moe", "shared_expert", "step")
     try:
-        sec = tomllib.loads(path.read_text(encoding="utf-8"))["model"]
+        sec = doc["model"]
         return {k: float(sec[k]) for k in keys}
-    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise BadConfig(f"perfmodel/data/kernel_counts.toml [model]: {e}") from None
 
 

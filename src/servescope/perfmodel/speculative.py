@@ -34,13 +34,12 @@ attention beyond "verify k tokens". Every constant below names its source or say
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from importlib import resources
 
 from servescope.errors import BadConfig, ScenarioError
+from servescope.perfmodel._data import read_toml
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import decode_step
 from servescope.specs import quant as q
@@ -76,11 +75,7 @@ class SpecEngine:
 
 @lru_cache(maxsize=1)
 def _engine_table() -> dict[str, SpecEngine]:
-    text = resources.files("servescope.perfmodel").joinpath("data", "spec_engines.toml").read_text(encoding="utf-8")
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/data/spec_engines.toml: {e}") from None
+    doc = read_toml("data", "spec_engines.toml")
     return {name: SpecEngine(name, int(v["graph_max_batch"]), bool(v["draft_loop_graphed"]),
                              bool(v["first_forward_eager"]), int(v["eager_ops_per_draft_step"]),
                              int(v["eager_ops_per_iteration"]), int(v["host_syncs"]), str(v["source"]))
@@ -263,11 +258,7 @@ class SpecError:
 
 
 def _host_doc() -> dict[str, dict[str, float]]:
-    text = resources.files("servescope.perfmodel").joinpath("data", "spec_host.toml").read_text(encoding="utf-8")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/data/spec_host.toml: {e}") from None
+    return read_toml("data", "spec_host.toml")
 
 
 def load_host_costs() -> HostCosts:

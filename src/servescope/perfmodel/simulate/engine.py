@@ -8,13 +8,12 @@ What it does not: schedule anything (scheduler.py) or time anything (stepcost.py
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
-from servescope.errors import BadConfig, ScenarioError
+from servescope.errors import ScenarioError
+from servescope.perfmodel._data import read_toml
 
 PRIORITIES = ("decode_first", "prefill_first")
 ADMISSIONS = ("on_demand", "reserve_full", "reserve_ratio")
@@ -49,11 +48,7 @@ class EngineConfig:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    path = resources.files("servescope.perfmodel.simulate").joinpath("engines.toml")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise BadConfig(f"perfmodel/simulate/engines.toml: {e}") from None
+    return read_toml("simulate", "engines.toml")
 
 
 def engine_defaults(backend: str) -> EngineConfig:
