@@ -79,6 +79,16 @@ def test_pure_decode_step_equals_closed_form(sc: Scenario) -> None:
         assert got == pytest.approx(decode_step(sc, b, ctx).step_time_s, rel=1e-3)
 
 
+def test_trtllm_pure_decode_step_equals_closed_form_with_overlapped_cpu(sc: Scenario) -> None:
+    """TRT-LLM overlaps scheduling with execution (engines.toml overlap_scheduler): the adapter must hide the same
+    CPU time the closed form hides, at every batch (below and above the CPU/GPU crossover)."""
+    trt = sc.with_(backend="trtllm")
+    cost = StepCost(trt, engine_for(trt), 8192, 4096)
+    for b, ctx in ((1, 100), (32, 700), (64, 3000)):
+        got = cost.step_s(np.full(b, ctx + 1.0), np.zeros(0), np.zeros(0))
+        assert got == pytest.approx(decode_step(trt, b, ctx).step_time_s, rel=1e-3)
+
+
 def test_mixed_step_costs_more_than_its_decode_part(sc: Scenario) -> None:
     cost = StepCost(sc, engine_for(sc), 8192, 4096)
     dec = cost.step_s(np.full(16, 300.0), np.zeros(0), np.zeros(0))

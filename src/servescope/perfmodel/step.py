@@ -16,8 +16,9 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
 (linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
     step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
-    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill)
-                    + cpu_overhead_s + cpu_overhead_per_seq_s · batch
+    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + cpu,
+                    cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or only max(cpu − the GPU terms, 0)
+                    on an engine that overlaps scheduling with execution (graphs.overlaps_cpu: TRT-LLM)
 Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
 routing). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
 expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
@@ -46,7 +47,7 @@ from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
-from servescope.perfmodel.graphs import padded_tokens
+from servescope.perfmodel.graphs import overlaps_cpu, padded_tokens
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
 
 if TYPE_CHECKING:
@@ -105,6 +106,7 @@ class StepParts:
     comp_rec_s: Arr  # ... recurrence (decode) or chunked scan (prefill)
     kernels: Arr
     graphed: Arr  # 1.0 where the step replays a CUDA graph, else 0.0
+    overlap: Arr  # 1.0 where the engine prepares the next step on the CPU while the GPU runs this one
     batch: Arr  # sequences in the step, all dp ranks
     tokens: Arr
     floor_s: Arr
@@ -125,7 +127,7 @@ class StepParts:
 
 
 _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
-                 "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "batch", "tokens", "floor_s",
+                 "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
                  "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio")
 
 
@@ -135,7 +137,7 @@ def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts
         mem_gemm_s=fn(p.mem_gemm_s), comp_gemm_s=fn(p.comp_gemm_s), mem_moe_s=fn(p.mem_moe_s),
         comp_moe_s=fn(p.comp_moe_s), mem_attn_s=fn(p.mem_attn_s), comp_attn_s=fn(p.comp_attn_s),
         mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
-        kernels=fn(p.kernels), graphed=fn(p.graphed), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
+        kernels=fn(p.kernels), graphed=fn(p.graphed), overlap=fn(p.overlap), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
         coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s),
         gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), colls=colls or {},
     )
@@ -298,7 +300,8 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
         # simulation's per-chunk attention tables carry it), at the kv_b_proj weights' dtype peak
         comp_attn_s=attn_fl / o.attn_peak_flops + ctx_fl / o.mla_ctx_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
         mem_rec_s=rec_bytes / bw + zero, comp_rec_s=rec_fl / o.attn_peak_flops,
-        kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed, batch=b_all, tokens=t_glob,
+        kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed,
+        overlap=np.full_like(t_rank, 1.0 if overlaps_cpu(sc.backend) else 0.0), batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
         gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, colls=colls,
     )
@@ -350,11 +353,14 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)
     comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
             + np.where(m_attn < c_attn, c_attn, 0.0))
+    gpu = w + kv + comp + comm + kern + idx + rec
+    cpu_raw = cpu
+    cpu = np.where(p.overlap > 0.5, np.maximum(cpu - gpu, 0.0), cpu)  # overlapped: only what the GPU step cannot hide
     over = kern + cpu
     out.update({
-        "step": w + kv + comp + comm + over + idx + rec, "weights": w, "kv": kv, "compute": comp,
+        "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
         "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
-        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "floor": p.floor_s,
+        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw + 0.0 * gpu, "floor": p.floor_s,
         "tokens": p.tokens,
     })
     return out

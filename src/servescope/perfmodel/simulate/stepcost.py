@@ -18,7 +18,8 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                + once per step that carries prefill: n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
                (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
                launched once per forward pass, whatever the number of prompts batched in it)
-  cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b
+  cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
+               (data/engines.toml overlap_scheduler) only max(cpu(b) − the step's GPU time, 0) is added
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
@@ -32,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from servescope.perfmodel.graphs import overlaps_cpu
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.simulate.engine import EngineConfig
 from servescope.perfmodel.step import step_arrays
@@ -57,7 +59,8 @@ class StepCost:
         self.kern_pf_s = _f(pf, "kernels")
         self.grid = np.arange(0, max_ctx + 2 * CTX_GRID_TOKENS, CTX_GRID_TOKENS, dtype=float)
         self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
-        cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu"])[0]) for k in (1, 2))
+        cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
+        self.overlap = overlaps_cpu(sc.backend)
         self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
         self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
@@ -100,7 +103,13 @@ class StepCost:
         grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
         attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
         attn *= (-(-b // self.dp)) / b
-        return self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn + self.cpu_s + self.cpu_per_seq_s * b
+        return self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
+
+    def _plus_cpu(self, gpu_s: Any, seqs: int) -> Any:
+        """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an
+        engine that overlaps scheduling with execution (step.py)."""
+        cpu = self.cpu_s + self.cpu_per_seq_s * seqs
+        return gpu_s + (np.maximum(cpu - gpu_s, 0.0) if self.overlap else cpu)
 
     def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
@@ -108,8 +117,7 @@ class StepCost:
         b_dec, n_chunks = len(dec_ctx), len(chunks_n)
         top = len(self.tok_dec_s) - 1
         if not n_chunks:
-            return float(self.tok_dec_s[min(b_dec, top)] + self.decode_attention_s(dec_ctx)
-                         + self.cpu_s + self.cpu_per_seq_s * b_dec)
+            return float(self._plus_cpu(self.tok_dec_s[min(b_dec, top)] + self.decode_attention_s(dec_ctx), b_dec))
         t_all = min(b_dec + int(chunks_n.sum()), top)
         table = self.tok_dec_s if self.cfg.graph_mixed_batches else self.tok_pf_s
         tok = table[t_all]
@@ -118,4 +126,4 @@ class StepCost:
         marginal = tok - self.kern_pf_s[t_all] - base + pf_attn
         step = tok + self.decode_attention_s(dec_ctx) + pf_attn
         step += marginal * self.inv_pf_eff_m1 + self.chunk_extra_s
-        return float(step + self.cpu_s + self.cpu_per_seq_s * (b_dec + n_chunks))
+        return float(self._plus_cpu(step, b_dec + n_chunks))
