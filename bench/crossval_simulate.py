@@ -5,8 +5,9 @@ Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers
 Rows: a stratified subsample of the dev CSV (every stride-th row of each (model, system, backend) group ordered by
 concurrency; perfmodel.simulate.fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
 Per grouping (leave one model out, leave one system out) and held-out group:
-  closed form  perfmodel.fit.fit refits the 16 global numbers on every other row of the full CSV (warm start from the
-               shipped fit, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`) and predicts the group;
+  closed form  perfmodel.fit.fit refits the global numbers on every other row of the full CSV (from the built-in
+               defaults, `unfitted_start`, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`: a warm
+               start from the shipped fit would carry the held-out rows in) and predicts the group;
   simulated    prefill_eff and the per-request set-up (front-end cost; --per-backend-setup: one per backend;
                --per-token-setup: a + b·isl, b per prompt token) fitted on TTFT and TPOT
                (--ttft-only: TTFT alone) through the simulation on the other groups' subsample rows
@@ -39,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel.crossval import FOLD_ITERATIONS  # noqa: E402
-from servescope.perfmodel.efficiency import Efficiency, global_efficiency  # noqa: E402
+from servescope.perfmodel.efficiency import Efficiency, global_efficiency, unfitted_start  # noqa: E402
 from servescope.perfmodel.fit import FITTED, FitData, fit, fit_data, predict_data  # noqa: E402
 from servescope.perfmodel.simulate.fit import (  # noqa: E402
     PE_GRID,
@@ -109,7 +110,7 @@ def run(csv: Path, stride: int, workers: int, per_backend: bool = False, with_tp
     for name, label in GROUPINGS.items():
         for v in sorted(set(data.labels[label])):
             folds.append((name, str(v)))
-            fold_args.append((data, data.labels[label] != v, start))
+            fold_args.append((data, data.labels[label] != v, unfitted_start()))
     with ProcessPoolExecutor(max_workers=workers) as ex:
         fold_eff = list(ex.map(_fold_fit, fold_args))
     cf = {n: (np.full(len(sub), np.nan), np.full(len(sub), np.nan)) for n in GROUPINGS}
@@ -160,8 +161,8 @@ def _render(csv: Path, rows: list[Row], sub: list[Row], stride: int, workers: in
            f"processes; {wall:.0f} s wall in one run ({t_table:.0f} s of it the {len(PE_GRID)}-point simulation "
            f"table), peak RSS {rss_kib / 1024:.0f} MiB per process. Input: {csv.name}, {len(sub)} of "
            f"{sum(r.scenario is not None for r in rows)} modelled rows (every {stride}th of each (model, system, "
-           "backend) group by concurrency). Closed form: the 16 global numbers refitted per fold on all other rows "
-           "of the full CSV (as `validate --cv`). Simulated: the client of the CSV's benchmarks (10 × c requests, "
+           f"backend) group by concurrency). Closed form: the {len(FITTED)} global numbers refitted per fold on all "
+           "other rows of the full CSV from the built-in defaults (as `validate --cv`). Simulated: the client of the CSV's benchmarks (10 × c requests, "
            "lengths drawn uniformly in [0.8·len, len]); prefill_eff and prefill_overhead_s ("
            + ("per backend" if insample.setup_by_backend else "global")
            + (" + per prompt token" if insample.setup_per_token_s else "") + ") fitted through the "

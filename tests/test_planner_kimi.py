@@ -278,3 +278,31 @@ def test_kimi_eagle3_gain_crosses_one_where_verification_stops_being_free(gpu: s
     assert _hand_gain(sc, 1, k) > _hand_gain(sc, int(stop / 2), k) > _hand_gain(sc, high, k)
     ctx = sc.isl + sc.osl / 2
     assert decode_step(sc, high, ctx, tokens_per_seq=k + 1).dominant == bound
+
+
+def test_async_scheduling_gain_is_the_hidden_cpu_time(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
+    """vLLM without --async-scheduling: the track hides the step's CPU time behind the GPU's, so the TPOT gain is
+    step / max(GPU part, CPU part), computed here from the decode step's own terms."""
+    t = kimi_plan.track("async_scheduling")
+    assert t.applicable and t.gain is not None
+    eff = kimi.efficiency
+    ctx = kimi.isl + kimi.osl // 2
+    step = decode_step(kimi, 1, ctx).step_time_s
+    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * 1
+    gpu = step - cpu
+    assert gpu > cpu > 0
+    want = step / gpu
+    # the plan's TPOT is the serving TPOT (decode step + no interference at c = 1): the same ratio within rounding
+    assert t.gain == pytest.approx(want, rel=0.02)
+    assert "CPU time" in t.note
+
+
+def test_async_scheduling_does_not_apply_where_the_engine_overlaps_already(kimi: Scenario) -> None:
+    trt = plan(kimi.with_(backend="trtllm"), objective="tpot", concurrency=1, forbid="quantization")
+    t = trt.track("async_scheduling")
+    assert not t.applicable and "already on" in (t.why_not or "")
+    sg = plan(kimi.with_(backend="sglang"), objective="tpot", concurrency=1, forbid="quantization")
+    t = sg.track("async_scheduling")
+    assert not t.applicable and "SGLang" in (t.why_not or "")
+    on = plan(kimi.with_(overlap_scheduler=True), objective="tpot", concurrency=1, forbid="quantization")
+    assert not on.track("async_scheduling").applicable

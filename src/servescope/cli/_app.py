@@ -211,6 +211,9 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--moe-quant", default=None, help="Routed experts' scheme, if different."),
         click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8); default: what the backend's 'auto' allocates for the checkpoint."),
         click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
+        click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
+                     help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM "
+                          "--async-scheduling); default: the backend's default as the model prices it (TRT-LLM on)."),
         click.option("--backend", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"])),
         click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
         click.option("--isl", default=1024, show_default=True, help="Input (prompt) length, tokens."),
@@ -224,8 +227,10 @@ def _scenario_options(fn: F, required: bool) -> F:
 def _scenario(kw: dict[str, Any]) -> Scenario:
     from servescope.perfmodel import Scenario
 
-    return Scenario.build(
+    sc = Scenario.build(
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
         isl=kw["isl"], osl=kw["osl"], backend=kw["backend"], interconnect=kw["interconnect"],
     )
+    overlap = kw.get("overlap_scheduler")
+    return sc if overlap is None else sc.with_(overlap_scheduler=bool(overlap))

@@ -108,7 +108,16 @@ def provenance(sc: Scenario) -> dict[str, str]:
         return dict(hit[1])
     out = _provenance(sc)
     _PROV[key] = (sc.gpu, out)  # keeps the GPU alive so its id stays unique
-    return dict(out)
+    return {**out, "cpu_overhead": _cpu_provenance(sc)}
+
+
+def _cpu_provenance(sc: Scenario) -> str:
+    """Where the step's CPU time comes from and whether it adds to the step (docs/model.md §2)."""
+    fitted = "fitted globally (cpu_overhead_s + cpu_overhead_per_seq_s · batch, data/efficiency.toml)"
+    if not sc.overlaps_cpu:
+        return f"{fitted}; adds to every step ({sc.backend}: no overlap scheduler in the model)"
+    why = "as set" if sc.overlap_scheduler is not None else f"{sc.backend}'s default overlap scheduler"
+    return f"{fitted}; hidden behind the GPU step where shorter ({why})"
 
 
 def _provenance(sc: Scenario) -> dict[str, str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
+from servescope.perfmodel.graphs import overlaps_cpu
 from servescope.perfmodel.hw import load_gpu
 from servescope.perfmodel.memory import check_fits
 from servescope.perfmodel.step import model_for
@@ -45,6 +46,14 @@ class Scenario:
     interconnect: str | None = None
     efficiency: Efficiency = field(default_factory=Efficiency)
     kv_explicit: bool = False  # kv_quant was given; else the KV format follows the engine's default (with_)
+    # the engine prepares step n+1 on the CPU while the GPU runs step n (vLLM --async-scheduling, TRT-LLM's default
+    # overlap scheduler); None = what the backend's default does as the model prices it (graphs.overlaps_cpu)
+    overlap_scheduler: bool | None = None
+
+    @property
+    def overlaps_cpu(self) -> bool:
+        """Whether this scenario's steps hide their CPU time behind the GPU's (step.py overhead)."""
+        return overlaps_cpu(self.backend) if self.overlap_scheduler is None else self.overlap_scheduler
 
     @property
     def n_gpus(self) -> int:

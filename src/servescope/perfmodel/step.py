@@ -18,7 +18,8 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
     overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + cpu,
                     cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or only max(cpu − the GPU terms, 0)
-                    on an engine that overlaps scheduling with execution (graphs.overlaps_cpu: TRT-LLM)
+                    on an engine that overlaps scheduling with execution (Scenario.overlaps_cpu: TRT-LLM's
+                    default, or vLLM with --async-scheduling)
 Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
 routing). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
 expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
@@ -47,7 +48,7 @@ from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
-from servescope.perfmodel.graphs import overlaps_cpu, padded_tokens
+from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
 
 if TYPE_CHECKING:
@@ -301,7 +302,7 @@ def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: A
         comp_attn_s=attn_fl / o.attn_peak_flops + ctx_fl / o.mla_ctx_peak_flops, mem_idx_s=idx_bytes / bw + zero, comp_idx_s=idx_fl / o.idx_peak_flops,
         mem_rec_s=rec_bytes / bw + zero, comp_rec_s=rec_fl / o.attn_peak_flops,
         kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed,
-        overlap=np.full_like(t_rank, 1.0 if overlaps_cpu(sc.backend) else 0.0), batch=b_all, tokens=t_glob,
+        overlap=np.full_like(t_rank, 1.0 if sc.overlaps_cpu else 0.0), batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
         gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, colls=colls,
     )

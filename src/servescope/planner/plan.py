@@ -42,6 +42,7 @@ from servescope.planner.tracks_comm import (
     nccl_tuning_track,
 )
 from servescope.planner.tracks_compute import (
+    async_scheduling_track,
     cuda_graphs_track,
     parallelism_change_track,
     pd_disaggregation_track,
@@ -60,6 +61,7 @@ TRACKS: dict[str, Callable[[Context], Proposal]] = {
     "nccl_tuning": nccl_tuning_track,
     "collective_fusion": collective_fusion_track,
     "cuda_graphs": cuda_graphs_track,
+    "async_scheduling": async_scheduling_track,
     "split_k_attention": split_k_attention_track,
     "quantization": quantization_track,
     "pd_disaggregation": pd_disaggregation_track,

@@ -24,6 +24,7 @@ TRACK_KINDS = (
     "nccl_tuning",
     "collective_fusion",
     "cuda_graphs",
+    "async_scheduling",
     "split_k_attention",
     "quantization",
     "pd_disaggregation",

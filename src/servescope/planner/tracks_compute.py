@@ -1,8 +1,10 @@
-"""Compute, memory and layout tracks: `cuda_graphs`, `split_k_attention`, `quantization`, `pd_disaggregation`,
-`parallelism_change`.
+"""Compute, memory and layout tracks: `cuda_graphs`, `async_scheduling`, `split_k_attention`, `quantization`,
+`pd_disaggregation`, `parallelism_change`.
 
 Does: express each as a scenario change the performance model prices:
   cuda_graphs        per-kernel CPU launch (launch_overhead_s) → graph replay gap (kernel_overhead_s).
+  async_scheduling   vLLM --async-scheduling: the step's CPU time (scheduler, input preparation, sampling output)
+                     is hidden behind the GPU's, step = max(GPU, CPU) instead of their sum (Scenario.overlaps_cpu).
   split_k_attention  only with a trace: when the calibrated attention kernels run below one block per SM,
                      split-K/flash-decoding fills every SM: achieved bandwidth ≈ min(1, blocks per SM) of a
                      full-occupancy kernel, so the fitted attention efficiency is divided by that fraction
@@ -22,9 +24,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.step import step_arrays
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import WhatIf
 from servescope.specs import quant as q
@@ -44,6 +49,38 @@ def cuda_graphs_track(ctx: Context) -> Proposal:
     pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
            "GPU memory for the CUDA graph pool")
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change))
+
+
+def async_scheduling_track(ctx: Context) -> Proposal:
+    kind = "async_scheduling"
+    validate = ("A/B the same load with and without vLLM --async-scheduling; TPOT should fall by about the step's "
+                "CPU time, and a trace (servescope trace) should show the GPU idle between decode steps shrink")
+    sc = ctx.scenario
+    if sc.overlaps_cpu:
+        return not_applicable(kind, "already on: the engine prepares the next step on the CPU while the GPU runs "
+                              "this one (TRT-LLM's default overlap scheduler)", "config change", validate)
+    if sc.backend == "sglang":
+        return not_applicable(kind, "SGLang's overlap scheduler is already on by default; the model keeps SGLang's "
+                              "CPU time additive because its measured steps are slower than the GPU terms by more "
+                              "than that time (data/engines.toml), so it claims no gain here", "config change",
+                              validate)
+    if sc.backend != "vllm":
+        return not_applicable(kind, f"no async-scheduling switch known for backend {sc.backend!r}", "config change",
+                              validate)
+
+    def change(s: Scenario) -> Scenario:
+        return s.with_(overlap_scheduler=True)
+
+    a = step_arrays(sc, ctx.concurrency, sc.isl + sc.osl / 2.0, 1)
+    cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
+    note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
+            f"(at batch {ctx.concurrency}, context {sc.isl + sc.osl // 2})")
+    pre = ("a vLLM version with the V1 engine's --async-scheduling (opt-in; check that the other features in use — "
+           "speculative decoding, pipeline parallelism, structured output — run with it in that version)",
+           "the gain is the step's CPU time, a fitted number (cpu_overhead_s + cpu_overhead_per_seq_s · batch, "
+           "docs/model.md §4) that also carries per-step costs the model does not explain: calibrate on a trace "
+           "of this engine or measure the A/B")
+    return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change), note=note)
 
 
 def split_k_attention_track(ctx: Context) -> Proposal:

@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from servescope.perfmodel.graphs import overlaps_cpu
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.simulate.engine import EngineConfig
 from servescope.perfmodel.step import step_arrays
@@ -60,7 +59,7 @@ class StepCost:
         self.grid = np.arange(0, max_ctx + 2 * CTX_GRID_TOKENS, CTX_GRID_TOKENS, dtype=float)
         self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
         cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
-        self.overlap = overlaps_cpu(sc.backend)
+        self.overlap = bool(sc.overlaps_cpu)
         self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
         self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
