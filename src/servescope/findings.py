@@ -1,13 +1,14 @@
 """Findings: what a breakdown says is wrong or notable, each with the numbers that support it.
 
 Does: apply documented thresholds to per-kind summaries (communication-bound, low occupancy, launch/CPU-bound,
-cast overhead, graph vs eager) and compare ranks (skew). Every finding names its denominator.
+cast overhead, graph vs eager), to the idle between consecutive steps (step_gap), and compare ranks (skew). Every finding names its denominator.
 Does not: compute times (breakdown does) or recommend with predicted gains (the planner does).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from statistics import median
 
 from servescope.breakdown import COMMUNICATION, KindSummary, TraceBreakdown
 
@@ -19,6 +20,9 @@ LOW_OCC_MIN_SHARE = 0.10
 IDLE_SHARE_MEDIUM, IDLE_SHARE_HIGH = 0.20, 0.40
 CAST_SHARE_MEDIUM, CAST_SHARE_HIGH = 0.10, 0.30
 SKEW_SHARE_MEDIUM = 0.10
+# GPU idle between consecutive steps, as a share of the step cycle: a serving step's CPU work is ~1-2 ms against
+# decode steps of ~5-20 ms, so 10 % is already a visible cost (the planner's async_scheduling track prices it)
+STEP_GAP_SHARE_LOW, STEP_GAP_SHARE_MEDIUM, STEP_GAP_SHARE_HIGH = 0.10, 0.20, 0.40
 
 
 @dataclass(frozen=True)
@@ -140,13 +144,48 @@ def graph_mode(s: KindSummary, rank: int | None) -> Finding:
                    rank, s.kind)
 
 
+def step_gaps(b: TraceBreakdown) -> Finding | None:
+    """GPU idle between consecutive steps of a rank (the first GPU start of step n+1 minus the last GPU end of
+    step n, clipped at 0 where steps overlap on the GPU), as the median over pairs against the median step cycle
+    (gap + GPU span). This idle is invisible to the per-step idle of `launch_bound`: it is CPU work between steps —
+    a serving engine's scheduling, input preparation and output processing when not overlapped, a training loop's
+    data loading."""
+    # idle-gap segments are cut at idle gaps by construction (steps.py): the gaps between them are not news
+    steps = sorted((s for s in b.steps if s.gpu_start_us is not None and s.gpu_end_us is not None
+                    and s.source != "idle_gap"), key=lambda s: s.gpu_start_us or 0.0)
+    if len(steps) < 2:
+        return None
+    gaps = [max(0.0, (n.gpu_start_us or 0.0) - (p.gpu_end_us or 0.0)) for p, n in zip(steps, steps[1:], strict=False)]
+    cycles = [g + p.gpu_span_us for g, p in zip(gaps, steps, strict=False)]
+    gap, cycle = median(gaps), median(cycles)
+    share = _share(gap, cycle)
+    severity = _severity(share, STEP_GAP_SHARE_MEDIUM, STEP_GAP_SHARE_HIGH) or (
+        "low" if share >= STEP_GAP_SHARE_LOW else None)
+    if severity is None:
+        return None
+    kinds = sorted({s.kind for s in steps})
+    serving = any(k in ("prefill", "decode", "mixed") for k in kinds)
+    cause = ("the engine's CPU work between steps (scheduling, input preparation, output processing) is not "
+             "overlapped with the GPU" if serving else
+             "work outside the profiled steps (in a training loop: data loading, logging, the optimizer's host side)")
+    return Finding(
+        "step_gap", severity,
+        f"the GPU idles {gap / 1e3:.2f} ms between consecutive steps (median of {len(gaps)} gaps, "
+        f"{_pct(share)} of the median step cycle of {cycle / 1e3:.2f} ms): {cause}",
+        {"median_gap_us": gap, "median_cycle_us": cycle, "gap_share_of_cycle": share, "pairs": len(gaps),
+         "max_gap_us": max(gaps), "step_kinds": ",".join(kinds)},
+        b.rank, kinds[0] if len(kinds) == 1 else None, ("async_scheduling",) if serving else (),
+    )
+
+
 def findings_for_rank(b: TraceBreakdown) -> list[Finding]:
     out: list[Finding] = []
     for s in b.kinds:
         out += [f for f in (communication_bound(s, b.rank), launch_bound(s, b.rank), cast_overhead(s, b.rank)) if f]
         out += low_occupancy(s, b.rank, b.num_sms)
         out.append(graph_mode(s, b.rank))
-    return out
+    gap = step_gaps(b)
+    return out + ([gap] if gap else [])
 
 
 def rank_skew(ranks: list[TraceBreakdown]) -> list[Finding]:
