@@ -75,8 +75,10 @@ def async_scheduling_track(ctx: Context) -> Proposal:
     cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
     note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
             f"(at batch {ctx.concurrency}, context {sc.isl + sc.osl // 2})")
-    pre = ("a vLLM version with the V1 engine's --async-scheduling (opt-in; check that the other features in use — "
-           "speculative decoding, pipeline parallelism, structured output — run with it in that version)",
+    pre = ("a vLLM version with the V1 engine's --async-scheduling, not already on (it was opt-in when the model's "
+           "engine data were written, unverified for the newest releases: check the server's startup log; if it is "
+           "on, this gain is already in your numbers), and the other features in use — speculative decoding, "
+           "pipeline parallelism, structured output — supported with it in that version",
            "the gain is the step's CPU time, a fitted number (cpu_overhead_s + cpu_overhead_per_seq_s · batch, "
            "docs/model.md §4) that also carries per-step costs the model does not explain: calibrate on a trace "
            "of this engine or measure the A/B")
