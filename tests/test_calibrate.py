@@ -237,3 +237,43 @@ def test_near_peak_and_faster_than_measured_warnings(cal) -> None:  # type: igno
     high = replace(cal.efficiency, compute_eff=0.95)
     assert any("above 90% of the peak" in w for w in _eff_warnings(high, {"gemm": "compute_eff"}))
     assert not any("peak" in w for w in _eff_warnings(replace(high, compute_eff=0.5), {"gemm": "compute_eff"}))
+
+
+def _spaced(step, gaps_us):  # type: ignore[no-untyped-def]
+    """Copies of `step` laid end to end on the GPU with the given idle gaps between them (synthetic timing)."""
+    out, t = [], step.gpu_start_us
+    for i, gap in enumerate([*gaps_us, None]):
+        out.append(replace(step, index=i, gpu_start_us=t, gpu_end_us=t + step.gpu_span_us))
+        t += step.gpu_span_us + (gap or 0.0)
+    return tuple(out)
+
+
+def test_cpu_time_between_steps_is_measured(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    """Three copies of the real B200 prefill step 2 ms and 4 ms apart (synthetic spacing): the median idle, 3 ms, is
+    the step's CPU time on an engine that does not overlap scheduling — it replaces the fitted cpu_overhead_s, shows
+    in the calibration table, and leaves the GPU-side fit as it was with one step."""
+    three = replace(trace_breakdown, steps=_spaced(trace_breakdown.steps[0], [2000.0, 4000.0]))
+    cal = calibrate(three, gpt_oss)
+    assert cal.step_gap_s == pytest.approx(3e-3) and cal.step_gap_pairs == 2
+    assert cal.efficiency.cpu_overhead_s == pytest.approx(3e-3) and cal.efficiency.cpu_overhead_per_seq_s == 0.0
+    one = calibrate(trace_breakdown, gpt_oss)
+    assert one.step_gap_s is None and one.efficiency.cpu_overhead_s == gpt_oss.efficiency.cpu_overhead_s
+    for k in ("compute_eff", "moe_compute_eff", "attn_compute_eff", "launch_overhead_s"):
+        assert getattr(cal.efficiency, k) == pytest.approx(getattr(one.efficiency, k), rel=1e-9)
+    (row,) = [r for r in calibration_table(cal) if r["class"] == "cpu (between)"]
+    assert row["measured_us"] == pytest.approx(3000.0) and row["model_us"] == pytest.approx(3000.0)
+    assert row["knob"] == "cpu_overhead_s"
+    p = plan(gpt_oss, concurrency=1, calibration=cal)
+    assert any("cpu (between)" in line for line in plan_lines(p))
+    track = p.track("async_scheduling")
+    assert track.applicable and any("measured between consecutive steps" in x for x in track.preconditions)
+    assert plan_document(p)["calibration"]["step_gap_ms"] == pytest.approx(3.0)
+
+
+def test_overlapping_engine_keeps_its_fitted_cpu_time(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
+    trt = gpt_oss.with_(backend="trtllm")
+    three = replace(trace_breakdown, steps=_spaced(trace_breakdown.steps[0], [2000.0, 2000.0]))
+    cal = calibrate(three, trt)
+    assert cal.step_gap_s == pytest.approx(2e-3)
+    assert cal.efficiency.cpu_overhead_s == trt.efficiency.cpu_overhead_s
+    assert any("overlaps scheduling" in w for w in cal.warnings)

@@ -11,7 +11,9 @@ one knob per kernel class so that the model's class time equals the measured one
                  collective_latency_scale
   overhead   launch_overhead_s (eager) or kernel_overhead_s (CUDA graphs), against the measured step span minus the
              four classes above (small kernels — norm, cast, rotary, memory, ... — and idle gaps); the model's
-             per-step CPU time (scheduler, sampling) falls between GPU spans and is not compared
+             per-step CPU time (scheduler, sampling) falls between GPU spans: where the trace has a step after a
+             calibrated one, the median GPU idle between them is that CPU time, measured — it replaces the fitted
+             cpu_overhead_s (per-sequence part 0) unless the engine overlaps scheduling with the GPU
 Each knob is solved by bisection in log space (a class's time is monotone in its knob); of the knobs that reach
 the measurement, the one that moves least from its prior value wins (the most plausible cause); efficiencies stay in
 [0.005, 1.5]. Measured class times are interval unions per device (servescope.breakdown), divided by the number of
@@ -26,13 +28,15 @@ all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message
 records message sizes).
 The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape's
 efficiency-free parts are built once; bit-for-bit the same numbers as pricing every step at every evaluation).
-Does not: read files (pass a breakdown), or fit anything outside these knobs (CPU overhead, memory).
+Does not: read files (pass a breakdown), or fit anything outside these knobs (memory; the CPU time is measured or
+left as the global fit).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from statistics import median
 
 from servescope.breakdown import StepBreakdown, TraceBreakdown
 from servescope.calibrate.fit import (
@@ -84,6 +88,10 @@ class Calibration:
     attention_blocks_per_sm: float | None = None
     warnings: tuple[str, ...] = ()
     step_errors: tuple[float, ...] = ()  # per step: (model − measured) / measured step time after the fit
+    # median GPU idle between a calibrated step and the next step of the trace (None: fewer than two steps); on an
+    # engine that does not overlap scheduling it is the step's CPU time and replaces the fitted cpu_overhead_s
+    step_gap_s: float | None = None
+    step_gap_pairs: int = 0
 
     @property
     def validated(self) -> bool:
@@ -150,6 +158,12 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         if target <= 0:
             continue
         eff, knobs[cls] = fit_class(cls, target, eff, scenario, shapes, prefill_heavy)
+    gap_s, pairs = _step_gap(breakdown, steps)
+    if gap_s is not None and not scenario.overlaps_cpu:
+        eff = replace(eff, cpu_overhead_s=gap_s, cpu_overhead_per_seq_s=0.0)  # measured, not fitted
+    elif gap_s is not None:
+        warnings.append(f"{scenario.backend} overlaps scheduling with the GPU: the {gap_s * 1e3:.2f} ms of GPU idle "
+                        "between steps is only the CPU time the GPU could not hide; cpu_overhead_s stays fitted")
     predicted = shapes.classes(eff)
     tot_m = {c: sum(m[c] for m in measured) for c in (*CLASSES, "step")}
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
@@ -166,8 +180,21 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         cuda_graphs=graphs, model=scenario.model.name, gpu=scenario.gpu.name, tp=int(scenario.tp),
         steps=cal_steps, measured_s=tot_m, predicted_s=tot_p, residuals=residuals, knobs=knobs,
         class_per_call_s=_per_call(steps), attention_blocks_per_sm=_attention_blocks(steps),
-        warnings=tuple(dict.fromkeys(warnings)), step_errors=step_errors,
+        warnings=tuple(dict.fromkeys(warnings)), step_errors=step_errors, step_gap_s=gap_s, step_gap_pairs=pairs,
     )
+
+
+def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) -> tuple[float | None, int]:
+    """Median GPU idle (s) from each calibrated step's last GPU end to the next step's first GPU start in the trace
+    (0 where they overlap), over the calibrated steps that have a next step; (None, 0) without one."""
+    if not isinstance(b, TraceBreakdown):
+        return None, 0
+    ordered = sorted((s for s in b.steps if s.gpu_start_us is not None and s.gpu_end_us is not None),
+                     key=lambda s: s.gpu_start_us or 0.0)
+    picked = {s.index for s in chosen}
+    gaps = [max(0.0, (n.gpu_start_us or 0.0) - (p.gpu_end_us or 0.0))
+            for p, n in zip(ordered, ordered[1:], strict=False) if p.index in picked]
+    return (us_to_s(median(gaps)), len(gaps)) if gaps else (None, 0)
 
 
 def _source(b: TraceBreakdown | StepBreakdown) -> str:
@@ -338,4 +365,12 @@ def calibration_table(cal: Calibration) -> list[dict[str, str | float | None]]:
         rows.append({"class": cls, "measured_us": s_to_us(cal.measured_s[cls]),
                      "model_us": s_to_us(cal.predicted_s[cls]), "residual": cal.residuals.get(cls),
                      "knob": knob, "value": knob_value(cal.efficiency, knob) if knob else None})
+    if cal.step_gap_s is not None:  # the CPU time between steps: measured, and the model's after calibration
+        eff = cal.efficiency
+        model = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * (cal.steps[0].batch or 1) if cal.steps else 0.0
+        measured_knob = abs(eff.cpu_overhead_s - cal.step_gap_s) < 1e-12 and eff.cpu_overhead_per_seq_s == 0.0
+        rows.append({"class": "cpu (between)", "measured_us": s_to_us(cal.step_gap_s), "model_us": s_to_us(model),
+                     "residual": (model - cal.step_gap_s) / cal.step_gap_s if cal.step_gap_s > 0 else None,
+                     "knob": "cpu_overhead_s" if measured_knob else None,
+                     "value": eff.cpu_overhead_s if measured_knob else None})
     return rows

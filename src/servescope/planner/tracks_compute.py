@@ -79,10 +79,19 @@ def async_scheduling_track(ctx: Context) -> Proposal:
            "engine data were written, unverified for the newest releases: check the server's startup log; if it is "
            "on, this gain is already in your numbers), and the other features in use — speculative decoding, "
            "pipeline parallelism, structured output — supported with it in that version",
-           "the gain is the step's CPU time, a fitted number (cpu_overhead_s + cpu_overhead_per_seq_s · batch, "
-           "docs/model.md §4) that also carries per-step costs the model does not explain: calibrate on a trace "
-           "of this engine or measure the A/B")
+           _cpu_basis(ctx))
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change), note=note)
+
+
+def _cpu_basis(ctx: Context) -> str:
+    """Where the hidden CPU time comes from: measured between the trace's steps, or the global fit."""
+    cal = ctx.calibration
+    if cal is not None and cal.step_gap_s is not None:
+        return (f"the gain is the CPU time measured between consecutive steps of the trace ({cal.step_gap_s * 1e3:.2f} "
+                f"ms, median of {cal.step_gap_pairs}); a profiler recording stacks or shapes lengthens it")
+    return ("the gain is the step's CPU time, a fitted number (cpu_overhead_s + cpu_overhead_per_seq_s · batch, "
+            "docs/model.md §4) that also carries per-step costs the model does not explain: calibrate on a trace "
+            "with consecutive steps of this engine or measure the A/B")
 
 
 def split_k_attention_track(ctx: Context) -> Proposal:

@@ -84,4 +84,6 @@ def _calibration(plan: Plan) -> dict[str, Any] | None:
     cal = plan.calibration
     return {"measured_step": plan.measured_step, "classes": calibration_table(cal),
             "validated": cal.validated, "error_basis": cal.error_basis, "cross_step_error": cal.cross_step_error,
-            "step_errors": list(cal.step_errors)}
+            "step_errors": list(cal.step_errors),
+            "step_gap_ms": None if cal.step_gap_s is None else cal.step_gap_s * MS_PER_S,
+            "step_gap_pairs": cal.step_gap_pairs}
