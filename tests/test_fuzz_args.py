@@ -67,6 +67,7 @@ def test_model_and_plan_arguments(data: st.DataObject) -> None:
         value = data.draw(st.sampled_from((*WEIRD, "8ms", "1e400ms", "0.9,,0.8", "0.9,0.8", "draft:nope",
                                            "draft:qwen3-8b", "eagle3", "mtp", "1000tok/s", "quantization")))
         args += [option, value]
+    args += data.draw(st.sampled_from(([], ["--overlap-scheduler"], ["--no-overlap-scheduler"])))
     problem = check_cli([*args, "--json"])
     assert problem is None, f"{args}: {problem}"
 
