@@ -31,8 +31,8 @@ import sys
 # Polars' allocator (jemalloc, read once when Polars loads: the CLI imports it later) returns freed pages at once
 # instead of keeping them for ~10 s, and runs no background purge thread (fork-friendlier for rank workers). The
 # trace loader frees each decoded chunk, so the kept dirty pages were most of the peak: 68 MB tiled trace
-# 167 -> 143 MB, 550 MB trace 531 -> 367 MB, same wall time (bench/RESULTS.md, "allocator"). A user's own
-# setting wins; library users are not touched.
+# 166 -> 144 MB, 550 MB 531 -> 367 MB, 1 GB 786 -> 564 MB (0.78x -> 0.56x the file), for ~10 % more wall time on
+# big files (bench/RESULTS.md, "allocator"). A user's own setting wins; library users are not touched.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0")
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
