@@ -7,6 +7,7 @@ Does not: load files, decide what is a problem (findings), or format anything.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -303,6 +304,15 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             launch_cpu_us=launch_us, devices=n_dev, top_kernels=tops.get(i, ()),
         ))
     return tuple(out)
+
+
+def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakdown, float]]:
+    """Each step that has a next step in GPU order, with the GPU idle (µs) from its last GPU end to the next step's
+    first GPU start, 0 where the two overlap on the GPU. Steps without GPU times are left out."""
+    ordered = sorted((s for s in steps if s.gpu_start_us is not None and s.gpu_end_us is not None),
+                     key=lambda s: s.gpu_start_us or 0.0)
+    return [(p, max(0.0, (n.gpu_start_us or 0.0) - (p.gpu_end_us or 0.0)))
+            for p, n in zip(ordered, ordered[1:], strict=False)]
 
 
 def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:

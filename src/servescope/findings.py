@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from statistics import median
 
-from servescope.breakdown import COMMUNICATION, KindSummary, TraceBreakdown
+from servescope.breakdown import COMMUNICATION, KindSummary, TraceBreakdown, gaps_after_steps_us
 
 # Thresholds, as shares of GPU busy time (or of step GPU span for idle). Chosen so that a finding means
 # "this is where a fix pays": below ~10% a class rarely justifies work; comm ≥ 25% of busy is the point where
@@ -151,19 +151,17 @@ def step_gaps(b: TraceBreakdown) -> Finding | None:
     a serving engine's scheduling, input preparation and output processing when not overlapped, a training loop's
     data loading."""
     # idle-gap segments are cut at idle gaps by construction (steps.py): the gaps between them are not news
-    steps = sorted((s for s in b.steps if s.gpu_start_us is not None and s.gpu_end_us is not None
-                    and s.source != "idle_gap"), key=lambda s: s.gpu_start_us or 0.0)
-    if len(steps) < 2:
+    pairs = gaps_after_steps_us([s for s in b.steps if s.source != "idle_gap"])
+    if not pairs:
         return None
-    gaps = [max(0.0, (n.gpu_start_us or 0.0) - (p.gpu_end_us or 0.0)) for p, n in zip(steps, steps[1:], strict=False)]
-    cycles = [g + p.gpu_span_us for g, p in zip(gaps, steps, strict=False)]
-    gap, cycle = median(gaps), median(cycles)
+    gaps = [g for _, g in pairs]
+    gap, cycle = median(gaps), median(g + p.gpu_span_us for p, g in pairs)
     share = _share(gap, cycle)
     severity = _severity(share, STEP_GAP_SHARE_MEDIUM, STEP_GAP_SHARE_HIGH) or (
         "low" if share >= STEP_GAP_SHARE_LOW else None)
     if severity is None:
         return None
-    kinds = sorted({s.kind for s in steps})
+    kinds = sorted({p.kind for p, _ in pairs})
     serving = any(k in ("prefill", "decode", "mixed") for k in kinds)
     cause = ("the engine's CPU work between steps (scheduling, input preparation, output processing) is not "
              "overlapped with the GPU" if serving else

@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field, replace
 from statistics import median
 
-from servescope.breakdown import StepBreakdown, TraceBreakdown
+from servescope.breakdown import StepBreakdown, TraceBreakdown, gaps_after_steps_us
 from servescope.calibrate.fit import (
     CLASSES,
     EFF_RANGE,
@@ -189,11 +189,8 @@ def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) ->
     (0 where they overlap), over the calibrated steps that have a next step; (None, 0) without one."""
     if not isinstance(b, TraceBreakdown):
         return None, 0
-    ordered = sorted((s for s in b.steps if s.gpu_start_us is not None and s.gpu_end_us is not None),
-                     key=lambda s: s.gpu_start_us or 0.0)
     picked = {s.index for s in chosen}
-    gaps = [max(0.0, (n.gpu_start_us or 0.0) - (p.gpu_end_us or 0.0))
-            for p, n in zip(ordered, ordered[1:], strict=False) if p.index in picked]
+    gaps = [g for s, g in gaps_after_steps_us(b.steps) if s.index in picked]
     return (us_to_s(median(gaps)), len(gaps)) if gaps else (None, 0)
 
 
