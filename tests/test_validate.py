@@ -92,3 +92,18 @@ def test_rows_carry_80pct_ranges_and_the_document_their_coverage(result) -> None
     assert doc["tpot_coverage"] == pytest.approx(inside_t / len(doc["rows"]))
     assert doc["ttft_coverage"] == pytest.approx(inside_f / len(doc["rows"]))
     assert 0.7 <= doc["tpot_coverage"] <= 0.95 and 0.7 <= doc["ttft_coverage"] <= 0.95
+
+
+def test_a_4bit_label_on_gpt_oss_runs_its_mxfp4_checkpoint() -> None:
+    """The CSV labels gpt-oss rows "nvfp4" everywhere; engines load the published checkpoint: MXFP4 experts (4 bits +
+    an 8-bit scale per 32: 4.25 bits) and bf16 attention. Other 4-bit rows (NVIDIA's NVFP4 DeepSeek-R1) keep the
+    label. Checked on the real dev rows."""
+    rows = read_rows(DEV)
+    oss = [r for r in rows if r.model == "openai/gpt-oss-120b" and r.scenario is not None and r.id.count("fp4")]
+    assert oss
+    for r in oss:
+        q = r.scenario.quant  # type: ignore[union-attr]
+        assert q.experts.name == "mxfp4" and q.experts.bytes_per_param == pytest.approx(4.25 / 8)
+        assert q.attention.name == "bf16"
+    r1 = [r for r in rows if r.model == "deepseek-ai/DeepSeek-R1" and r.scenario is not None and "fp4" in r.id]
+    assert r1 and all(r.scenario.quant.experts.name == "nvfp4" for r in r1)  # type: ignore[union-attr]
