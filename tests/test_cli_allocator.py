@@ -1,4 +1,4 @@
-"""The CLI returns Polars' freed pages at once only for big inputs (cli/_app.py: ~10 % more wall time buys 0.56x
+"""The CLI returns Polars' freed pages at once only for big input files (cli/_app.py: ~10 % more wall time buys 0.56x
 instead of 0.78x the file in peak RSS on a 1 GB trace); small inputs keep jemalloc's default."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servescope.cli._app import BIG_INPUT_BYTES, FREE_AT_ONCE, input_bytes
+from servescope.cli._app import BIG_INPUT_BYTES, FREE_AT_ONCE, largest_input_bytes
 
 
 def _sparse(path: Path, size: int) -> Path:
@@ -17,15 +17,16 @@ def _sparse(path: Path, size: int) -> Path:
     return path
 
 
-def test_input_bytes_counts_files_and_folder_files(tmp_path: Path) -> None:
+def test_largest_input_is_a_file_or_a_file_in_a_folder(tmp_path: Path) -> None:
     a = _sparse(tmp_path / "a.json", 1000)
     folder = tmp_path / "ranks"
     folder.mkdir()
-    _sparse(folder / "r0.json", 300)
-    _sparse(folder / "r1.json", 200)
+    _sparse(folder / "r0.json", 3000)
+    _sparse(folder / "r1.json", 2000)
     (folder / "nested").mkdir()
-    _sparse(folder / "nested" / "deep.json", 10_000)  # not counted: one level only
-    assert input_bytes([str(a), str(folder), "--json", "not/a/path", "\x00bad"]) == 1500
+    _sparse(folder / "nested" / "deep.json", 10_000)  # not looked at: one level only
+    assert largest_input_bytes([str(a), "--json", "not/a/path", "\x00bad"]) == 1000
+    assert largest_input_bytes([str(a), str(folder)]) == 3000
 
 
 def _conf_in_child(args: list[str]) -> str:
@@ -41,6 +42,11 @@ def test_allocator_setting_only_for_big_inputs(tmp_path: Path) -> None:
     big = _sparse(tmp_path / "big.json", BIG_INPUT_BYTES)
     assert _conf_in_child(["trace", str(small), "--json"]) == ""
     assert _conf_in_child(["trace", str(big), "--json"]) == FREE_AT_ONCE
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for i in range(4):  # together over the threshold, each file under it: each process holds one file at a time
+        _sparse(ranks / f"rank{i}.json", BIG_INPUT_BYTES // 3)
+    assert _conf_in_child(["trace", str(ranks), "--json"]) == ""
     env_conf = subprocess.run(
         [sys.executable, "-c", "import os, sys; sys.argv=['s', sys.argv[1]]; import servescope.cli._app; "
          "print(os.environ['_RJEM_MALLOC_CONF'])", str(big)],

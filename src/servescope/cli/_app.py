@@ -42,31 +42,30 @@ from servescope.errors import ServescopeError
 # default. The trace loader frees every decoded chunk, so on big inputs those pages become most of the peak: the
 # 1 GB trace peaks at 786 MB stock, 564 MB when freed pages go back at once (0.78x -> 0.56x the file; 550 MB:
 # 531 -> 367 MB), for ~10 % more wall time (page faults) — which on a 68 MB file is the difference between ~10x
-# and ~9x HTA's speed for 22 MB less. So: immediate return only when the command's inputs hold >= BIG_INPUT_BYTES
-# (bench/RESULTS.md, "allocator"). A user's own setting wins; library users are not touched.
+# and ~9x HTA's speed for 22 MB less. So: immediate return only when one input file holds >= BIG_INPUT_BYTES (one
+# process loads one file at a time, rank folders included, so the largest file sets the peak; bench/RESULTS.md,
+# "allocator"). A user's own setting wins; library users are not touched.
 BIG_INPUT_BYTES = 256 << 20
 FREE_AT_ONCE = "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
-def input_bytes(argv: Sequence[str], stop_at: int = BIG_INPUT_BYTES) -> int:
-    """Bytes of the files (and of the files directly inside folders) named on a command line, counted until
-    `stop_at` is reached; anything that is not a readable path counts 0."""
-    total = 0
+def largest_input_bytes(argv: Sequence[str]) -> int:
+    """Size of the largest file named on a command line or directly inside a folder named on it; anything that
+    is not a readable path counts 0."""
+    largest = 0
     for arg in argv:
         try:
             p = Path(arg)
             if p.is_file():
-                total += p.stat().st_size
+                largest = max(largest, p.stat().st_size)
             elif p.is_dir():
-                total += sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+                largest = max([largest, *(f.stat().st_size for f in p.iterdir() if f.is_file())])
         except (OSError, ValueError):
             continue
-        if total >= stop_at:
-            break
-    return total
+    return largest
 
 
-if "_RJEM_MALLOC_CONF" not in os.environ and input_bytes(sys.argv[1:]) >= BIG_INPUT_BYTES:
+if "_RJEM_MALLOC_CONF" not in os.environ and largest_input_bytes(sys.argv[1:]) >= BIG_INPUT_BYTES:
     os.environ["_RJEM_MALLOC_CONF"] = FREE_AT_ONCE
 
 if TYPE_CHECKING:
