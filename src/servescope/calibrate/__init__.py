@@ -92,6 +92,7 @@ class Calibration:
     # engine that does not overlap scheduling it is the step's CPU time and replaces the fitted cpu_overhead_s
     step_gap_s: float | None = None
     step_gap_pairs: int = 0
+    cpu_measured: bool = False  # step_gap_s replaced cpu_overhead_s (per-sequence part 0)
 
     @property
     def validated(self) -> bool:
@@ -159,7 +160,8 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
             continue
         eff, knobs[cls] = fit_class(cls, target, eff, scenario, shapes, prefill_heavy)
     gap_s, pairs = _step_gap(breakdown, steps)
-    if gap_s is not None and not scenario.overlaps_cpu:
+    cpu_measured = gap_s is not None and not scenario.overlaps_cpu
+    if gap_s is not None and cpu_measured:
         eff = replace(eff, cpu_overhead_s=gap_s, cpu_overhead_per_seq_s=0.0)  # measured, not fitted
     elif gap_s is not None:
         warnings.append(f"{scenario.backend} overlaps scheduling with the GPU: the {gap_s * 1e3:.2f} ms of GPU idle "
@@ -181,6 +183,7 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
         steps=cal_steps, measured_s=tot_m, predicted_s=tot_p, residuals=residuals, knobs=knobs,
         class_per_call_s=_per_call(steps), attention_blocks_per_sm=_attention_blocks(steps),
         warnings=tuple(dict.fromkeys(warnings)), step_errors=step_errors, step_gap_s=gap_s, step_gap_pairs=pairs,
+        cpu_measured=cpu_measured,
     )
 
 
@@ -365,9 +368,8 @@ def calibration_table(cal: Calibration) -> list[dict[str, str | float | None]]:
     if cal.step_gap_s is not None:  # the CPU time between steps: measured, and the model's after calibration
         eff = cal.efficiency
         model = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * (cal.steps[0].batch or 1) if cal.steps else 0.0
-        measured_knob = abs(eff.cpu_overhead_s - cal.step_gap_s) < 1e-12 and eff.cpu_overhead_per_seq_s == 0.0
         rows.append({"class": "cpu (between)", "measured_us": s_to_us(cal.step_gap_s), "model_us": s_to_us(model),
                      "residual": (model - cal.step_gap_s) / cal.step_gap_s if cal.step_gap_s > 0 else None,
-                     "knob": "cpu_overhead_s" if measured_knob else None,
-                     "value": eff.cpu_overhead_s if measured_knob else None})
+                     "knob": "cpu_overhead_s" if cal.cpu_measured else None,
+                     "value": eff.cpu_overhead_s if cal.cpu_measured else None})
     return rows

@@ -361,7 +361,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     out.update({
         "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
         "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
-        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw + 0.0 * gpu, "floor": p.floor_s,
+        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
         "tokens": p.tokens,
     })
     return out
