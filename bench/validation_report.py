@@ -186,10 +186,11 @@ def verdict(cv: dict[str, CvSummary], cover: dict[str, tuple[float, float]]) -> 
     return "Targets (issue 7): " + "; ".join(out) + "."
 
 
-def splice(path: Path, tag: str, body: list[str], anchor: str | None = None) -> None:
+def splice(path: Path, tag: str, body: list[str], anchor: str | None = None,
+           by: str = "bench/validation_report.py") -> None:
     """Replace the text between <!-- tag:begin --> and <!-- tag:end --> (or append the block after `anchor`)."""
     text = path.read_text(encoding="utf-8")
-    block = f"<!-- {tag}:begin (bench/validation_report.py) -->\n" + "\n".join(body) + f"\n<!-- {tag}:end -->"
+    block = f"<!-- {tag}:begin ({by}) -->\n" + "\n".join(body) + f"\n<!-- {tag}:end -->"
     pat = re.compile(rf"<!-- {tag}:begin.*?<!-- {tag}:end -->", re.S)
     if pat.search(text):
         text = pat.sub(lambda _: block, text)
