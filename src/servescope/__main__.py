@@ -1,6 +1,6 @@
 """`python -m servescope` runs the CLI."""
 
-from servescope.cli import main
+from servescope.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

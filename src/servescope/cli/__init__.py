@@ -12,6 +12,6 @@ from servescope.cli import (  # noqa: F401  (registers the commands)
     simulate_cmd,  # noqa: F401  (servescope simulate)
     trace_cmd,
 )
-from servescope.cli._app import main
+from servescope.cli._app import main, run
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
