@@ -161,10 +161,9 @@ def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
     frame = gpu.select(*cols, "ts_us", "dur_us").with_columns(pl.col("device").fill_null(-1))
     if key:
         frame = frame.with_columns(pl.col(key).fill_null("?"))
-    group_ids = frame.select(cols).with_columns(pl.struct(cols).rank("dense").alias("gid"))["gid"].to_numpy()
-    starts = frame["ts_us"].to_numpy()
-    lengths = grouped_union_length(group_ids, starts, frame["dur_us"].to_numpy())
-    keys = frame.select(cols).with_columns(pl.Series("gid", group_ids)).unique("gid")
+    frame = frame.with_columns(pl.struct(cols).rank("dense").alias("gid"))
+    lengths = grouped_union_length(frame["gid"].to_numpy(), frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy())
+    keys = frame.select(*cols, "gid").unique("gid")
     out: dict[tuple[int, str], float] = {}
     for row in keys.iter_rows(named=True):
         k = (int(row["step"]), str(row[key]) if key else "")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from servescope._series import series
+
 GPU_KINDS = ("kernel", "memcpy", "memset")
 LAUNCH_KINDS = ("runtime", "driver")
 ANNOTATION_KINDS = ("user_annotation", "gpu_user_annotation")
@@ -229,11 +231,11 @@ def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.
     by_launch = _assign_by_interval(np.nan_to_num(launch_ts, nan=-np.inf), starts, ends)
     by_gpu_start = _gpu_annotation_fallback(events, gpu, labels)
     step = np.where(np.isnan(launch_ts), by_gpu_start, by_launch)
-    gpu = gpu.with_columns(pl.Series("step", step).cast(pl.Int64)).with_columns(
+    gpu = gpu.with_columns(series("step", step, pl.Int64)).with_columns(
         pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
     )
     launch_step = _assign_by_interval(launches["ts_us"].to_numpy(), starts, ends)
-    launches = launches.with_columns(pl.Series("step", launch_step).cast(pl.Int64)).with_columns(
+    launches = launches.with_columns(series("step", launch_step, pl.Int64)).with_columns(
         pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
     )
     return gpu, launches
@@ -284,7 +286,7 @@ def idle_gap_threshold_us(gpu: pl.DataFrame) -> float:
 def _attribute_gaps(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     gpu = events.filter(pl.col("kind").is_in(GPU_KINDS)).sort("ts_us")
     threshold = idle_gap_threshold_us(gpu)
-    gpu = gpu.with_columns(pl.Series("step", _gap_segments(gpu, threshold)).cast(pl.Int64))
+    gpu = gpu.with_columns(series("step", _gap_segments(gpu, threshold), pl.Int64))
     per_step = gpu.group_by("step").agg(
         pl.col("ts_us").min().alias("gpu_start_us"), (pl.col("ts_us") + pl.col("dur_us")).max().alias("gpu_end_us")
     )
