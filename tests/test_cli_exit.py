@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from servescope.analysis import example_trace
 
 EXAMPLE = str(example_trace())
@@ -64,3 +66,13 @@ def test_reader_closing_the_pipe_early() -> None:
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("fmt", [[], ["--json"]])
+def test_a_full_disk_on_stdout_is_one_line(fmt: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        out = subprocess.run([sys.executable, "-m", "servescope", "trace", *fmt, EXAMPLE], stdout=full,
+                             stderr=subprocess.PIPE, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr == "servescope: cannot write the output: No space left on device\n"

@@ -25,6 +25,7 @@ text with the given Rich renderer; warnings go to stderr for the machine formats
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import os
 import sys
@@ -106,7 +107,24 @@ class OneLineGroup(click.Group):
         except click.Abort:
             click.echo("servescope: aborted", err=True)
             sys.exit(1)
+        except BrokenPipeError:  # the reader of stdout left early (`| head`): nothing to report
+            _drop_stdout()
+            sys.exit(1)
+        except OSError as exc:  # writing the result failed (disk full, device error): one line, not a traceback
+            _drop_stdout()
+            where = f"{exc.filename}: " if exc.filename else ""
+            click.echo(f"servescope: cannot write the output: {where}{exc.strerror or exc}", err=True)
+            sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so what is still buffered for a reader that is gone (or a full disk) cannot
+    fail again when the process flushes at exit."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.group(cls=OneLineGroup)
@@ -138,8 +156,12 @@ def exit_now(code: object) -> NoReturn:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (BrokenPipeError, ValueError, OSError):  # reader gone, or stream closed
+        except BrokenPipeError:  # the reader left early: nothing to say, and no one to say it to on stdout
             status = status or 1
+        except (OSError, ValueError) as exc:  # disk full, stream closed: say so in one line if stderr still works
+            status = status or 1
+            with contextlib.suppress(OSError, ValueError):
+                os.write(2, f"servescope: cannot write the output: {exc}\n".encode())
     atexit._run_exitfuncs()
     os._exit(status)
 
