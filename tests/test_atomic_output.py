@@ -62,3 +62,14 @@ def test_full_device_is_one_line_error_and_stays_a_device() -> None:
     with pytest.raises(OutputError, match=r"^/dev/full: cannot write: No space left on device$"):
         write_text_atomically(Path("/dev/full"), "x" * 100_000)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+@pytest.mark.parametrize("make", [lambda d: d / ("x" * 300 + ".json"),  # a name longer than the file system allows
+                                  lambda d: d / "missing" / "out.json",
+                                  lambda d: d / "plain.txt" / "out.json"])  # a file where a folder should be
+def test_unwritable_targets_are_one_line_errors(tmp_path: Path, make: object) -> None:
+    (tmp_path / "plain.txt").write_text("", encoding="utf-8")
+    target = make(tmp_path)  # type: ignore[operator]
+    with pytest.raises(OutputError, match=r"^.+: cannot write here: [^\n]+$"):
+        write_text_atomically(target, "x")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt"]

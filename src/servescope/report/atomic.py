@@ -24,16 +24,20 @@ from servescope.errors import OutputError
 @contextmanager
 def atomic_binary(path: Path) -> Iterator[BinaryIO]:
     """Yield a binary file that becomes `path` when the block ends without an exception."""
-    if _special(path):
+    try:
+        special = _special(path)
+        target = Path(os.path.realpath(path)) if not special and path.is_symlink() else path
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte (only reachable from Python callers)
+        raise OutputError(f"{path}: cannot write here: {_why(exc)}") from None
+    if special:
         with _in_place(path) as raw:
             yield raw
         return
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write here: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{path}: cannot write here: {_why(exc)}") from None
     try:
         with os.fdopen(fd, "wb") as raw:
             yield raw
@@ -41,7 +45,7 @@ def atomic_binary(path: Path) -> Iterator[BinaryIO]:
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise OutputError(f"{path}: cannot write: {_why(exc)}") from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -51,7 +55,7 @@ def _special(path: Path) -> bool:
     """An existing path (links followed) that is neither a regular file nor a folder: a device, FIFO or socket."""
     try:
         mode = os.stat(path).st_mode
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
@@ -62,12 +66,16 @@ def _in_place(path: Path) -> Iterator[BinaryIO]:
     try:
         raw = open(path, "wb")  # noqa: SIM115  (closed below, where its errors are caught too)
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write here: {exc.strerror or exc}") from None
+        raise OutputError(f"{path}: cannot write here: {_why(exc)}") from None
     try:
         with raw:
             yield raw
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise OutputError(f"{path}: cannot write: {_why(exc)}") from None
+
+
+def _why(exc: Exception) -> str:
+    return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
 def write_text_atomically(path: Path, text: str) -> None:
