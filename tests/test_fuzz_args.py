@@ -62,7 +62,9 @@ def test_model_and_plan_arguments(data: st.DataObject) -> None:
     options = {"model": ["--tp", "--dp", "--ep", "--pp", "--isl", "--osl", "--concurrency", "--quant", "--gpu"],
                "plan": ["--tp", "--dp", "--concurrency", "--target", "--tpot-limit", "--acceptance",
                         "--acceptance-rate", "--spec-k", "--spec-method", "--forbid", "--objective"]}[command]
-    args = [command, *SCENARIO]
+    scenario = data.draw(st.sampled_from((SCENARIO, SCENARIO, SCENARIO, SCENARIO[2:], SCENARIO[:2] + SCENARIO[4:],
+                                          SCENARIO[4:])))  # mostly whole; sometimes without --model / --gpu
+    args = [command, *scenario]
     for option in data.draw(st.lists(st.sampled_from(options), min_size=1, max_size=3, unique=True)):
         value = data.draw(st.sampled_from((*WEIRD, "8ms", "1e400ms", "0.9,,0.8", "0.9,0.8", "draft:nope",
                                            "draft:qwen3-8b", "eagle3", "mtp", "1000tok/s", "quantization")))
@@ -192,3 +194,14 @@ def test_bad_arguments_are_rejected_in_one_line(args: list[str], needle: str) ->
     assert result.exit_code == 1, result.stdout[-300:]
     assert needle in result.stderr
     assert check_cli(args) is None
+
+
+@pytest.mark.parametrize("command", ["model", "plan", "simulate", "sweep"])
+@pytest.mark.parametrize("drop", ["--model", "--gpu", "both"])
+def test_missing_model_or_gpu_is_one_line(command: str, drop: str) -> None:
+    """Click >= 8.3 stopped enforcing `required` on options declared with default=None; this caught it."""
+    keep = {"--model": SCENARIO[2:], "--gpu": SCENARIO[:2] + SCENARIO[4:], "both": SCENARIO[4:]}[drop]
+    result = CliRunner().invoke(main, [command, *keep])
+    assert result.exit_code == 1
+    missing = "--gpu" if drop == "--gpu" else "--model"
+    assert result.stderr == f"servescope: Missing option '{missing}'.\n"

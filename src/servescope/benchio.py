@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servescope._paths import is_device
 from servescope.perfmodel.benchfile import BenchFileError, BenchRun, read_runs
 
 
 def _objects(path: Path) -> list[tuple[int, dict[str, object]]]:
+    if is_device(path):
+        raise BenchFileError(f"{path}: a device, not a benchmark file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:

@@ -273,10 +273,13 @@ def optional_scenario_options(fn: F) -> F:
 
 
 def _scenario_options(fn: F, required: bool) -> F:
+    # No `default` on a required option: Click >= 8.3 counts an explicit default=None as a value and no longer
+    # reports the option missing (`servescope model` alone reached the model loader with None).
+    optional: dict[str, Any] = {} if required else {"default": None}
     options = [
-        click.option("--model", "model_name", required=required, default=None,
+        click.option("--model", "model_name", required=required, **optional,
                      help="Bundled name, Hugging Face id or config.json path."),
-        click.option("--gpu", required=required, default=None, help="GPU name (see `servescope specs list`)."),
+        click.option("--gpu", required=required, **optional, help="GPU name (see `servescope specs list`)."),
         click.option("--tp", default=1, show_default=True, help="Tensor parallel degree."),
         click.option("--ep", default=1, show_default=True, help="Expert parallel degree (MoE)."),
         click.option("--pp", default=1, show_default=True, help="Pipeline parallel degree."),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from servescope._paths import is_device
 from servescope.errors import ScenarioError
 from servescope.perfmodel.simulate.workload import Arrival, Workload, build_workload, draw_lengths
 
@@ -173,6 +174,8 @@ def read_server_settings(path: str | Path) -> dict[str, int]:
     import tomllib
 
     p = Path(path)
+    if is_device(p):
+        raise BenchFileError(f"{p}: a device, not a settings file")
     try:
         doc = tomllib.loads(p.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from servescope._paths import is_device
 from servescope.errors import BadConfig, ScenarioError, SpecError
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.memory import max_concurrency
@@ -233,6 +234,8 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
 
 def read_rows(path: str | Path) -> list[Row]:
     p = Path(path)
+    if is_device(p):
+        raise BadConfig(f"{p}: a device, not a CSV file")
     try:
         with p.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not part of `id`
             reader = csv.DictReader(f)

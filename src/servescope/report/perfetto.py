@@ -176,6 +176,8 @@ def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
         raise NotATrace(f"{path}: is a folder; export takes one trace file (one rank)")
     if out.exists() and path.exists() and out.resolve() == path.resolve():
         raise OutputError(f"{out}: is the input trace; export never modifies its input, choose another -o")
+    if path.exists() and not path.is_file():  # a pipe can be read once; export reads its input twice
+        raise NotATrace(f"{path}: not a regular file (a pipe or device); export needs the trace saved as a file")
     if path.is_file() and is_sqlite(path):
         raise NotATrace(f"{path}: an Nsight Systems SQLite export; export annotates Kineto JSON traces (open the "
                         ".nsys-rep in Nsight Systems instead)")

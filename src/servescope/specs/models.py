@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from servescope._paths import is_device
 from servescope.errors import BadConfig, UnknownName
 from servescope.specs import hf_cache
 from servescope.specs import quant as q
@@ -393,6 +394,8 @@ def list_models() -> list[str]:
 
 
 def _read_text(path: Path) -> str:
+    if is_device(path):
+        raise BadConfig(f"{path}: a device, not a config file")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

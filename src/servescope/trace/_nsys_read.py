@@ -112,8 +112,11 @@ def check_not_report(path: Path) -> None:
 
 
 def is_sqlite(path: Path) -> bool:
-    """True when `path` is a file starting with the SQLite header."""
+    """True when `path` is a regular file starting with the SQLite header (a pipe is never sniffed: reading its
+    first bytes would take them from the reader that comes next; SQLite needs a seekable file anyway)."""
     try:
+        if not path.is_file():
+            return False
         with path.open("rb") as fh:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:

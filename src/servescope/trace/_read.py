@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 import polars as pl
 
+from servescope._paths import is_device
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
 from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame
@@ -71,6 +72,9 @@ def check_path(path: Path) -> None:
         raise TraceNotFound(f"{path}: no such file or folder")
     if path.is_dir():
         raise NotATrace(f"{path}: is a folder; use load_traces() for a folder of rank files")
+    if is_device(path):  # /dev/zero would be read for ever
+        raise NotATrace(f"{path}: a device, not a trace file")
+
 
 
 def read_bytes(path: Path, warnings: list[str]) -> Buffer:

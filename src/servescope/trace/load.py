@@ -69,12 +69,13 @@ def load_trace(path: str | Path) -> Trace:
     path = Path(path)
     warnings: list[str] = []
     check_path(path)
-    if is_nsys(path):  # Nsight Systems export or report; imported here as nsys.py imports Trace from this module
+    piped = not path.is_file()  # a named pipe (`<(zcat trace.json.gz)`): it can be read once, so it is read whole
+    if not piped and is_nsys(path):  # Nsight Systems export or report; imported here as nsys.py imports Trace
         from servescope.trace.nsys import load_nsys
 
         return load_nsys(path)
     try:
-        decoded = _decode(path, warnings)
+        decoded = decode(path, read_bytes(path, warnings), warnings) if piped else _decode(path, warnings)
     except RecursionError:  # msgspec and the repairs recurse once per nesting level
         raise NotATrace(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace") from None
     _check_has_events(path, decoded, warnings)

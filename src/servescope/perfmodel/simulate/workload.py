@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from servescope._paths import is_device
 from servescope.errors import ScenarioError
 
 
@@ -76,6 +77,8 @@ def draw_lengths(n: int, isl: int, osl: int, range_ratio: float, seed: int) -> t
 
 def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(isl, osl) arrays from a file of `isl,osl` lines; ScenarioError naming the file and line otherwise."""
+    if is_device(path):
+        raise ScenarioError(f"{path}: a device, not a lengths file")
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
