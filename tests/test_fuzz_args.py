@@ -205,3 +205,63 @@ def test_missing_model_or_gpu_is_one_line(command: str, drop: str) -> None:
     assert result.exit_code == 1
     missing = "--gpu" if drop == "--gpu" else "--model"
     assert result.stderr == f"servescope: Missing option '{missing}'.\n"
+
+
+@pytest.mark.parametrize("gpus", ["0", "-3", "99999999999999999999", "4097"])
+def test_sweep_gpu_count_out_of_range_is_one_line(gpus: str) -> None:
+    """A GPU count is bounded before its divisors are enumerated (1e20 GPUs used to spin for ever)."""
+    result = CliRunner().invoke(main, ["sweep", *SCENARIO[:4], "--concurrency", "1", "--gpus", gpus])
+    assert result.exit_code == 1
+    assert result.stderr == f"servescope: cannot lay out {gpus} GPUs: a sweep takes 1 to 4096\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", *SCENARIO[:4], "--num-prompts", "99999999999999999999"],  # was ValueError from NumPy
+    ["simulate", *SCENARIO[:4], "--compare", ""],  # was ValueError: an empty path has no name
+    ["trace", "{example}", "--top", "99999999999999999999"],  # was OverflowError
+    ["diff", "{example}", "{example}", "--top", "99999999999999999999"],
+])
+def test_option_sweep_crashers(args: list[str]) -> None:
+    """Found by giving every option of every command each WEIRD value (2026-11-30); kept as regressions."""
+    from servescope.analysis import example_trace
+
+    full = [a.replace("{example}", str(example_trace())) for a in args]
+    assert check_cli([*full, "--json"]) is None
+
+
+def _small_csv() -> Path:
+    """The dev CSV's first 12 rows in a temporary file (validate --simulate on every row takes many minutes)."""
+    header, rows = _rows()
+    path = Path(tempfile.mkdtemp(prefix="servescope-fuzz-")) / "small.csv"
+    path.write_text(_csv_text(header, rows), encoding="utf-8")
+    return path
+
+
+def _every_option_cases() -> list[object]:
+    """Each option of each command with each WEIRD value (all of them under `make fuzz`; at scale 1 the values
+    that found crashers: empty, huge, not a number)."""
+    import click as _click
+
+    from servescope.analysis import example_trace
+
+    example = str(example_trace())
+    bases = {"model": SCENARIO, "plan": SCENARIO, "sweep": [*SCENARIO[:4], "--concurrency", "1,4"],
+             "simulate": [*SCENARIO[:4], "--num-prompts", "20"], "trace": [example], "diff": [example, example],
+             "validate": [str(_small_csv())]}
+    values = WEIRD if SCALE > 1 else ("", "99999999999999999999", "abc")
+    cases = []
+    for name, base in bases.items():
+        command = main.commands[name]
+        for param in command.params:
+            if not isinstance(param, _click.Option) or param.name in ("help", "output_path"):
+                continue
+            opt = max(param.opts, key=len)
+            for v in ([None] if param.is_flag else values):
+                args = [name, *base, opt, *([] if v is None else [v]), "--json"]
+                cases.append(pytest.param(args, id=f"{name} {opt} {v!r}"))  # ids without temporary paths (xdist)
+    return cases
+
+
+@pytest.mark.parametrize("args", _every_option_cases())
+def test_every_option_with_weird_values(args: list[str]) -> None:
+    assert check_cli(args) is None

@@ -13,7 +13,7 @@ from servescope.cli._app import STEP_KINDS, Output, main, one_line_errors, outpu
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
-@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=0),
+@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=0, max=1_000_000),
               help="Kernels with the largest change in time per step, per kind.")
 @output_options
 @one_line_errors

@@ -22,6 +22,9 @@ from servescope.cli._app import (
 
 LONG_RUN_PROMPTS = 2000  # a progress bar from this many requests on (TTY only)
 
+# A run's requests: a million closed-loop requests simulate in minutes; beyond that the arrays alone run out of room.
+MAX_PROMPTS = 1_000_000
+
 
 @contextmanager
 def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
@@ -42,7 +45,8 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @click.option("--arrival", default="closed", show_default=True, help="closed | poisson:RATE (req/s) | burst:N.")
 @click.option("--concurrency", type=int, default=None,
               help="In-flight cap of the client (closed loop: required; like --max-concurrency).")
-@click.option("--num-prompts", default=1000, show_default=True, help="Requests in the run.")
+@click.option("--num-prompts", default=1000, show_default=True, type=click.IntRange(min=1, max=MAX_PROMPTS),
+              help="Requests in the run.")
 @click.option("--lengths", "lengths_file", type=click.Path(path_type=Path), default=None,
               help="File of 'isl,osl' lines (cycled); overrides --isl/--osl.")
 @click.option("--range-ratio", default=1.0, show_default=True,
@@ -53,7 +57,7 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @click.option("--kv-cache-tokens", type=int, default=None,
               help="KV capacity in tokens (the engine's logged 'KV cache size'); default: from the memory model.")
 @click.option("--seed", default=0, show_default=True, help="Seed of Poisson gaps and drawn lengths.")
-@click.option("--compare", "compare_file", type=click.Path(path_type=Path), default=None,
+@click.option("--compare", "compare_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Measured vLLM --save-result JSON or SGLang bench_serving JSONL: simulate each run in it "
                    "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
                    "max_num_batched_tokens, max_model_len, kv_cache_tokens) from FILE.server.toml when present; "
@@ -133,7 +137,7 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
     from servescope.report.simulate_text import render_sweep
 
     base = _scenario(kw)
-    n = n_gpus or kw["tp"] * kw["dp"]
+    n = n_gpus if n_gpus is not None else kw["tp"] * kw["dp"]
 
     def build(tp: int, ep: int, dp: int) -> Any:
         return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})

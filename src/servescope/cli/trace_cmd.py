@@ -19,7 +19,7 @@ from servescope.cli._app import (
 @main.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
-@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=1),
+@click.option("--top", "top_n", default=10, show_default=True, type=click.IntRange(min=1, max=1_000_000),
               help="Top kernels per step and kind.")
 @click.option("--per-rank", is_flag=True, help="Rank folder: the full report for every rank, not the cross-rank view.")
 @click.option("--workers", type=click.IntRange(min=1, max=1024), default=None,

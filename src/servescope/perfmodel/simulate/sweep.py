@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from servescope.errors import ServescopeError
+from servescope.errors import ScenarioError, ServescopeError
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,15 @@ class Sweep:
     skipped: tuple[str, ...]  # "TP8 EP8: <reason>"
 
 
+# GPUs one sweep may lay out: past a rack-scale domain (GB300 NVL72: 72) with room to spare; more is a typo, and
+# every divisor of the count becomes a layout to price.
+MAX_SWEEP_GPUS = 4096
+
+
 def layouts(n_gpus: int, moe: bool) -> list[Layout]:
+    """TP × DP (and, for MoE, TP × DP with EP over all GPUs) for every divisor TP of n_gpus."""
+    if not 1 <= n_gpus <= MAX_SWEEP_GPUS:
+        raise ScenarioError(f"cannot lay out {n_gpus} GPUs: a sweep takes 1 to {MAX_SWEEP_GPUS}")
     out = []
     for tp in range(1, n_gpus + 1):
         if n_gpus % tp:
