@@ -31,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 import servescope.calibrate as new
-from servescope.breakdown import TraceBreakdown, breakdown
+from servescope.analysis.breakdown import TraceBreakdown, breakdown
 from servescope.perfmodel import Efficiency, Scenario
 from servescope.trace import load_trace
 

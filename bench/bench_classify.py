@@ -1,4 +1,4 @@
-"""Time `servescope.classify` on a real trace and on a million-row frame built from it.
+"""Time `servescope.analysis.classify` on a real trace and on a million-row frame built from it.
 
 Prints (bench scripts may print): seconds for classify_name over the unique GPU names of the trace
 (cold cache), for classify() on the trace, and for classify() on the trace's events repeated to
@@ -13,7 +13,7 @@ import time
 
 import polars as pl
 
-from servescope.classify import classify, classify_name
+from servescope.analysis.classify import classify, classify_name
 from servescope.trace import load_trace
 
 DEFAULT = "tests/data/traces/tracelens/b200/eager_trace.json.gz"

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from servescope.perfmodel import Scenario, predict  # noqa: E402
-from servescope.perfmodel.simulate import simulate  # noqa: E402
+from servescope.simulate import simulate  # noqa: E402
 
 CASES = {
     "llama-3.1-8b h100 tp1": dict(model="llama-3.1-8b", gpu="h100_sxm"),

@@ -4,7 +4,7 @@ Usage: .venv/bin/python bench/bench_speculative.py [--check]
 Reads tests/data/planner/spec_pairs.csv (each row cites its line in the bundled copy of
 speculative-decoding-measured.md), prices every row once (perfmodel.spec_pairs), fits the speculative model's two
 host costs on all rows and again leaving each source out (perfmodel.spec_fit), writes the fit and the
-out-of-fold error quantiles to src/servescope/perfmodel/data/spec_host.toml (the planner's speculative gain
+out-of-fold error quantiles to src/servescope/specs/data/spec_host.toml (the planner's speculative gain
 ranges read them), and replaces the block between `<!-- spec-pairs:begin -->` and `<!-- spec-pairs:end -->` in
 docs/plan.md with the table (cross-validated first, in-sample beside it), the counts, and the reference box
 (Kimi-K2.5 INT4 experts, 8× RTX PRO 6000 Server, TP=8, EAGLE-3 k=3, per-position acceptance 0.645/0.393/0.240)
@@ -24,8 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel import Scenario  # noqa: E402
-from servescope.perfmodel.spec_fit import BOUNDS, FitReport, fit_report  # noqa: E402
-from servescope.perfmodel.spec_pairs import (  # noqa: E402
+from servescope.perfmodel.speculative import HOST_SYNC_S, HostCosts  # noqa: E402
+from servescope.validation.spec_fit import BOUNDS, FitReport, fit_report  # noqa: E402
+from servescope.validation.spec_pairs import (  # noqa: E402
     TOLERANCE,
     PairResult,
     all_terms,
@@ -34,11 +35,10 @@ from servescope.perfmodel.spec_pairs import (  # noqa: E402
     share_within,
     source_key,
 )
-from servescope.perfmodel.speculative import HOST_SYNC_S, HostCosts  # noqa: E402
 
 PAIRS = ROOT / "tests" / "data" / "planner" / "spec_pairs.csv"
 DOC = ROOT / "docs" / "plan.md"
-HOST_TOML = ROOT / "src" / "servescope" / "perfmodel" / "data" / "spec_host.toml"
+HOST_TOML = ROOT / "src" / "servescope" / "specs" / "data" / "spec_host.toml"
 BEGIN, END = "<!-- spec-pairs:begin -->", "<!-- spec-pairs:end -->"
 SYNC_TRACE = Path("/work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
 KIMI_ACCEPTANCE = (0.645, 0.393, 0.240)
@@ -124,7 +124,7 @@ def _host_toml(rep: FitReport) -> str:
     return "\n".join([
         "# The speculative model's fitted numbers (perfmodel.speculative.HostCosts) and its cross-validated error.",
         f"# Written by bench/bench_speculative.py on {date.today().isoformat()} from tests/data/planner/spec_pairs.csv:",
-        "# least squares on log(predicted/measured gain) over the scored rows (perfmodel/spec_fit.py); docs/plan.md",
+        "# least squares on log(predicted/measured gain) over the scored rows (validation/spec_fit.py); docs/plan.md",
         "# lists the rows, the in-sample and the leave-one-source-out predictions.",
         "",
         "[host]",

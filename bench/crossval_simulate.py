@@ -39,10 +39,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servescope.perfmodel.crossval import FOLD_ITERATIONS  # noqa: E402
 from servescope.perfmodel.efficiency import Efficiency, global_efficiency, unfitted_start  # noqa: E402
-from servescope.perfmodel.fit import FITTED, FitData, fit, fit_data, predict_data  # noqa: E402
-from servescope.perfmodel.simulate.fit import (  # noqa: E402
+from servescope.validation.crossval import FOLD_ITERATIONS  # noqa: E402
+from servescope.validation.fit import FITTED, FitData, fit, fit_data, predict_data  # noqa: E402
+from servescope.validation.simulate_fit import (  # noqa: E402
     PE_GRID,
     SimFit,
     SimTask,
@@ -51,7 +51,7 @@ from servescope.perfmodel.simulate.fit import (  # noqa: E402
     sim_tables,
     stratified_rows,
 )
-from servescope.perfmodel.validate import Row, read_rows  # noqa: E402
+from servescope.validation.validate import Row, read_rows  # noqa: E402
 
 DEV = ROOT / "tests/data/validation/measured_serving_dev.csv"
 RESULTS = ROOT / "bench/RESULTS.md"

@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from validation_report import splice  # noqa: E402
 
-from servescope.perfmodel.crossval import GROUPINGS, cross_validate  # noqa: E402
 from servescope.perfmodel.efficiency import backend_overrides, global_efficiency, unfitted_start  # noqa: E402
-from servescope.perfmodel.fit import FitData, fit_data, predict_data  # noqa: E402
-from servescope.perfmodel.validate import read_rows  # noqa: E402
+from servescope.validation.crossval import GROUPINGS, cross_validate  # noqa: E402
+from servescope.validation.fit import FitData, fit_data, predict_data  # noqa: E402
+from servescope.validation.validate import read_rows  # noqa: E402
 
 DEV = ROOT / "tests/data/validation/measured_serving_dev.csv"
 MEASURED = ("silicon_ttft_ms", "silicon_tpot_ms")

@@ -1,5 +1,5 @@
 """Fit the performance model's global efficiency factors on the dev validation rows and write
-src/servescope/perfmodel/data/efficiency.toml (how, when, on which rows, each value with its bounds).
+src/servescope/specs/data/efficiency.toml (how, when, on which rows, each value with its bounds).
 
 Usage: .venv/bin/python bench/fit_efficiency.py [CSV] [--dry-run]
 Method: perfmodel.fit — soft-L1 on the relative TPOT and TTFT errors, Levenberg–Marquardt over the logistic-mapped
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.perfmodel.efficiency import measured_kernel_overhead_s, unfitted_start  # noqa: E402
-from servescope.perfmodel.fit import (  # noqa: E402
+from servescope.validation.fit import (  # noqa: E402
     BY_BACKEND,
     FITTED,
     MIN_MODELS_OVERRIDE,
@@ -32,9 +32,9 @@ from servescope.perfmodel.fit import (  # noqa: E402
     fit_data,
     predict_data,
 )
-from servescope.perfmodel.validate import read_rows  # noqa: E402
+from servescope.validation.validate import read_rows  # noqa: E402
 
-OUT = ROOT / "src/servescope/perfmodel/data/efficiency.toml"
+OUT = ROOT / "src/servescope/specs/data/efficiency.toml"
 DEV = ROOT / "tests/data/validation/measured_serving_dev.csv"
 
 

@@ -1,5 +1,5 @@
 """Measure per-kernel overheads of serving engines from the real traces in ../shared/traces and write them, with
-their source, to src/servescope/perfmodel/data/engine_overheads.toml (the perfmodel reads that file; it never
+their source, to src/servescope/specs/data/engine_overheads.toml (the perfmodel reads that file; it never
 reads traces itself).
 
 Usage: .venv/bin/python bench/measure_engine_overheads.py [--dry-run]
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import servescope  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "tracelens"
-OUT = ROOT / "src/servescope/perfmodel/data/engine_overheads.toml"
+OUT = ROOT / "src/servescope/specs/data/engine_overheads.toml"
 PRICED = ("gemm", "moe", "attention", "communication")
 # (engine, mode, trace relative to TRACES, what it is)
 CASES = (

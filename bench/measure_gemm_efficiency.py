@@ -1,5 +1,5 @@
 """Measure GEMM efficiency vs M from the real traces in ../shared/traces and write it, with its source, to
-src/servescope/perfmodel/data/gemm_efficiency.toml (the perfmodel reads that file; it never reads traces).
+src/servescope/specs/data/gemm_efficiency.toml (the perfmodel reads that file; it never reads traces).
 
 Usage: .venv/bin/python bench/measure_gemm_efficiency.py [--dry-run]
 
@@ -47,7 +47,7 @@ from servescope.perfmodel.hw import load_gpu  # noqa: E402
 # the shared copies; the same files (byte-identical) also sit under tests/data/traces for CI
 TRACES = next((p for p in (ROOT.parent / "shared" / "traces", ROOT / "tests" / "data" / "traces") if p.is_dir()),
               ROOT / "tests" / "data" / "traces")
-OUT = ROOT / "src/servescope/perfmodel/data/gemm_efficiency.toml"
+OUT = ROOT / "src/servescope/specs/data/gemm_efficiency.toml"
 MIN_ROOFLINE_US = 5.0  # shorter kernels measure the fixed per-kernel cost, not the GEMM (see the docstring)
 # (trace relative to TRACES, GPU spec name when deviceProperties has no usable name, what it is)
 CASES = (

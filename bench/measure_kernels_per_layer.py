@@ -1,5 +1,5 @@
 """Count kernels per step and per layer part in the real engine traces of ../shared/traces/tracelens and write the
-counts, with their source, to src/servescope/perfmodel/data/kernel_counts.toml (perfmodel/ops.py reads the
+counts, with their source, to src/servescope/specs/data/kernel_counts.toml (perfmodel/ops.py reads the
 [model] section of that file; it never reads traces itself).
 
 Usage: .venv/bin/python bench/measure_kernels_per_layer.py [--dry-run]
@@ -32,11 +32,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import polars as pl  # noqa: E402
 
-from servescope.classify import classify  # noqa: E402
+from servescope.analysis.classify import classify  # noqa: E402
 from servescope.trace import load_trace  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "tracelens"
-OUT = ROOT / "src/servescope/perfmodel/data/kernel_counts.toml"
+OUT = ROOT / "src/servescope/specs/data/kernel_counts.toml"
 GPU_KINDS = ("kernel", "memcpy", "memset")
 # (key, trace relative to TRACES, engine and step, model and the evidence for it)
 CASES = (

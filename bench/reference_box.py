@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from servescope.perfmodel import Scenario, decode_step  # noqa: E402
-from servescope.perfmodel.simulate import engine_for, simulate  # noqa: E402
-from servescope.perfmodel.simulate.loop import kv_blocks  # noqa: E402
+from servescope.simulate import engine_for, simulate  # noqa: E402
+from servescope.simulate.loop import kv_blocks  # noqa: E402
 
 REPORTED_KV_TOKENS = 449_600  # R6K-K25 via reference/hardware-and-models.md §3d
 

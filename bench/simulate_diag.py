@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from servescope.errors import ScenarioError  # noqa: E402
 from servescope.perfmodel.efficiency import global_efficiency  # noqa: E402
-from servescope.perfmodel.simulate.fit import stratified_rows  # noqa: E402
-from servescope.perfmodel.simulate.validation import simulate_row  # noqa: E402
-from servescope.perfmodel.validate import read_rows  # noqa: E402
+from servescope.validation.simulate_fit import stratified_rows  # noqa: E402
+from servescope.validation.simulate_rows import simulate_row  # noqa: E402
+from servescope.validation.validate import read_rows  # noqa: E402
 
 DEV = ROOT / "tests/data/validation/measured_serving_dev.csv"
 ROW_LIMIT_S = 60

@@ -3,7 +3,7 @@
 Usage: .venv/bin/python bench/validation_report.py [CSV] [--baseline] [--dry-run] [--ranges-only]
 One run: in-sample accuracy of the shipped fit (data/efficiency.toml) and grouped cross-validation (refit leaving
 one model / system / backend / GPU generation out, perfmodel.crossval). From the out-of-fold errors it writes
-  src/servescope/perfmodel/data/ranges.json   10th/90th percentiles of measured/predicted per case (ranges.py),
+  src/servescope/specs/data/ranges.json   10th/90th percentiles of measured/predicted per case (ranges.py),
                                               and `change_error`: q10/q90 of the error of a predicted TPOT ratio
                                               between two rows of one box, per case (change_error(): the planner's
                                               gain ranges)
@@ -32,13 +32,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from servescope.perfmodel.crossval import RANGE_GROUPINGS, CvSummary, cross_validate, summarize  # noqa: E402
 from servescope.perfmodel.efficiency import backend_overrides, global_efficiency  # noqa: E402
-from servescope.perfmodel.fit import FITTED, FitData, fit_data, predict_data  # noqa: E402
-from servescope.perfmodel.validate import read_rows  # noqa: E402
+from servescope.validation.crossval import RANGE_GROUPINGS, CvSummary, cross_validate, summarize  # noqa: E402
+from servescope.validation.fit import FITTED, FitData, fit_data, predict_data  # noqa: E402
+from servescope.validation.validate import read_rows  # noqa: E402
 
 DEV = ROOT / "tests/data/validation/measured_serving_dev.csv"
-RANGES = ROOT / "src/servescope/perfmodel/data/ranges.json"
+RANGES = ROOT / "src/servescope/specs/data/ranges.json"
 CASE_OF = {"system_seen": "leave_one_model_out", "system_unseen": "leave_one_system_out",
            "generation_unseen": "leave_one_generation_out"}
 TARGETS = {"leave_one_model_out": (0.15, 0.25), "leave_one_system_out": (0.15, 0.30)}
@@ -127,7 +127,7 @@ def baseline(data_rows: list) -> dict[str, CvSummary]:  # type: ignore[type-arg]
     import servescope.perfmodel.ops as ops
     import servescope.perfmodel.step as st
     from servescope.perfmodel.efficiency import Efficiency
-    from servescope.perfmodel.fit import LEGACY, fit_grouped
+    from servescope.validation.fit import LEGACY, fit_grouped
 
     st.padded_tokens = lambda b, t, g: (np.ones_like(t) if g else np.zeros_like(t), t)  # type: ignore[assignment,attr-defined]
     st.moe_imbalance = lambda ep, n: np.ones_like(np.asarray(n, dtype=float))  # type: ignore[assignment]

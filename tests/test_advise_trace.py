@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import servescope.ranks
+import servescope.analysis.ranks
 from servescope.advise import advise
-from servescope.analysis import example_trace
+from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 from servescope.perfmodel import Scenario
 
@@ -29,13 +29,13 @@ def truncated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_plan_carries_trace_warnings_and_loads_once(truncated: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     loads: list[str] = []
-    real = servescope.ranks.load_trace
+    real = servescope.analysis.ranks.load_rank_file
 
     def counting(path: str):  # type: ignore[no-untyped-def]
         loads.append(path)
         return real(path)
 
-    monkeypatch.setattr(servescope.ranks, "load_trace", counting)
+    monkeypatch.setattr(servescope.analysis.ranks, "load_rank_file", counting)
     sc = Scenario.build(model="gpt-oss-120b", gpu="b200_sxm", tp=8)
     advice = advise(sc, truncated)
     assert loads == [str(truncated)]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from servescope.benchio import read_bench
 from servescope.cli import main
-from servescope.perfmodel.benchfile import BenchFileError, bench_workload
+from servescope.validation.benchfile import BenchFileError, bench_workload
+from servescope.validation.benchio import read_bench
 
 DATA = Path(__file__).parent / "data" / "bench_serve"
 LLAMA70 = DATA / "datacrunch_h200_sglang_llama_3_3_70b_online_output.jsonl"

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servescope.breakdown import breakdown_steps
-from servescope.classify import classify
-from servescope.steps import find_steps
+from servescope.analysis.breakdown import breakdown_steps
+from servescope.analysis.classify import classify
+from servescope.analysis.steps import find_steps
 from test_steps_synthetic import frame
 
 NAMES = ["ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "nvjet_tst_64x64", "flash_fwd_kernel", "rms_norm_kernel",

@@ -11,7 +11,7 @@ import pytest
 
 import servescope
 from independent import DATA, gpu_events, raw_events, union_us
-from servescope.breakdown import breakdown
+from servescope.analysis.breakdown import breakdown
 from servescope.calibrate import CLASSES, calibrate, calibration_table
 from servescope.errors import PlanError
 from servescope.perfmodel import Efficiency, Scenario

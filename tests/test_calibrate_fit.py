@@ -13,7 +13,7 @@ import pytest
 
 import servescope.calibrate.fit as fit
 from independent import DATA
-from servescope.breakdown import breakdown
+from servescope.analysis.breakdown import breakdown
 from servescope.calibrate import calibrate
 from servescope.perfmodel import Efficiency, Scenario
 from servescope.trace import load_trace

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from independent import DATA, raw_events
-from servescope.analysis import analyze_trace
-from servescope.steps import parse_step_label
-from servescope.trace import load_traces
-from servescope.trace._files import list_trace_files, rank_from_name
+from servescope.analysis.analyze import analyze_trace
+from servescope.analysis.steps import parse_step_label
+from servescope.trace import Trace, load_trace, load_traces
+from servescope.trace.folder import list_trace_files, rank_from_name
+from servescope.trace.types import GPU_EVENT_KINDS
 
 DOC = Path(__file__).parents[1] / "docs" / "capture.md"
 
@@ -26,12 +28,20 @@ def _table(marker: str) -> list[list[str]]:
     return rows[2:]
 
 
+def _gpu_parts(trace: Trace) -> int:
+    """(pid, device) pairs that ran GPU work, counted from the events table."""
+    gpu = trace.events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS) & pl.col("device").is_not_null())
+    return gpu.select("pid", "device").unique().height
+
+
 @pytest.mark.parametrize("row", _table("formats"), ids=lambda r: r[0])
 def test_each_format_loads(row: list[str]) -> None:
     path = DATA / "traces" / row[2]
     traces = load_traces(path)
     assert traces and all(t.has_gpu_events for t in traces)
-    assert (len(traces) > 1) == path.is_dir()
+    # one Trace per rank: a folder's files, or the GPU processes of one Nsight export (the same rule as the analysis)
+    several = path.is_dir() or (path.suffix == ".sqlite" and _gpu_parts(load_trace(path)) > 1)
+    assert (len(traces) > 1) == several
 
 
 @pytest.mark.parametrize("row", _table("rank-names"), ids=lambda r: r[0][:40])

@@ -1,4 +1,4 @@
-"""Tests for servescope.classify: name rules on real names, op linkage, the real b200 trace.
+"""Tests for servescope.analysis.classify: name rules on real names, op linkage, the real b200 trace.
 
 Expected labels come from tests/data/kernel_names.csv (labelled by hand, see tests/data/README.md)
 and, for the b200 trace, from counts computed here with stdlib gzip+json, independently of the loader
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from servescope.classify import (
+from servescope.analysis.classify import (
     CAST_OPS,
     COLLECTIVES,
     KERNEL_CLASSES,
@@ -27,7 +27,7 @@ from servescope.classify import (
     classify_name,
     name_head,
 )
-from servescope.classify_rules import RULES
+from servescope.analysis.rules import RULES
 from servescope.errors import TraceError
 
 DATA = Path(__file__).parent / "data"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servescope.analysis import example_trace
+from servescope.analysis.analyze import example_trace
 
 EXAMPLE = str(example_trace())
 

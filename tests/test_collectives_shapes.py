@@ -19,8 +19,8 @@ import polars as pl
 import pytest
 
 from independent import DATA, raw_events
-from servescope.breakdown import breakdown
-from servescope.classify import classify
+from servescope.analysis.breakdown import breakdown
+from servescope.analysis.classify import classify
 from servescope.trace import load_trace
 from servescope.trace._shapes import first_tensor, is_custom_all_reduce
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from servescope.perfmodel.crossval import cross_validate
 from servescope.perfmodel.efficiency import default_efficiency, unfitted_start
-from servescope.perfmodel.fit import FitData, fit, fit_data, predict_data
-from servescope.perfmodel.validate import parse_row
+from servescope.validation.crossval import cross_validate
+from servescope.validation.fit import FitData, fit, fit_data, predict_data
+from servescope.validation.validate import parse_row
 
 DEV = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
 MODELS = ("meta-llama/Llama-3.1-70B", "Qwen/Qwen3-32B", "openai/gpt-oss-120b")
@@ -60,9 +60,9 @@ def test_engine_offsets_apply_per_backend_and_only_with_four_models() -> None:
     import tomllib
 
     from servescope.perfmodel.efficiency import global_efficiency
-    from servescope.perfmodel.fit import BY_BACKEND_CANDIDATES as BY_BACKEND
+    from servescope.validation.fit import BY_BACKEND_CANDIDATES as BY_BACKEND
 
-    path = Path(__file__).parents[1] / "src" / "servescope" / "perfmodel" / "data" / "efficiency.toml"
+    path = Path(__file__).parents[1] / "src" / "servescope" / "specs" / "data" / "efficiency.toml"
     doc = tomllib.loads(path.read_text(encoding="utf-8"))
     for name in BY_BACKEND:  # shipped without engine sections today: then every engine gets [default]
         assert getattr(global_efficiency(), name) == pytest.approx(doc["default"][name])
@@ -74,7 +74,7 @@ def test_engine_offsets_apply_per_backend_and_only_with_four_models() -> None:
 
 
 def test_no_engine_offset_below_four_models(data: FitData) -> None:
-    from servescope.perfmodel.fit import BY_BACKEND_CANDIDATES, override_backends
+    from servescope.validation.fit import BY_BACKEND_CANDIDATES, override_backends
 
     assert override_backends(data) == []  # three models on one engine
     res = fit(data, default_efficiency("default", "vllm"), iterations=2, by_backend=BY_BACKEND_CANDIDATES)

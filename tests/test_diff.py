@@ -20,11 +20,12 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from independent import DATA, raw_events, union_us
-from servescope.analysis import TraceAnalysis, analyze_trace
+from servescope.analysis.analyze import TraceAnalysis, analyze_trace
+from servescope.analysis.diff import ALL_KERNELS, TraceDiff, diff_analyses, diff_traces, significant
 from servescope.cli import main
-from servescope.diff import ALL_KERNELS, TraceDiff, diff_analyses, diff_traces, significant
 from servescope.report.diff_doc import CSV_COLUMNS, diff_document
 from servescope.report.diff_text import render_diff
+from servescope.report.frames import kernels_frame
 from servescope.report.render import render
 
 PAIR = DATA / "traces" / "hta" / "trace_diff"
@@ -99,7 +100,7 @@ def test_collectives_match_an_independent_count(doc: dict[str, Any], raw: Any, b
     got = doc["kinds"][0]["collectives"]
     # Which collective an NCCL kernel is (name or launching op) is classification, tested elsewhere; here the
     # label is taken from the analysis and the numbers are counted independently.
-    labels = dict(before.kernels_frame().select("name", "collective").unique().rows())
+    labels = dict(kernels_frame(before).select("name", "collective").unique().rows())
     collective_of = {prefix: next(c for n, c in labels.items() if n.startswith(prefix)) for prefix in NCCL}
     assert set(got) == set(collective_of.values())
     for prefix, coll in collective_of.items():

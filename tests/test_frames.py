@@ -1,4 +1,4 @@
-"""DataFrames from Python: TraceAnalysis.steps_frame / kernels_frame / collectives_frame, points_frame, short reprs.
+"""DataFrames from Python: steps_frame / kernels_frame / collectives_frame of a TraceAnalysis, points_frame, short reprs.
 
 Expected values are computed here from the B200 trace with stdlib json (768 kernel events in its one step; 73
 `multimem_all_reduce_kernel` calls, see tests/data/README.md) and from the result objects' own fields."""
@@ -15,7 +15,7 @@ import pytest
 
 import servescope
 from independent import DATA, gpu_events, raw_events
-from servescope.frames import points_frame
+from servescope.report.frames import collectives_frame, kernels_frame, points_frame, steps_frame
 
 B200 = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
 PAIR = DATA / "traces" / "hta" / "trace_filter"
@@ -27,7 +27,7 @@ def analysis() -> servescope.TraceAnalysis:
 
 
 def test_steps_frame(analysis: servescope.TraceAnalysis) -> None:
-    steps = analysis.steps_frame()
+    steps = steps_frame(analysis)
     assert steps.height == 1 and steps["kind"].to_list() == ["prefill"]
     gpu = gpu_events(raw_events(B200))
     assert steps["kernels"][0] == len(gpu)
@@ -39,11 +39,11 @@ def test_steps_frame(analysis: servescope.TraceAnalysis) -> None:
 
 def test_kernels_and_collectives_frames(analysis: servescope.TraceAnalysis) -> None:
     gpu = gpu_events(raw_events(B200))
-    kernels = analysis.kernels_frame()
+    kernels = kernels_frame(analysis)
     assert kernels["calls"].sum() == len(gpu)  # top_n large: every kernel name of the step
     assert kernels.filter(pl.col("name").str.contains("multimem_all_reduce"))["calls"].sum() == sum(
         1 for e in gpu if "multimem_all_reduce" in e["name"])
-    colls = analysis.collectives_frame()
+    colls = collectives_frame(analysis)
     row = colls.filter(pl.col("collective") == "all_reduce").row(0, named=True)
     durs = sorted(e["dur"] for e in gpu if "multimem_all_reduce" in e["name"])
     assert row["calls"] == 73 == len(durs)
@@ -52,7 +52,7 @@ def test_kernels_and_collectives_frames(analysis: servescope.TraceAnalysis) -> N
 
 def test_frames_of_a_rank_folder_have_one_row_per_rank_step() -> None:
     a = servescope.analyze_trace(PAIR)
-    steps = a.steps_frame()
+    steps = steps_frame(a)
     assert steps.height == sum(len(b.steps) for b in a.ranks) and set(steps["rank"].to_list()) == {0, 1}
     assert steps.select("rank", "step").is_duplicated().sum() == 0
 
@@ -76,8 +76,8 @@ def test_empty_inputs_give_typed_empty_frames() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("pandas") is None or importlib.util.find_spec("pyarrow") is None,
                     reason="pandas + pyarrow not installed")
 def test_to_pandas(analysis: servescope.TraceAnalysis) -> None:
-    df = analysis.steps_frame().to_pandas()
-    assert list(df.columns) == analysis.steps_frame().columns and len(df) == 1
+    df = steps_frame(analysis).to_pandas()
+    assert list(df.columns) == steps_frame(analysis).columns and len(df) == 1
 
 
 def test_reprs_are_short(analysis: servescope.TraceAnalysis) -> None:
@@ -95,7 +95,7 @@ def test_py_typed_marker_ships_in_the_package() -> None:
 
 def test_result_reprs_are_a_few_hundred_characters(analysis: servescope.TraceAnalysis) -> None:
     from servescope.advise import advise
-    from servescope.diff import diff_analyses
+    from servescope.analysis.diff import diff_analyses
 
     sc = servescope.Scenario.build(model="gpt-oss-120b", gpu="b200_sxm", tp=8)
     advice = advise(sc, B200, objective="tpot", concurrency=1)

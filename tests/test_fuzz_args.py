@@ -223,7 +223,7 @@ def test_sweep_gpu_count_out_of_range_is_one_line(gpus: str) -> None:
 ])
 def test_option_sweep_crashers(args: list[str]) -> None:
     """Found by giving every option of every command each WEIRD value (2026-11-30); kept as regressions."""
-    from servescope.analysis import example_trace
+    from servescope.analysis.analyze import example_trace
 
     full = [a.replace("{example}", str(example_trace())) for a in args]
     assert check_cli([*full, "--json"]) is None
@@ -242,7 +242,7 @@ def _every_option_cases() -> list[object]:
     that found crashers: empty, huge, not a number)."""
     import click as _click
 
-    from servescope.analysis import example_trace
+    from servescope.analysis.analyze import example_trace
 
     example = str(example_trace())
     bases = {"model": SCENARIO, "plan": SCENARIO, "sweep": [*SCENARIO[:4], "--concurrency", "1,4"],

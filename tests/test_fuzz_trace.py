@@ -118,7 +118,7 @@ def test_deep_file_in_rank_folder_is_skipped(tmp_path: Path) -> None:
     shutil.copyfile(RANK0, tmp_path / "rank0.json.gz")
     (tmp_path / "rank1.json").write_text("[" * 5000 + "]" * 5000)
     assert check_cli(["trace", str(tmp_path)]) is None
-    from servescope.analysis import analyze_trace
+    from servescope.analysis.analyze import analyze_trace
 
     a = analyze_trace(tmp_path)
     assert [b.rank for b in a.ranks] == [0]

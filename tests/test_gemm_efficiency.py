@@ -87,7 +87,7 @@ def test_shipped_file_is_what_the_bench_writes():
         if (TRACES / rel).is_file():
             kernels += b.extract(TRACES / rel, gpu)
     text = b.to_toml(b.curve_points(kernels), b.regimes(kernels), b.coverage(kernels))
-    shipped = (ROOT / "src/servescope/perfmodel/data/gemm_efficiency.toml").read_text(encoding="utf-8")
+    shipped = (ROOT / "src/servescope/specs/data/gemm_efficiency.toml").read_text(encoding="utf-8")
     assert text == shipped
 
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from browser import Page, find_chromium, ink_fraction
-from servescope.analysis import example_trace
+from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 
 DATA = Path(__file__).parent / "data/traces"

@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from independent import gpu_events, raw_events
-from servescope.analysis import example_trace
+from servescope.advise import overview
+from servescope.analysis.analyze import example_trace
 from servescope.cli import main
-from servescope.overview import overview
 from servescope.report.html import document_html, plotly_js
 from servescope.report.overview_doc import overview_document
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from servescope._paths import is_device
-from servescope.analysis import example_trace
+from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 
 ZERO = Path("/dev/zero")

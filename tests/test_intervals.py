@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servescope.intervals import grouped_union_length, union_length
+from servescope.analysis.intervals import grouped_union_length, union_length
 
 intervals = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 50), st.integers(0, 3)), max_size=40)
 

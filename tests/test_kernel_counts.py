@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "tests" / "data" / "traces" / "tracelens"
 VLLM_DECODE = TRACES / "inference/vllm_decode_full/graph_execution.json.gz"
 SGLANG = TRACES / "inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"
-DATA = ROOT / "src/servescope/perfmodel/data/kernel_counts.toml"
+DATA = ROOT / "src/servescope/specs/data/kernel_counts.toml"
 
 
 def _bench():  # type: ignore[no-untyped-def]

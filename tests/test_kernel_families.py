@@ -10,7 +10,7 @@ import re
 import pytest
 
 from independent import DATA
-from servescope.classify import classify_name
+from servescope.analysis.classify import classify_name
 
 # family → (pattern over the CSV name, class, whether a trace in shared/ has one)
 FAMILIES = {

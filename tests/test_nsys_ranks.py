@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from independent import DATA
-from servescope.analysis import analyze_trace
+from servescope.analysis.analyze import analyze_trace
 from servescope.report.trace_json import trace_document
 from servescope.trace.nsys import load_nsys_ranks
 

@@ -47,7 +47,7 @@ def test_communication_dominates_the_baseline(kimi_plan) -> None:  # type: ignor
     step = kimi_plan.baseline.step
     # 2 all-reduces per layer (61 layers) + the vocab-parallel embedding one, ~27 µs each on 8 PCIe GPUs
     assert step.collectives["all_reduce"].calls_per_step == 2 * 61 + 1
-    # the largest kernel class; with the kernels per layer counted in traces (perfmodel/data/kernel_counts.toml) the
+    # the largest kernel class; with the kernels per layer counted in traces (specs/data/kernel_counts.toml) the
     # per-kernel + CPU overhead (1,559 kernels x 2 us + 1 ms) is as large, so either may be the dominant class
     kernel_classes = {k: v for k, v in step.class_time_s.items() if k not in ("norm", "other")}
     assert max(kernel_classes, key=kernel_classes.__getitem__) == "communication"

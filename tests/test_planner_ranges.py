@@ -1,6 +1,6 @@
 """The planner's ranges come from measured error (issue 7, part 6), not a fixed ±30 %.
 
-The expected quantiles are read here with stdlib json from perfmodel/data/ranges.json (written by
+The expected quantiles are read here with stdlib json from specs/data/ranges.json (written by
 bench/validation_report.py from one cross-validation run), not through the planner's loader; the extraction of
 `change_error` itself is checked on synthetic pairs whose answer is known by construction.
 """
@@ -23,7 +23,7 @@ from servescope.report.plan_doc import plan_document
 from servescope.report.plan_text import plan_lines
 
 ROOT = Path(__file__).resolve().parents[1]
-RANGES = json.loads((ROOT / "src/servescope/perfmodel/data/ranges.json").read_text(encoding="utf-8"))
+RANGES = json.loads((ROOT / "src/servescope/specs/data/ranges.json").read_text(encoding="utf-8"))
 H100 = ["--model", "gpt-oss-20b", "--gpu", "h100_sxm"]  # system_seen: H100 rows are in the dev CSV
 KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
 

@@ -6,7 +6,7 @@ The shares within ±20 % asserted below are floors one row under what this model
 last updated (19 of 23 cross-validated, 23 of 23 in-sample on 2026-11-30; docs/plan.md has the table and why the
 rest miss), leaving one row of room for refits of the step model. The gains move with the
 perfmodel: after a refit, rerun bench/bench_speculative.py (it refits the two host costs, rewrites
-perfmodel/data/spec_host.toml and the table) and update the floors to what it prints."""
+specs/data/spec_host.toml and the table) and update the floors to what it prints."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servescope.perfmodel import Scenario
-from servescope.perfmodel.spec_fit import fit_report
-from servescope.perfmodel.spec_pairs import (
+from servescope.validation.spec_fit import fit_report
+from servescope.validation.spec_pairs import (
     TOLERANCE,
     all_terms,
     evaluate,
@@ -97,12 +97,12 @@ def test_predicted_vs_measured_share_within_twenty_percent() -> None:
 
 
 def test_the_shipped_host_costs_are_this_fit() -> None:
-    """perfmodel/data/spec_host.toml holds a fit of fit_report on the CSV (bench/bench_speculative.py wrote it):
+    """specs/data/spec_host.toml holds a fit of fit_report on the CSV (bench/bench_speculative.py wrote it):
     within a factor of two of a refit on today's step model (a refit of the perfmodel's efficiencies moves it by
     tens of percent; a stale placeholder or a hand-edited value would be further off), inside its bounds and not
     at one; its error quantiles are out-of-fold ones of that fit and bracket 1."""
-    from servescope.perfmodel.spec_fit import BOUNDS
     from servescope.perfmodel.speculative import load_host_costs, spec_error
+    from servescope.validation.spec_fit import BOUNDS
 
     rep, shipped = fit_report(PAIRS), load_host_costs()
     for name, (lo, hi) in BOUNDS.items():
@@ -116,7 +116,7 @@ def test_the_shipped_host_costs_are_this_fit() -> None:
 
 def test_a_fold_never_sees_its_own_source() -> None:
     """Leave one source out: changing every measured gain of one source leaves that fold's fit unchanged."""
-    from servescope.perfmodel.spec_fit import fit_host
+    from servescope.validation.spec_fit import fit_host
 
     terms = all_terms(PAIRS)
     scored = [p for p in PAIRS if p.kind != "anchor"]
@@ -286,9 +286,9 @@ def test_the_planner_prices_speculation_like_the_table() -> None:
 def test_the_fit_recovers_host_costs_that_generated_the_gains() -> None:
     """Synthetic rows whose 'measured' gains are the model's under known host costs (per sequence 120 µs, per
     drafter forward 0.6 ms): the fit returns those costs (to its grid's resolution) and every row within 1 %."""
-    from servescope.perfmodel.spec_fit import fit_host
-    from servescope.perfmodel.spec_pairs import PairTerms, SpecPair, Terms, predict
     from servescope.perfmodel.speculative import HostCosts
+    from servescope.validation.spec_fit import fit_host
+    from servescope.validation.spec_pairs import PairTerms, SpecPair, Terms, predict
 
     truth = HostCosts(120e-6, 0.6e-3)
     base = PAIRS[0]

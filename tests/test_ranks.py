@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from independent import gpu_events, raw_events, union_us
-from servescope.analysis import analyze_trace
+from servescope.analysis.analyze import analyze_trace
+from servescope.analysis.ranks import analyze_rank_files, cross_rank_view, group_warnings
 from servescope.cli import main
 from servescope.errors import TraceNotFound
-from servescope.ranks import analyze_rank_files, cross_rank_view, group_warnings
 
 SAMPLED = Path(__file__).parent / "data" / "traces" / "hta" / "trace_filter"
 RANK0, RANK1 = SAMPLED / "sampled_rank-0.json.gz", SAMPLED / "sampled_rank-1.json.gz"

@@ -1,4 +1,4 @@
-"""Rank-folder worker processes (servescope.rank_workers): forked when started before Polars is imported (the CLI),
+"""Rank-folder worker processes (servescope.analysis.rank_workers): forked when started before Polars is imported (the CLI),
 spawned otherwise, and either way exactly the in-process answer.
 
 The fork path cannot run inside pytest's own process (Polars is imported there, so `fork_is_safe()` is False and
@@ -16,14 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servescope.rank_workers import (
-    FRONTEND_MARK,
-    TRACE_SUFFIXES,
-    RankPool,
-    fork_is_safe,
-    parallel_workers,
-)
-from servescope.trace import _files
+from servescope.analysis.rank_workers import RankPool, folder_files, fork_is_safe, parallel_workers
+from servescope.trace.folder import list_trace_files
 
 SAMPLED = Path(__file__).parent / "data" / "traces" / "hta" / "trace_filter"
 RANK0, RANK1 = SAMPLED / "sampled_rank-0.json.gz", SAMPLED / "sampled_rank-1.json.gz"
@@ -37,9 +31,18 @@ def _folder(tmp_path: Path) -> Path:
     return folder
 
 
-def test_suffixes_match_the_loader() -> None:
-    assert TRACE_SUFFIXES == _files.TRACE_SUFFIXES
-    assert FRONTEND_MARK == _files.FRONTEND_MARK
+def test_early_start_lists_the_loaders_files(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "x.async_llm.1.pt.trace.json.gz").write_bytes(RANK0.read_bytes())
+    (folder / "notes.txt").write_text("not a trace")
+    assert sorted(folder_files(folder)) == list_trace_files(folder)[0]
+
+
+def test_the_rank_rule_imports_no_polars() -> None:
+    code = "import sys, servescope.analysis.rank_workers, servescope.trace.folder, servescope.trace.types; " \
+           "print('polars' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_spawns_once_polars_is_imported() -> None:
@@ -61,10 +64,10 @@ FORKED = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     import servescope.cli  # what `servescope trace` has imported when it starts the workers
-    from servescope.rank_workers import start_for_folder
+    from servescope.analysis.rank_workers import start_for_folder
     folder = Path(sys.argv[1])
     pool = start_for_folder(folder, 2, None)
-    from servescope.analysis import analyze_trace
+    from servescope.analysis.analyze import analyze_trace
     with pool:
         forked = analyze_trace(folder, workers=pool)
     print(json.dumps({"start_method": pool.start_method, "equal": forked == analyze_trace(folder, workers=1),

@@ -1,4 +1,4 @@
-"""servescope._series: NumPy arrays become Series with the same values and dtype as Polars' own NumPy path, and a
+"""servescope.analysis._series: NumPy arrays become Series with the same values and dtype as Polars' own NumPy path, and a
 trace analysis never imports numpy.ma (the 35-60 ms the helper exists to save)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from servescope._series import series
+from servescope.analysis._series import series
 
 
 @settings(max_examples=80, deadline=None)
@@ -37,7 +37,7 @@ def test_strided_and_narrow_arrays() -> None:
 
 
 def test_trace_analysis_does_not_import_numpy_ma() -> None:
-    code = ("import sys; from servescope.analysis import analyze_trace, example_trace; "
+    code = ("import sys; from servescope.analysis.analyze import analyze_trace, example_trace; "
             "analyze_trace(example_trace()); print('numpy.ma' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

@@ -13,7 +13,7 @@ from servescope.perfmodel.graphs import GIB, lockstep_waves, prefill_tokens_per_
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays, ttft_s, wave_wait
 from servescope.perfmodel.step import step_parts
-from servescope.perfmodel.validate import Row, _concurrency, below_floor
+from servescope.validation.validate import Row, _concurrency, below_floor
 
 
 def brute_wave_wait(n: int, k: int) -> float:

@@ -12,15 +12,15 @@ from click.testing import CliRunner
 from servescope.cli import main
 from servescope.errors import ScenarioError
 from servescope.perfmodel import Scenario, decode_step
-from servescope.perfmodel.simulate import (
+from servescope.perfmodel.step import step_arrays
+from servescope.simulate import (
     Arrival,
     engine_defaults,
     engine_for,
-    read_lengths,
     simulate,
 )
-from servescope.perfmodel.simulate.stepcost import StepCost
-from servescope.perfmodel.step import step_arrays
+from servescope.simulate.stepcost import StepCost
+from servescope.validation.benchio import read_lengths
 
 SMALL = dict(model="llama-3.1-8b", gpu="h100_sxm", tp=1, isl=256, osl=64)
 CLI_SMALL = ["--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--isl", "256", "--osl", "64"]
@@ -167,7 +167,7 @@ def test_model_simulate_adds_percentiles() -> None:
 
 
 def test_sweep_front() -> None:
-    from servescope.perfmodel.simulate.sweep import SweepPoint, layouts, pareto
+    from servescope.planner.sweep import SweepPoint, layouts, pareto
 
     assert {(x.tp, x.dp) for x in layouts(4, moe=False)} == {(1, 4), (2, 2), (4, 1)}
     assert len(layouts(4, moe=True)) == 6
@@ -187,7 +187,7 @@ def test_sweep_front() -> None:
 
 
 def test_validate_simulate_rows() -> None:
-    from servescope.perfmodel.simulate.validation import simulate_rows
+    from servescope.validation.simulate_rows import simulate_rows
 
     csv = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
     res = simulate_rows(csv, stride=600)

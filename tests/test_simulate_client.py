@@ -12,9 +12,9 @@ from servescope.perfmodel.memory import (
     usable_bytes_per_gpu,
     weights_bytes_per_gpu,
 )
-from servescope.perfmodel.simulate import engine_defaults, engine_for, simulate
-from servescope.perfmodel.simulate.loop import kv_blocks
-from servescope.perfmodel.simulate.validation import _wave_mean, simulate_row
+from servescope.simulate import engine_defaults, engine_for, simulate
+from servescope.simulate.loop import kv_blocks
+from servescope.validation.simulate_rows import _wave_mean, simulate_row
 
 SMALL = dict(model="llama-3.1-8b", gpu="h100_sxm", tp=1, isl=256, osl=64)
 

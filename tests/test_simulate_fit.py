@@ -10,7 +10,7 @@ import pytest
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import global_efficiency
-from servescope.perfmodel.simulate.fit import (
+from servescope.validation.simulate_fit import (
     PE_FINE,
     PE_GRID,
     SETUP_FINE,
@@ -21,8 +21,8 @@ from servescope.perfmodel.simulate.fit import (
     stratified_rows,
     surrogate_ttft_s,
 )
-from servescope.perfmodel.simulate.validation import simulate_row
-from servescope.perfmodel.validate import Row, read_rows
+from servescope.validation.simulate_rows import simulate_row
+from servescope.validation.validate import Row, read_rows
 
 DEV = Path(__file__).parent / "data/validation/measured_serving_dev.csv"
 
@@ -134,7 +134,7 @@ def test_tpot_term_pulls_prefill_eff_toward_the_measured_tpot() -> None:
 
 
 def test_fit_per_token_setup_recovers_a_setup_growing_with_the_prompt() -> None:
-    from servescope.perfmodel.simulate.fit import PER_TOKEN_FINE
+    from servescope.validation.simulate_fit import PER_TOKEN_FINE
 
     a = np.array([0.5, 1.0, 2.0, 0.7, 1.5, 3.0])
     isl = np.array([1024, 8192, 1024, 8192, 4096, 2048], dtype=float)

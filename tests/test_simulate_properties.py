@@ -10,9 +10,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from servescope.perfmodel import Scenario, decode_step
-from servescope.perfmodel.simulate import build_workload, draw_lengths, engine_for, simulate
-from servescope.perfmodel.simulate.loop import simulate_raw
-from servescope.perfmodel.simulate.workload import Arrival
+from servescope.simulate import build_workload, draw_lengths, engine_for, simulate
+from servescope.simulate.loop import simulate_raw
+from servescope.simulate.workload import Arrival
 
 BASE = Scenario.build(model="llama-3.1-8b", gpu="h100_sxm", tp=1, isl=256, osl=64)
 MOE = Scenario.build(model="qwen3-30b-a3b", gpu="h100_sxm", tp=2, isl=256, osl=64)

@@ -10,9 +10,9 @@ from dataclasses import replace
 import pytest
 
 from independent import DATA, gpu_events, raw_events
-from servescope.analysis import analyze_trace
-from servescope.breakdown import TraceBreakdown
-from servescope.findings import STEP_GAP_SHARE_LOW, step_gaps
+from servescope.analysis.analyze import analyze_trace
+from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.findings import STEP_GAP_SHARE_LOW, step_gaps
 
 TB = DATA / "traces" / "kineto" / "tb_plugin_samples" / "worker0.1623143089861.pt.trace.json.gz"
 

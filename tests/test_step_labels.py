@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from servescope.steps import StepLabel, parse_step_label
+from servescope.analysis.steps import StepLabel, parse_step_label
 
 
 @pytest.mark.parametrize(

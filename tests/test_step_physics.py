@@ -204,7 +204,7 @@ def test_indexer_kernels_are_counted_per_dsa_layer() -> None:
     n, dense = c["num_hidden_layers"], c["first_k_dense_replace"]
     moe = n - dense
     shared = 1 if c["n_shared_experts"] else 0
-    k = kernel_counts()  # kernels per layer part counted in traces (perfmodel/data/kernel_counts.toml)
+    k = kernel_counts()  # kernels per layer part counted in traces (specs/data/kernel_counts.toml)
     mla = k["attention"] + k["mla_extra"]  # GLM-5 and DeepSeek-V3 attention is MLA
     want = round(k["step"] + mla * n + k["dense_mlp"] * dense + (k["moe"] + k["shared_expert"] * shared) * moe)
     want += 9 * n  # + 9 indexer kernels per layer

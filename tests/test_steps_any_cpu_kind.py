@@ -11,8 +11,8 @@ import bisect
 import polars as pl
 
 from independent import DATA, gpu_events, raw_events
-from servescope.classify import classify
-from servescope.steps import find_steps
+from servescope.analysis.classify import classify
+from servescope.analysis.steps import find_steps
 from servescope.trace import load_trace
 
 OLD_2021 = DATA / "traces" / "kineto" / "tb_plugin_samples" / "worker0.1623143089861.pt.trace.json.gz"

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from independent import DATA
-from servescope.breakdown import breakdown
-from servescope.steps import find_steps, parse_step_label
+from servescope.analysis.breakdown import breakdown
+from servescope.analysis.steps import find_steps, parse_step_label
 from servescope.trace import load_trace
 from test_steps_synthetic import frame
 

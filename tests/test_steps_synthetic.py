@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from servescope.steps import find_steps
+from servescope.analysis.steps import find_steps
 
 SCHEMA = {
     "kind": pl.Utf8, "name": pl.Utf8, "ts_us": pl.Float64, "dur_us": pl.Float64, "pid": pl.Utf8, "tid": pl.Utf8,

@@ -19,7 +19,7 @@ from rich.table import Table
 
 import servescope.cli._app as app
 import servescope.report.fit as fit
-from servescope.analysis import example_trace
+from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 
 DATA = Path(__file__).parent / "data/traces"

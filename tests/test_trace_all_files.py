@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from independent import DATA
-from servescope.analysis import analyze_trace
+from servescope.analysis.analyze import analyze_trace
 from servescope.errors import ServescopeError
 
 FILES = sorted(

@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from independent import DATA, gpu_events, raw_events, union_us
-from servescope.analysis import analyze_trace
+from servescope.analysis.analyze import analyze_trace
 
 TRACES = DATA / "traces"
 B200 = TRACES / "tracelens" / "b200" / "eager_trace.json.gz"

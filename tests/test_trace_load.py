@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from servescope.errors import EmptyTrace, NotATrace, ServescopeError, TraceNotFound
 from servescope.trace import DeviceInfo, Trace, load_trace, load_traces
-from servescope.trace._files import rank_from_name
+from servescope.trace.folder import rank_from_name
 
 TRACES = Path(__file__).parent / "data" / "traces"
 B200 = TRACES / "tracelens/b200/eager_trace.json.gz"
@@ -806,5 +806,5 @@ def test_streaming_and_exact_paths_agree(path: Path) -> None:
     exact = _read.decode(path, _read.read_bytes(path, w_exact), w_exact, try_fast=False)
     assert fast is not None
     assert (fast.top, fast.n_events, w_fast) == (exact.top, exact.n_events, w_exact)
-    a = _frame.finish_events(fast.parts, {}, fast.lost, [])
-    assert a.equals(_frame.finish_events(exact.parts, {}, exact.lost, []))
+    a = _frame.finish_events(fast.parts, {}, fast.lost, [])[0]
+    assert a.equals(_frame.finish_events(exact.parts, {}, exact.lost, [])[0])

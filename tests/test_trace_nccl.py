@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from independent import DATA, gpu_events, raw_events
-from servescope.analysis import analyze_trace
+from servescope.analysis.analyze import analyze_trace
 
 HTA = DATA / "traces" / "hta"
 NCCL = HTA / "nccl_parser_config" / "nccl_data.json.gz"

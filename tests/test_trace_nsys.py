@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from independent import DATA
-from servescope.analysis import analyze_trace
-from servescope.breakdown import breakdown
+from servescope.analysis.analyze import analyze_trace
+from servescope.analysis.breakdown import breakdown
 from servescope.cli import main
 from servescope.errors import NotATrace, ServescopeError
 from servescope.trace import load_trace, load_traces
@@ -194,7 +194,9 @@ def test_trace_command_text_and_json(path: Path) -> None:
 def test_before_after_pair_loads_and_the_input_is_untouched() -> None:
     for path in PAIR:
         before = (path.read_bytes(), path.stat().st_mtime_ns)
-        (trace,) = load_traces(path)
+        (trace,) = [load_trace(path)]
+        ranks = load_traces(path)  # one Trace per GPU process, as the analysis sees the export
+        assert len(ranks) == 2 and sorted(t.rank for t in ranks) == [0, 1]  # two GPU processes, by device id
         assert trace.metadata["format"] == "nsys-sqlite" and trace.metadata["nsys_version"] == "2026.2.1.210"
         assert (path.read_bytes(), path.stat().st_mtime_ns) == before
         assert not list(path.parent.glob(f"{path.name}-*"))  # no -journal / -wal / -shm

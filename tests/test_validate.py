@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from servescope.errors import BadConfig
-from servescope.perfmodel.validate import layout, read_rows, validate_csv
 from servescope.report.validate_doc import validate_document
+from servescope.validation.validate import layout, read_rows, validate_csv
 
 DEV = Path(__file__).parent / "data" / "validation" / "measured_serving_dev.csv"
 TPOT_BOUND = 0.21  # in-sample, achieved 0.200 with one global fit (docs/model.md §Validation)
@@ -73,7 +73,7 @@ def test_bad_csv(tmp_path) -> None:  # type: ignore[no-untyped-def]
         read_rows(tmp_path / "nope.csv")
 
 
-RANGES = Path(__file__).parents[1] / "src" / "servescope" / "perfmodel" / "data" / "ranges.json"
+RANGES = Path(__file__).parents[1] / "src" / "servescope" / "specs" / "data" / "ranges.json"
 
 
 def test_rows_carry_80pct_ranges_and_the_document_their_coverage(result) -> None:  # type: ignore[no-untyped-def]

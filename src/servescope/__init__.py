@@ -19,12 +19,12 @@ from servescope.errors import ServescopeError
 __version__ = "0.1.0"
 
 _LAZY = {
-    "analyze_trace": "servescope.analysis",
-    "TraceAnalysis": "servescope.analysis",
+    "analyze_trace": "servescope.analysis.analyze",
+    "TraceAnalysis": "servescope.analysis.analyze",
     "load_trace": "servescope.trace",
     "load_traces": "servescope.trace",
     "Trace": "servescope.trace",
-    "classify_name": "servescope.classify",
+    "classify_name": "servescope.analysis.classify",
     "load_gpu": "servescope.specs.hardware",
     "load_model": "servescope.specs.models",
     "Scenario": "servescope.perfmodel",

@@ -16,7 +16,7 @@ one knob per kernel class so that the model's class time equals the measured one
              cpu_overhead_s (per-sequence part 0) unless the engine overlaps scheduling with the GPU
 Each knob is solved by bisection in log space (a class's time is monotone in its knob); of the knobs that reach
 the measurement, the one that moves least from its prior value wins (the most plausible cause); efficiencies stay in
-[0.005, 1.5]. Measured class times are interval unions per device (servescope.breakdown), divided by the number of
+[0.005, 1.5]. Measured class times are interval unions per device (servescope.analysis.breakdown), divided by the number of
 devices in the step.
 Honesty: k knobs fitted to k measured numbers reproduce them by construction, so the fit's own residual says
 nothing about error. With two or more steps the knobs fit the sums and each step's residual is an out-of-fit check:
@@ -38,7 +38,7 @@ import math
 from dataclasses import dataclass, field, replace
 from statistics import median
 
-from servescope.breakdown import StepBreakdown, TraceBreakdown, gaps_after_steps_us
+from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown, gaps_after_steps_us
 from servescope.calibrate.fit import (
     CLASSES,
     EFF_RANGE,

@@ -21,7 +21,7 @@ def diff_command(before: Path, after: Path, out: Output, kind: str | None, top_n
     """What changed per step between two traces (files or rank folders), per step kind, class, collective and
     kernel, and whether each change is larger than the step-to-step variation of each side. CSV: one row per
     kind × class, collective and kernel."""
-    from servescope.diff import diff_traces
+    from servescope.analysis.diff import diff_traces
     from servescope.report.diff_doc import diff_document
     from servescope.report.diff_text import render_diff
 

@@ -103,13 +103,13 @@ def specs_show(name: str, out: Output) -> None:
 @one_line_errors
 def validate(csv: Path, cv: bool, with_sim: bool, stride: int, out: Output) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
-    from servescope.perfmodel.crossval import validate_cv
-    from servescope.perfmodel.validate import validate_csv
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
+    from servescope.validation.crossval import validate_cv
+    from servescope.validation.validate import validate_csv
 
-    if with_sim:  # simulate_cmd's path (perfmodel/simulate/validation.py); the same document and renderer
-        from servescope.perfmodel.simulate.validation import simulate_rows
+    if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
+        from servescope.validation.simulate_rows import simulate_rows
 
         document = validate_document(simulate_rows(csv, stride=max(stride, 1)))
     elif cv:

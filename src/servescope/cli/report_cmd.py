@@ -30,7 +30,7 @@ def report_command(path: Path, kind: str | None, objective: str, concurrency: in
     """One self-contained HTML page of a trace: findings, time by class per step kind, a step's timeline,
     collectives, low-occupancy kernels; with --model and --gpu also measured vs modelled, the plan and the
     latency–throughput curve. Default output: HTML (use -o report.html)."""
-    from servescope.overview import overview
+    from servescope.advise import overview
     from servescope.report.overview_doc import overview_document
 
     if (kw["model_name"] is None) != (kw["gpu"] is None):

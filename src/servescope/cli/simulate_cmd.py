@@ -69,8 +69,9 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
              max_model_len: int | None, kv_cache_tokens: int | None, seed: int, compare_file: Path | None,
              out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
-    from servescope.perfmodel.simulate import engine_for, read_lengths
-    from servescope.perfmodel.simulate import simulate as run_simulation
+    from servescope.simulate import engine_for
+    from servescope.simulate import simulate as run_simulation
+    from servescope.validation.benchio import read_lengths
 
     sc = _scenario(kw)
     given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
@@ -96,7 +97,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
 
 
 def _sidecar(bench: Path) -> dict[str, int | None]:
-    from servescope.perfmodel.benchfile import read_server_settings, sidecar_path
+    from servescope.validation.benchfile import read_server_settings, sidecar_path
 
     side = sidecar_path(bench)
     return dict(read_server_settings(side)) if side.is_file() else {}
@@ -104,12 +105,12 @@ def _sidecar(bench: Path) -> dict[str, int | None]:
 
 def _compare(sc: Any, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
              out: Output) -> None:
-    from servescope.benchio import read_bench
-    from servescope.perfmodel.benchfile import bench_workload, compare
-    from servescope.perfmodel.simulate import simulate_workload
-    from servescope.perfmodel.simulate.metrics import flat_metrics
     from servescope.report.simulate_doc import compare_document
     from servescope.report.simulate_text import render_compare
+    from servescope.simulate import simulate_workload
+    from servescope.simulate.metrics import flat_metrics
+    from servescope.validation.benchfile import bench_workload, compare
+    from servescope.validation.benchio import read_bench
 
     pairs = []
     for run in read_bench(path):
@@ -132,7 +133,7 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
     """Concurrency × TP/EP/DP layouts of the same GPUs (closed form): the Pareto front of tok/s per GPU
     against tok/s per user."""
     from servescope.cli._app import _int_list
-    from servescope.perfmodel.simulate.sweep import sweep as run_sweep
+    from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.simulate_doc import sweep_document
     from servescope.report.simulate_text import render_sweep
 
@@ -149,8 +150,8 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
 
 def add_simulated(doc: dict[str, Any], sc: Any, concurrency: list[int]) -> None:
     """`model --simulate`: one closed-loop simulation per concurrency; its fields join each model/1 point."""
-    from servescope.perfmodel.simulate import simulate_points
     from servescope.report.simulate_doc import model_sim_fields
+    from servescope.simulate import simulate_points
 
     for point, res in zip(doc["points"], simulate_points(sc, concurrency), strict=True):
         point.update(model_sim_fields(res))

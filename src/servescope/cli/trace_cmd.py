@@ -33,13 +33,13 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
           ray_address: str | None) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
-    from servescope.rank_workers import start_for_folder
+    from servescope.analysis.rank_workers import start_for_folder
 
     if path is None and ray_address is not None and Path(ray_address).exists():  # `--ray FOLDER`: bare --ray
         path, ray_address = Path(ray_address), "local"
     # A rank folder's worker processes start here, before Polars is imported, so that they fork (rank_workers).
     with start_for_folder(path, workers, ray_address) or nullcontext() as pool:
-        from servescope.analysis import analyze_trace, example_trace
+        from servescope.analysis.analyze import analyze_trace, example_trace
 
         analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n,
                                  workers=workers if pool is None else pool, ray_address=ray_address)

@@ -2,7 +2,7 @@
 
 Public API (docs/model.md): Scenario, Efficiency, decode_step, prefill_step, StepPrediction, CollectiveCost,
 predict, ServingPoint, plus memory helpers (documents: servescope.report.model_doc). Validation against measured serving results lives in
-`servescope.perfmodel.validate`; the efficiency fit in `servescope.perfmodel.fit`.
+`servescope.validation.validate`; the efficiency fit in `servescope.validation.fit`.
 """
 
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from servescope.errors import BadConfig
-from servescope.perfmodel._data import read_toml
+from servescope.specs import tables
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ _FLOAT_FIELDS = {f.name for f in fields(Efficiency) if f.name != "source"}
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    return read_toml("data", "efficiency.toml")
+    return tables.efficiency()
 
 
 def _apply(eff: Efficiency, section: Any, where: str) -> Efficiency:
@@ -67,7 +67,7 @@ def _apply(eff: Efficiency, section: Any, where: str) -> Efficiency:
     bad = [k for k in section if k not in _FLOAT_FIELDS and not isinstance(section[k], dict)
            and k not in ("note", "fitted", "rows", "objective", "mape")]
     if bad:
-        raise BadConfig(f"perfmodel/data/efficiency.toml [{where}]: unknown keys {', '.join(bad)}")
+        raise BadConfig(f"specs/data/efficiency.toml [{where}]: unknown keys {', '.join(bad)}")
     return replace(eff, **vals, source=f"efficiency.toml [{where}]") if vals else eff  # type: ignore[arg-type]
 
 
@@ -76,11 +76,11 @@ def measured_kernel_overhead_s() -> float:
     """Per-kernel cost of a decode step replayed in a CUDA graph (launch gap + the small kernels no roofline term
     prices), measured on vLLM's FULL-graph decode trace (data/engine_overheads.toml [vllm.graph]); the other
     engines replay graphs the same way and take the same number (transferred, no trace of theirs is bundled)."""
-    doc = read_toml("data", "engine_overheads.toml")
+    doc = tables.engine_overheads()
     try:
         return float(doc["vllm"]["graph"]["per_kernel_us"]) * 1e-6
     except (KeyError, TypeError, ValueError) as e:
-        raise BadConfig(f"perfmodel/data/engine_overheads.toml: {e}") from None
+        raise BadConfig(f"specs/data/engine_overheads.toml: {e}") from None
 
 
 def unfitted_start() -> Efficiency:

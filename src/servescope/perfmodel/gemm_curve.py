@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from servescope.errors import BadConfig
-from servescope.perfmodel._data import read_toml
+from servescope.specs import tables
 from servescope.specs.hardware import GpuSpec
 
 
@@ -51,7 +51,7 @@ class GemmCurve:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    return read_toml("data", "gemm_efficiency.toml")
+    return tables.gemm_efficiency()
 
 
 def _measured(name: str) -> GemmCurve | None:
@@ -60,7 +60,7 @@ def _measured(name: str) -> GemmCurve | None:
     if not isinstance(sec, dict) or any(k not in sec for k in need):
         return None
     if not float(sec["mem_m_max"]) < float(sec["comp_m_min"]):
-        raise BadConfig(f"perfmodel/data/gemm_efficiency.toml [{name}]: mem_m_max must be below comp_m_min")
+        raise BadConfig(f"specs/data/gemm_efficiency.toml [{name}]: mem_m_max must be below comp_m_min")
     return GemmCurve(name, float(sec["mem_ratio"]), float(sec["mem_m_max"]), float(sec["comp_ratio"]),
                      float(sec["comp_m_min"]), int(sec.get("mem_kernels", 0)) + int(sec.get("comp_kernels", 0)),
                      str(sec.get("source", "")))

@@ -1,11 +1,11 @@
 """CUDA-graph capture sizes per engine: which decode batches replay a graph, padded to which size.
 
-What it does: reads the engine defaults in `perfmodel/data/engines.toml` (each with its source): the prompt tokens
+What it does: reads the engine defaults in `specs/data/engines.toml` (each with its source): the prompt tokens
 one prefill step takes and whether waves of requests stay in lock-step (serving.py TTFT), whether the scheduler
 overlaps the CPU work of the next step with the GPU work of this one (step.py), and, for a
 decode step of `t` tokens per rank, returns whether it replays a captured graph (t ≤ the largest captured size)
 and the size it runs at (the next captured size ≥ t; eager steps run at t). Prefill chunks run eagerly here.
-What it does not: model piecewise graphs of mixed batches (perfmodel/simulate does), or time anything.
+What it does not: model piecewise graphs of mixed batches (simulate/ does), or time anything.
 """
 
 from __future__ import annotations
@@ -15,15 +15,13 @@ from functools import lru_cache
 import numpy as np
 
 from servescope.errors import BadConfig
-from servescope.perfmodel._data import read_toml
-
-_DATA = ("data", "engines.toml")
+from servescope.specs import tables
 
 
 @lru_cache(maxsize=1)
 def engine_table() -> dict[str, dict[str, object]]:
     """The parsed data/engines.toml: one section per backend (graph sizes and measured overheads, with sources)."""
-    doc = read_toml(*_DATA)
+    doc = tables.engine_graphs()
     return {k: v for k, v in doc.items() if isinstance(v, dict)}
 
 
@@ -34,7 +32,7 @@ def parse_sizes(text: str) -> tuple[int, ...]:
         try:
             nums = [int(p) for p in item.split(":")]
         except ValueError:
-            raise BadConfig(f"perfmodel/data/engines.toml: bad capture size {item!r}") from None
+            raise BadConfig(f"specs/data/engines.toml: bad capture size {item!r}") from None
         out.extend(range(*nums) if len(nums) == 3 else nums)
     return tuple(sorted(set(out)))
 
@@ -44,7 +42,7 @@ def capture_sizes(backend: str) -> np.ndarray:
     """Captured decode batch sizes (tokens per rank) of an engine's default configuration, ascending."""
     sec = engine_table().get(backend)
     if sec is None or "cuda_graph_sizes" not in sec:
-        raise BadConfig(f"perfmodel/data/engines.toml: no cuda_graph_sizes for backend {backend!r}")
+        raise BadConfig(f"specs/data/engines.toml: no cuda_graph_sizes for backend {backend!r}")
     return np.asarray(parse_sizes(str(sec["cuda_graph_sizes"])), dtype=float)
 
 
@@ -72,7 +70,7 @@ def prefill_tokens_per_step(backend: str, hbm_bytes: float) -> int:
     try:
         table = [(float(b), int(t)) for b, t in (item.split(":") for item in text.split(","))]
     except ValueError:
-        raise BadConfig(f"perfmodel/data/engines.toml: bad prefill_tokens_per_step {text!r} ({backend})") from None
+        raise BadConfig(f"specs/data/engines.toml: bad prefill_tokens_per_step {text!r} ({backend})") from None
     return next((t for b, t in table if gib < b), table[-1][1])
 
 

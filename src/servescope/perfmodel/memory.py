@@ -8,7 +8,7 @@ Formulas (bytes, per GPU):
               MLA (kv_lora+rope)·kvb (+ index keys for DSA) replicated on every TP rank
   usable    = hbm · gpu_memory_utilization − reserve_bytes − weights
   max_concurrency = dp · floor(usable / KV per seq at isl+osl)
-  engine KV budget (the scheduler simulation, per backend: simulate/engines.toml kv_mem_fraction, kv_mem_of)
+  engine KV budget (the scheduler simulation, per backend: specs/data/scheduler.toml kv_mem_fraction, kv_mem_of)
             "total": hbm · f − reserve_bytes − weights   (vLLM gpu_memory_utilization)
             "free":  f · (hbm − reserve_bytes − weights) (TRT-LLM free_gpu_memory_fraction)
             no f:    usable                               (the generic share above)

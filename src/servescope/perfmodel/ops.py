@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from servescope.errors import BadConfig
-from servescope.perfmodel._data import read_toml
 from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
+from servescope.specs import tables
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
 
@@ -157,13 +157,13 @@ def build_ops(sc: Scenario) -> Ops:
 def kernel_counts() -> dict[str, float]:
     """Kernels per layer part, [model] of data/kernel_counts.toml (bench/measure_kernels_per_layer.py): attention,
     mla_extra, dense_mlp, moe, shared_expert, step."""
-    doc = read_toml("data", "kernel_counts.toml")
+    doc = tables.kernel_counts()
     keys = ("attention", "mla_extra", "dense_mlp", "moe", "shared_expert", "step")
     try:
         sec = doc["model"]
         return {k: float(sec[k]) for k in keys}
     except (KeyError, TypeError, ValueError) as e:
-        raise BadConfig(f"perfmodel/data/kernel_counts.toml [model]: {e}") from None
+        raise BadConfig(f"specs/data/kernel_counts.toml [model]: {e}") from None
 
 
 def kernels_per_step(sc: Scenario) -> int:

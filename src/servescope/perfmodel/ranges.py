@@ -16,14 +16,13 @@ What it does not: compute the quantiles (bench/validation_report.py) or change a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from servescope.errors import BadConfig
 from servescope.perfmodel import gemm_curve, hw
+from servescope.specs import tables
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
@@ -43,16 +42,15 @@ class RangeTable:
 
 @lru_cache(maxsize=1)
 def range_table() -> RangeTable:
-    path = resources.files("servescope.perfmodel").joinpath("data", "ranges.json")
+    doc = tables.error_ranges()
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
         q = {c: {m: (float(v[m][0]), float(v[m][1])) for m in ("tpot", "ttft")} for c, v in doc["cases"].items()}
         gen = q["generation_unseen"]
         q["vendor_unseen"] = {m: (gen[m][0] ** VENDOR_WIDEN, gen[m][1] ** VENDOR_WIDEN) for m in ("tpot", "ttft")}
         return RangeTable(q, frozenset(doc["systems"]), frozenset(doc["generations"]), frozenset(doc["vendors"]),
                           str(doc["source"]))
     except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-        raise BadConfig(f"perfmodel/data/ranges.json: {e}") from None
+        raise BadConfig(f"specs/data/ranges.json: {e}") from None
 
 
 def case_for(system: str, generation: str, vendor: str) -> str:
@@ -81,12 +79,11 @@ def bounds(case: str, metric: str) -> tuple[float, float]:
 
 @lru_cache(maxsize=1)
 def _change_table() -> dict[str, tuple[float, float, int]]:
-    path = resources.files("servescope.perfmodel").joinpath("data", "ranges.json")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8")).get("change_error", {})
+        doc = tables.error_ranges().get("change_error", {})
         return {c: (float(v["tpot"][0]), float(v["tpot"][1]), int(v["pairs"])) for c, v in doc.items()}
     except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-        raise BadConfig(f"perfmodel/data/ranges.json change_error: {e}") from None
+        raise BadConfig(f"specs/data/ranges.json change_error: {e}") from None
 
 
 def change_bounds(case: str) -> tuple[float, float, int] | None:

@@ -39,10 +39,10 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from servescope.errors import BadConfig, ScenarioError
-from servescope.perfmodel._data import read_toml
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import decode_step
 from servescope.specs import quant as q
+from servescope.specs import tables
 from servescope.specs.models import ModelSpec, load_model
 
 METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
@@ -75,7 +75,7 @@ class SpecEngine:
 
 @lru_cache(maxsize=1)
 def _engine_table() -> dict[str, SpecEngine]:
-    doc = read_toml("data", "spec_engines.toml")
+    doc = tables.spec_engines()
     return {name: SpecEngine(name, int(v["graph_max_batch"]), bool(v["draft_loop_graphed"]),
                              bool(v["first_forward_eager"]), int(v["eager_ops_per_draft_step"]),
                              int(v["eager_ops_per_iteration"]), int(v["host_syncs"]), str(v["source"]))
@@ -87,7 +87,7 @@ def spec_engine(name: str) -> SpecEngine:
     older version's (`sglang-0.4`); BadConfig naming the known entries when it has none."""
     table = _engine_table()
     if name not in table:
-        raise BadConfig(f"perfmodel/data/spec_engines.toml: no entry for engine {name!r}; "
+        raise BadConfig(f"specs/data/spec_engines.toml: no entry for engine {name!r}; "
                         f"known: {', '.join(sorted(table))}")
     return table[name]
 
@@ -258,7 +258,7 @@ class SpecError:
 
 
 def _host_doc() -> dict[str, dict[str, float]]:
-    return read_toml("data", "spec_host.toml")
+    return tables.spec_host()
 
 
 def load_host_costs() -> HostCosts:

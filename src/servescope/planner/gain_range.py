@@ -22,7 +22,7 @@ Does: `plan_range(scenario, calibration)` → PlanRange, on one of three bases (
 Assumptions: the same-box pairs behind `change_error` change the parallel layout at a fixed concurrency and
 ISL/OSL; other tracks (speculation, quantization, graphs) are assumed to be predicted no worse than that. For the
 throughput objective the TPOT-ratio error is applied to the tokens/s ratio (tok/s = batch / TPOT).
-Does not: compute the quantiles (bench/validation_report.py writes them to perfmodel/data/ranges.json).
+Does not: compute the quantiles (bench/validation_report.py writes them to specs/data/ranges.json).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The `servescope.diff/1` JSON document of a TraceDiff, and its CSV rows. Presentation only: values are copied
-from servescope.diff and rounded; nothing is computed here.
+from servescope.analysis.diff and rounded; nothing is computed here.
 
 Keys, exactly: schema, kinds [{kind, steps_before, steps_after,
   classes {class: {before_us, after_us, ratio, significant}},
@@ -9,7 +9,7 @@ Keys, exactly: schema, kinds [{kind, steps_before, steps_after,
 Times are per step (µs; mean over the kind's steps), calls are per step, `*_median_us` is the per-call latency;
 a side with no step of the kind has null values, and a side with no call a null `*_median_us`;
 `ratio` = after / before (null when before is 0): of the time per step for classes and kernels, of the per-call
-latency for collectives. `significant` is true/false by the test in servescope.diff, null = cannot tell (fewer
+latency for collectives. `significant` is true/false by the test in servescope.analysis.diff, null = cannot tell (fewer
 than 2 steps on a side); the test: |Δ median per step| > 3·(MAD before + MAD after).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: report/csv_tables imports diff_csv_rows without the trace pipeline
-    from servescope.diff import Change, KernelDiff, KindDiff, TraceDiff
+    from servescope.analysis.diff import Change, KernelDiff, KindDiff, TraceDiff
 
 SCHEMA = "servescope.diff/1"
 CSV_COLUMNS = ("kind", "steps_before", "steps_after", "section", "name", "class", "before_us", "after_us",

@@ -1,7 +1,7 @@
 """Terminal report for `servescope diff` (Rich tables, readable at 80 columns). Presentation only.
 
 Per step kind: GPU busy and span per step, then tables per class, per collective and the kernels that moved most.
-Columns: before and after per step, ratio after/before, and the verdict of the test in servescope.diff:
+Columns: before and after per step, ratio after/before, and the verdict of the test in servescope.analysis.diff:
 "yes" (larger than step-to-step variation), "no" (within it), "?" (cannot tell: fewer than 2 steps on a side).
 Kernel names are shortened (report.trace_text.short_name); distinct kernels with the same short name get #2, #3….
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from servescope.diff import Change, KindDiff, TraceDiff
+from servescope.analysis.diff import Change, KindDiff, TraceDiff
 from servescope.report.trace_text import short_name
 
 VERDICT = {True: "yes", False: "no", None: "?"}

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servescope.overview import Overview
+from servescope.advise import Overview
+from servescope.analysis.timeline import StepTimeline
 from servescope.planner.curves import Curve
 from servescope.report.plan_doc import plan_document
 from servescope.report.trace_json import trace_document
 from servescope.report.trace_text import short_name
-from servescope.timeline import StepTimeline
 from servescope.units import s_to_ms
 
 SCHEMA = "servescope.report/1"

@@ -24,13 +24,13 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from servescope.classify import classify
+from servescope.analysis.classify import classify
+from servescope.analysis.steps import find_steps
 from servescope.errors import NotATrace, OutputError
 from servescope.report.atomic import atomic_binary
-from servescope.steps import find_steps
-from servescope.trace import load_trace
 from servescope.trace._nsys_read import is_sqlite
 from servescope.trace._read import read_bytes
+from servescope.trace.load import load_trace
 
 STEPS_PID = 10_000_001  # > 2**22 (Linux pid_max): no Kineto CPU pid or GPU ordinal uses it
 CLASSES_PID = 10_000_002
@@ -186,7 +186,7 @@ def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
     n_original = _check_intact(path, buf, read_warnings)
     trace = load_trace(path)
     table = find_steps(classify(trace.events))
-    scale = 1e3 if any(w.startswith("timestamps are in ns") for w in trace.warnings) else 1.0
+    scale = 1e3 if trace.source_time_unit == "ns" else 1.0  # write back in the file's own unit
     step_events = _step_events(table.steps, scale)
     class_events, n_tracks = _class_events(table.gpu_events, scale)
     added = step_events + class_events

@@ -1,11 +1,11 @@
 """The `cross_rank` section of the `servescope.trace/1` JSON document (null for a single rank). Presentation
-only: fields copied from `servescope.ranks.CrossRankView` and rounded."""
+only: fields copied from `servescope.analysis.ranks.CrossRankView` and rounded."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from servescope.ranks import CrossRankView
+from servescope.analysis.ranks import CrossRankView
 
 
 def _r(x: float, nd: int = 3) -> float:

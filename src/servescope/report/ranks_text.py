@@ -1,5 +1,5 @@
 """Terminal view of a rank folder (Rich tables): the compact cross-rank comparison shown instead of one full
-report per rank. Presentation only: every number comes from `servescope.ranks.CrossRankView`; shares name their
+report per rank. Presentation only: every number comes from `servescope.analysis.ranks.CrossRankView`; shares name their
 denominator. Findings that several ranks share are printed once with the ranks they hold on.
 """
 
@@ -12,8 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from servescope.findings import Finding
-from servescope.ranks import CrossRankView
+from servescope.analysis.findings import Finding
+from servescope.analysis.ranks import CrossRankView
 
 MAX_STEP_ROWS = 20
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servescope.perfmodel.benchfile import BenchRun, MetricComparison
-from servescope.perfmodel.simulate import SimResult, Stats
-from servescope.perfmodel.simulate.sweep import Sweep
+from servescope.planner.sweep import Sweep
+from servescope.simulate import SimResult, Stats
 from servescope.units import MS_PER_S
+from servescope.validation.benchfile import BenchRun, MetricComparison
 
 SCHEMA = "servescope.simulate/1"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from servescope.analysis import TraceAnalysis
-from servescope.breakdown import CollectiveStats, KernelStats, KindSummary, StepBreakdown
-from servescope.findings import Finding
+from servescope.analysis.analyze import TraceAnalysis
+from servescope.analysis.breakdown import CollectiveStats, KernelStats, KindSummary, StepBreakdown
+from servescope.analysis.findings import Finding
 from servescope.report.ranks_json import cross_rank_document
 
 SCHEMA = "servescope.trace/1"

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from servescope.analysis import TraceAnalysis
-from servescope.breakdown import KindSummary, TraceBreakdown
+from servescope.analysis.analyze import TraceAnalysis
+from servescope.analysis.breakdown import KindSummary, TraceBreakdown
 from servescope.report.ranks_text import render_ranks
 from servescope.units import GIGA, KILO, MEGA
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from servescope.perfmodel.crossval import CrossValidation
-from servescope.perfmodel.validate import RowResult, ValidationResult, mape
+from servescope.validation.crossval import CrossValidation
+from servescope.validation.validate import RowResult, ValidationResult, mape
 
 SCHEMA = "servescope.validate/1"
 

@@ -20,6 +20,7 @@ import polars as pl
 
 from servescope.trace._schema import Args, Event
 from servescope.trace._shapes import first_tensor, is_custom_all_reduce
+from servescope.trace.types import TimeUnit
 
 # cat (as written by Kineto, old and new) → kind. Anything else is "other".
 KIND_BY_CAT = {
@@ -165,10 +166,11 @@ def comm_frame(rows: dict[str, list[Any]], lost: Counter[str]) -> pl.DataFrame:
 
 def finish_events(
     parts: list[pl.DataFrame], num_sms: dict[int, int], lost: Counter[str], warnings: list[str]
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, TimeUnit]:
     """The events table, sorted by ts_us, from the chunk frames; `num_sms` (device → SM count)
     fills blocks_per_sm. `parts` may hold collective-arg frames (those with a `COMM_ROW` column, its
-    row counted over all chunk frames before it, see `_read`), applied to those rows."""
+    row counted over all chunk frames before it, see `_read`), applied to those rows. Also returns the unit the
+    file's timestamps were written in (the table is in µs either way)."""
     comm_parts = [p for p in parts if COMM_ROW in p.columns]
     parts = [p for p in parts if COMM_ROW not in p.columns]
     for what, n_lost in lost.items():
@@ -176,7 +178,7 @@ def finish_events(
             f"{n_lost:,} values of {what} could not be read as numbers and were set to null"
         )
     if not parts:  # load_trace raises EmptyTrace first; kept for direct callers
-        return empty_events()
+        return empty_events(), "us"
     frame = pl.concat(parts, how="vertical", rechunk=False)
     frame = frame.with_columns(
         kind=pl.col("cat").replace_strict(KIND_BY_CAT, default="other", return_dtype=pl.Utf8)
@@ -188,7 +190,7 @@ def finish_events(
 
 def _finish(
     frame: pl.DataFrame, comm: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, TimeUnit]:
     """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort."""
     n_no_ts = frame["ts_us"].null_count()
     if n_no_ts:
@@ -198,7 +200,7 @@ def _finish(
         comm = comm.filter(has_ts.gather(comm[COMM_ROW]))
         comm = comm.with_columns(new_row.gather(comm[COMM_ROW]).alias(COMM_ROW))
         frame = frame.filter(pl.col("ts_us").is_not_null())
-    frame = _ns_to_us(frame, warnings)
+    frame, unit = _ns_to_us(frame, warnings)
     n_neg = int((frame["dur_us"] < 0).sum())
     if n_neg:
         warnings.append(f"{n_neg:,} events with a negative duration set to 0")
@@ -218,7 +220,7 @@ def _finish(
     dense = [c for c in SCHEMA if c not in COMM_COLUMNS]
     order = frame.select(pl.arg_sort_by("ts_us", maintain_order=True)).to_series()  # = a stable sort
     frame = frame.select(dense).cast({c: SCHEMA[c] for c in dense}).gather(order)
-    return _with_comm(frame, comm, order)
+    return _with_comm(frame, comm, order), unit
 
 
 def _with_comm(frame: pl.DataFrame, comm: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
@@ -232,15 +234,15 @@ def _with_comm(frame: pl.DataFrame, comm: pl.DataFrame, order: pl.Series) -> pl.
     return frame.with_columns(columns).select(list(SCHEMA))
 
 
-def _ns_to_us(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+def _ns_to_us(frame: pl.DataFrame, warnings: list[str]) -> tuple[pl.DataFrame, TimeUnit]:
     """Convert a trace written in ns. Kineto writes µs (displayTimeUnit "ns" only changes the
     display: HTA's ns_resolution_trace has µs ts with 3 decimals), so this triggers only on values
     that cannot be µs since the epoch."""
     ts_min = frame["ts_us"].min()
     if not isinstance(ts_min, int | float) or ts_min < NS_TS_THRESHOLD:
-        return frame
+        return frame, "us"
     warnings.append("timestamps are in ns (values beyond epoch µs); converted to µs")
-    return frame.with_columns(pl.col("ts_us") / 1e3, pl.col("dur_us") / 1e3)
+    return frame.with_columns(pl.col("ts_us") / 1e3, pl.col("dur_us") / 1e3), "ns"
 
 
 def _series(

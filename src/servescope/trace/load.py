@@ -10,13 +10,12 @@ What it does not do: decide whether a trace is usable for analysis (a CPU-only t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 
 from servescope.errors import EmptyTrace, NotATrace, TraceError
-from servescope.trace._files import list_trace_files, rank_from_name
 from servescope.trace._frame import finish_events
 from servescope.trace._nsys_read import is_nsys
 from servescope.trace._read import (
@@ -28,36 +27,15 @@ from servescope.trace._read import (
     read_bytes,
 )
 from servescope.trace._schema import METADATA_KEYS, Num, TopLevel
-
-GPU_EVENT_KINDS = ("kernel", "memcpy", "memset")
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """One GPU from `deviceProperties` (numSms is the CU count on ROCm)."""
-
-    device: int
-    name: str
-    num_sms: int | None
-    max_threads_per_sm: int | None
-
-
-@dataclass(frozen=True, eq=False)  # eq/hash by identity: a DataFrame has no truth value
-class Trace:
-    """One loaded trace file (one rank). `events` follows docs/architecture.md §1."""
-
-    path: Path
-    rank: int | None
-    world_size: int | None
-    events: pl.DataFrame
-    devices: dict[int, DeviceInfo] = field(default_factory=dict)
-    metadata: dict[str, str] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def has_gpu_events(self) -> bool:
-        """True when at least one kernel, memcpy or memset ran on a GPU."""
-        return bool(self.events["kind"].is_in(GPU_EVENT_KINDS).any())
+from servescope.trace.folder import (
+    DUPLICATE_RANK_NOTE,
+    rank_files,
+    rank_from_name,
+    rank_order,
+    ranks_from_names,
+)
+from servescope.trace.nsys import load_nsys, load_nsys_ranks
+from servescope.trace.types import DeviceInfo, Trace
 
 
 def load_trace(path: str | Path) -> Trace:
@@ -70,9 +48,7 @@ def load_trace(path: str | Path) -> Trace:
     warnings: list[str] = []
     check_path(path)
     piped = not path.is_file()  # a named pipe (`<(zcat trace.json.gz)`): it can be read once, so it is read whole
-    if not piped and is_nsys(path):  # Nsight Systems export or report; imported here as nsys.py imports Trace
-        from servescope.trace.nsys import load_nsys
-
+    if not piped and is_nsys(path):  # Nsight Systems export or report
         return load_nsys(path)
     try:
         decoded = decode(path, read_bytes(path, warnings), warnings) if piped else _decode(path, warnings)
@@ -84,11 +60,11 @@ def load_trace(path: str | Path) -> Trace:
     devices = _devices(top)
     num_sms = {d.device: d.num_sms for d in devices.values() if d.num_sms}
     with gc_paused():
-        events = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
+        events, unit = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
         events = _drop_absurd_times(_name_unnamed(events, warnings), warnings)
     del decoded
     rank, world = _rank(top, path)
-    return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings))
+    return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings), unit)
 
 
 def _decode(path: Path, warnings: list[str]) -> Decoded:
@@ -161,49 +137,46 @@ def _check_has_events(path: Path, decoded: Decoded, warnings: list[str]) -> None
         raise error(f"{path}: {message}{repaired}")
 
 
-def load_traces(path: str | Path) -> list[Trace]:
-    """A file → [Trace]; a folder → one Trace per rank file, sorted by rank (unknown ranks last).
+def load_rank_file(path: str | Path) -> list[Trace]:
+    """The ranks one file holds: one Trace for a Kineto file, one per (process, GPU) for an Nsight Systems export
+    of several GPU processes (`trace.nsys.split_gpu_processes`). The one rule for what a rank file is."""
+    path = Path(path)
+    if path.is_file() and is_nsys(path):
+        return load_nsys_ranks(path)
+    return [load_trace(path)]
 
-    In a folder, vLLM front-end files (`*.async_llm.*`, CPU only) are skipped, and so are files that
-    fail as not-a-trace or empty as long as another file loads (a stray config.json must not sink the
-    run; if none loads, the first error is raised). Skips are noted in the warnings of the first
-    returned trace. If `distributedInfo` gives every file the same rank but the file names give
-    distinct ranks, the names win (with a warning).
+
+def load_traces(path: str | Path) -> list[Trace]:
+    """A file or a folder → one Trace per rank, sorted by rank (unknown ranks last): the rank-folder rule of
+    `trace.folder` (front-end files skipped, names win over repeated `distributedInfo` ranks) and of
+    `load_rank_file` (an Nsight export of several GPU processes gives one Trace per GPU).
+
+    In a folder, files that fail as not-a-trace or empty are skipped as long as another file loads (a stray
+    config.json must not sink the run; if none loads, the first error is raised). Skips are noted in the
+    warnings of the first returned trace.
     """
     path = Path(path)
-    if not path.is_dir():
-        return [load_trace(path)]
-    files, frontend = list_trace_files(path)
-    notes = [f"skipped vLLM front-end trace without GPU events: {p.name}" for p in frontend]
+    files, notes = rank_files(path)
     traces: list[Trace] = []
     errors: list[TraceError] = []
     for file in files:
         try:
-            traces.append(load_trace(file))
+            traces.extend(load_rank_file(file))
         except (NotATrace, EmptyTrace) as exc:
+            if not path.is_dir():
+                raise
             errors.append(exc)
             notes.append(f"skipped {file.name}: {str(exc).removeprefix(f'{file}: ')}")
     if not traces:
         raise errors[0]
-    traces = _fix_duplicate_ranks(traces)
-    traces.sort(key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.path.name))
+    names = ranks_from_names([t.path for t in traces], [t.rank for t in traces])
+    if names is not None:
+        traces = [replace(t, rank=r, warnings=(*t.warnings, DUPLICATE_RANK_NOTE))
+                  for t, r in zip(traces, names, strict=True)]
+    traces.sort(key=lambda t: rank_order(t.rank, t.path))
     if notes:
         traces[0] = replace(traces[0], warnings=(*traces[0].warnings, *notes))
     return traces
-
-
-def _fix_duplicate_ranks(traces: list[Trace]) -> list[Trace]:
-    ranks = [t.rank for t in traces]
-    if len(traces) < 2 or len(set(ranks)) == len(ranks):
-        return traces
-    from_names = [rank_from_name(t.path.name) for t in traces]
-    if None in from_names or len(set(from_names)) != len(from_names):
-        return traces
-    note = "distributedInfo.rank repeats across files; rank taken from the file name"
-    return [
-        replace(t, rank=r, warnings=(*t.warnings, note))
-        for t, r in zip(traces, from_names, strict=True)
-    ]
 
 
 INT64_MAX = (1 << 63) - 1

@@ -33,7 +33,6 @@ from pathlib import Path
 import polars as pl
 
 from servescope.errors import EmptyTrace
-from servescope.trace._files import rank_from_name
 from servescope.trace._frame import SCHEMA
 from servescope.trace._nsys_read import (
     GPU_COLUMNS,
@@ -43,12 +42,12 @@ from servescope.trace._nsys_read import (
     read_tables,
 )
 from servescope.trace._read import check_path
-from servescope.trace.load import DeviceInfo, Trace
+from servescope.trace.folder import rank_from_name
+from servescope.trace.types import GPU_EVENT_KINDS, DeviceInfo, Trace
 from servescope.units import NS_PER_US
 
 __all__ = ["is_nsys", "load_nsys", "load_nsys_ranks", "split_gpu_processes"]
 
-GPU_KINDS = ("kernel", "memcpy", "memset")
 # ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND ids (CUPTI; as exported in the fixtures' enum tables),
 # spelled as Kineto names memcpys ("Memcpy HtoD (Pageable -> Device)").
 COPY_KINDS = {
@@ -116,7 +115,8 @@ def _load(path: str | Path) -> tuple[Trace, dict[int, str]]:
     names = [f"{tables.process_names.get(pid, '?')} (pid {pid})" for pid, _ in processes]
     metadata = {"format": "nsys-sqlite", "gpu_processes": ", ".join(names) or "none"}
     metadata |= {key: tables.export[k] for k, key in _EXPORT_KEYS.items() if k in tables.export}
-    trace = Trace(path, rank_from_name(path.name), None, _conform(events, devices), devices, metadata, tuple(warnings))
+    trace = Trace(path, rank_from_name(path.name), None, _conform(events, devices), devices, metadata, tuple(warnings),
+                  "ns")
     return trace, dict(tables.process_names)
 
 
@@ -131,7 +131,7 @@ def split_gpu_processes(trace: Trace, process_names: Mapping[int, str] | None = 
     A part holds the pair's GPU rows and every CPU row (runtime calls, NVTX ranges) of its pid: a process driving
     two GPUs gives both parts its CPU rows. GPU rows without a device (none in nsys exports) go to no part.
     """
-    is_gpu = pl.col("kind").is_in(GPU_KINDS)
+    is_gpu = pl.col("kind").is_in(GPU_EVENT_KINDS)
     pairs = (trace.events.filter(is_gpu & pl.col("device").is_not_null()).select("pid", "device").unique()
              .sort("device", "pid").rows())
     if len(pairs) < 2:
@@ -144,7 +144,8 @@ def split_gpu_processes(trace: Trace, process_names: Mapping[int, str] | None = 
         devices = {device: trace.devices[device]} if device in trace.devices else {}
         name = names.get(int(pid), "?") if str(pid).isdigit() else "?"
         metadata = trace.metadata | {"process": f"{name} (pid {pid})", "device": str(device)}
-        parts.append(Trace(trace.path, device, len(pairs), events, devices, metadata, trace.warnings))
+        parts.append(Trace(trace.path, device, len(pairs), events, devices, metadata, trace.warnings,
+                           trace.source_time_unit))
     return parts
 
 
@@ -180,7 +181,7 @@ def _note_graph_level_replays(frame: pl.DataFrame, warnings: list[str]) -> None:
     launches = frame.filter(is_graph).select("pid", "correlation")
     if launches.height == 0:
         return
-    launched = frame.filter(pl.col("kind").is_in(GPU_KINDS)).select("pid", "correlation").unique()
+    launched = frame.filter(pl.col("kind").is_in(GPU_EVENT_KINDS)).select("pid", "correlation").unique()
     n_bare = launches.join(launched, on=["pid", "correlation"], how="anti").height
     if n_bare:
         warnings.append(
@@ -300,7 +301,7 @@ def _drop_bad_times(frame: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
 
 def _gpu_processes(events: pl.DataFrame) -> list[tuple[int, list[int]]]:
     """(pid, its CUDA device ordinals) for each process that ran GPU work, by first ordinal then pid."""
-    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS) & pl.col("pid").is_not_null())
+    gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS) & pl.col("pid").is_not_null())
     per_pid = gpu.group_by("pid").agg(pl.col("device").drop_nulls().unique().sort())
     found = [(int(pid), [int(d) for d in devs]) for pid, devs in per_pid.iter_rows()]
     return sorted(found, key=lambda p: (p[1][:1] or [-1], p[0]))

@@ -1,0 +1,101 @@
+"""The trace analysis in one call: load → classify → steps → breakdown → findings, for a file or a rank folder.
+
+Does: run the stages for each rank — a rank folder's files in parallel worker processes (or Ray tasks) through
+`servescope.analysis.ranks` — filter by step kind, build the cross-rank view, and collect warnings, one line per cause.
+Does not: print or format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.findings import Finding, find_all
+from servescope.analysis.rank_workers import RankPool
+from servescope.analysis.ranks import (
+    CrossRankView,
+    RankOutcome,
+    analyze_rank_files,
+    cross_rank_view,
+    fix_duplicate_ranks,
+    group_warnings,
+)
+from servescope.errors import NoGpuEvents, TraceError
+from servescope.trace.folder import rank_files, rank_order
+
+STEP_KINDS = ("prefill", "decode", "mixed", "unknown")
+
+
+@dataclass(frozen=True)
+class TraceAnalysis:
+    path: str
+    ranks: tuple[TraceBreakdown, ...]
+    findings: tuple[Finding, ...]
+    warnings: tuple[str, ...]
+    cross_rank: CrossRankView | None = None  # set when two or more ranks ran kernels
+
+    def __repr__(self) -> str:
+        steps = sum(len(b.steps) for b in self.ranks)
+        return (f"TraceAnalysis({self.path!r}: {len(self.ranks)} rank(s), {steps} step(s), "
+                f"{len(self.findings)} finding(s), {len(self.warnings)} warning(s))")
+
+
+def example_trace() -> Path:
+    """The bundled real trace: vLLM gpt-oss on 8×B200, TP=8, one eager prefill step (rank 0; TraceLens, MIT)."""
+    return Path(str(resources.files("servescope") / "examples" / "b200_vllm_gptoss_tp8_eager_prefill.json.gz"))
+
+
+def _only_kind(b: TraceBreakdown, kind: str) -> TraceBreakdown:
+    return replace(
+        b, steps=tuple(s for s in b.steps if s.kind == kind), kinds=tuple(k for k in b.kinds if k.kind == kind)
+    )
+
+
+def _sort_key(o: RankOutcome) -> tuple[bool, int, str]:
+    return rank_order(o.rank, o.file)
+
+
+def _file_warnings(o: RankOutcome, several: bool) -> tuple[str, ...]:
+    """A file's warnings, ending with why it is left out, if it is."""
+    if o.error is not None:
+        return (*o.warnings, f"skipped ({str(o.error).removeprefix(f'{o.file}: ')})")
+    if o.breakdown is None and several:
+        return (*o.warnings, "skipped (no GPU events: a CPU-only or front-end trace)")
+    return o.warnings
+
+
+def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_address: str | None) -> tuple[
+        list[RankOutcome], list[str]]:
+    """Loaded outcomes sorted by rank, and the warnings of all files, one line per cause. A file that is not a
+    trace or is empty is skipped while another file loads (a stray config.json must not sink a folder); if none
+    loads, its error is raised."""
+    files, notes = rank_files(path)
+    outcomes = analyze_rank_files(files, top_n, workers=workers, ray_address=ray_address)
+    failed: list[TraceError] = [o.error for o in outcomes if o.error is not None]
+    loaded = [o for o in outcomes if o.error is None]
+    if not loaded:
+        raise failed[0]
+    fixed = fix_duplicate_ranks(loaded)
+    by_file = {o.file: o for o in [*fixed, *(o for o in outcomes if o.error is not None)]}
+    per_file = [(Path(f).name, _file_warnings(by_file[f], len(files) > 1)) for f in map(str, files)]
+    return sorted(fixed, key=_sort_key), group_warnings(per_file) + notes
+
+
+def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | RankPool | None = None,
+                  ray_address: str | None = None) -> TraceAnalysis:
+    """Analyse a Kineto trace file or a folder of per-rank files. A folder's files run in `workers` processes
+    (default one per core; 1 = in-process) or, with `ray_address` ("local" or a cluster address), as Ray tasks.
+    Raises NoGpuEvents when no rank ran kernels."""
+    outcomes, warnings = _outcomes(Path(path), top_n, workers, ray_address)
+    ranks = [o.breakdown for o in outcomes if o.breakdown is not None]
+    if not ranks:
+        damage = f"; what could be read was damaged: {warnings[0]}" if warnings else ""
+        raise NoGpuEvents(f"{path}: no GPU kernels in the trace (a CPU-only or front-end trace?){damage}")
+    if kind is not None:
+        present = sorted({s.kind for b in ranks for s in b.steps})
+        ranks = [_only_kind(b, kind) for b in ranks]
+        if not any(b.steps for b in ranks):
+            warnings.append(f"no {kind} steps in the trace (kinds present: {', '.join(present) or 'none'})")
+    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks)), tuple(warnings), cross_rank_view(ranks))

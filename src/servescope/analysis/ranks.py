@@ -1,0 +1,282 @@
+"""Rank folders at scale: analyse each rank file in its own worker (processes or Ray tasks), then compare ranks.
+
+Does: `analyze_rank_files` runs load → classify → steps → breakdown for each file — in-process for one file,
+in worker processes by default for several (`rank_workers.RankPool`: forked when the caller started it before
+importing Polars, as the CLI does, else spawned; each worker returns a small `TraceBreakdown`, never an events
+table), or as Ray tasks (`ray_address`: "local" starts or joins a local Ray instance, anything else
+is a cluster address; the files must be readable at the same path on every node). Results come back in file
+order, so every runner gives the same answer. `cross_rank_view` reduces the per-rank breakdowns to the
+compact comparison: GPU busy per rank, the spread of step time and the slowest rank per common step, and per
+collective the spread of time spent in it (a rank that spends longer in a collective waited there).
+`group_warnings` folds identical causes from several files into one line.
+Does not: decide what is a finding (findings.py), print, or format.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown
+from servescope.analysis.rank_workers import RankPool, parallel_workers
+from servescope.errors import EmptyTrace, NotATrace, ServescopeError, TraceError
+from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
+from servescope.trace.load import load_rank_file
+
+LOCAL_RAY = "local"
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """What one worker sends back: a breakdown (None when the file ran no GPU kernels) or why the file failed."""
+
+    file: str
+    rank: int | None
+    breakdown: TraceBreakdown | None
+    warnings: tuple[str, ...]
+    error: TraceError | None = None
+
+
+def analyze_rank_file(path: str, top_n: int = 10) -> list[RankOutcome]:
+    """One rank file → the outcome of each rank it holds: one for a Kineto file, one per (process, GPU) for an
+    Nsight Systems export of several processes (`trace.nsys.split_gpu_processes`). Not-a-trace / empty files
+    come back as one outcome with `error` set; other servescope errors propagate (a missing file is the
+    caller's mistake, not one rank's damage)."""
+    try:
+        traces = load_rank_file(path)
+    except (NotATrace, EmptyTrace) as exc:
+        return [RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)]
+    return [RankOutcome(path, t.rank, breakdown(t, top_n) if t.has_gpu_events else None, t.warnings)
+            for t in traces]
+
+
+def default_workers(files: Sequence[str]) -> int:
+    """One worker per core, never more than there are files; 1 (in-process) for small folders."""
+    return parallel_workers(files)
+
+
+def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[list[RankOutcome]]:
+    """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
+    worker to start) and takes files from the front while the workers take them from the back, each worker kept
+    two files deep."""
+    todo, results, deep = deque(range(len(files))), {}, 2 * (pool.size - 1)
+    running: dict[Future[list[RankOutcome]], int] = {}
+
+    def feed() -> None:
+        while len(todo) > 1 and len(running) < deep:
+            i = todo.pop()
+            running[pool.submit(analyze_rank_file, files[i], top_n)] = i
+
+    feed()
+    while todo:
+        i = todo.popleft()
+        results[i] = analyze_rank_file(files[i], top_n)
+        for future in [f for f in running if f.done()]:
+            results[running.pop(future)] = future.result()
+        feed()
+    results.update({i: future.result() for future, i in running.items()})
+    return [results[i] for i in range(len(files))]
+
+
+def _run_ray(files: Sequence[str], top_n: int, address: str) -> list[list[RankOutcome]]:
+    try:
+        import ray  # type: ignore[import-not-found]
+    except ImportError:
+        raise ServescopeError("--ray needs Ray: pip install 'servescope[ray]'") from None
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == LOCAL_RAY else address, include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.ERROR)  # Ray's own INFO/WARNING lines stay off stderr
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise ServescopeError(f"cannot start or join Ray at {address!r}: {exc}") from None
+    task: Any = ray.remote(analyze_rank_file)
+    try:
+        return list(ray.get([task.remote(f, top_n) for f in files]))
+    except ray.exceptions.RayTaskError as exc:  # a task's own error, without Ray's traceback text around it
+        if isinstance(exc.cause, ServescopeError):
+            raise exc.cause from None
+        raise
+
+
+def analyze_rank_files(
+    files: Sequence[str | Path], top_n: int = 10, workers: int | RankPool | None = None,
+    ray_address: str | None = None,
+) -> list[RankOutcome]:
+    """Outcomes in the order of `files` (an Nsight export of several GPU processes gives one per GPU). `workers`: processes (default: one per core; 1 = in-process), or a
+    started RankPool (the CLI starts one before it imports Polars, so that its workers fork; the caller shuts
+    it down); `ray_address`: run on Ray instead ("local" or a cluster address). By default, folders under
+    rank_workers.PARALLEL_MIN_BYTES run in-process."""
+    names = [str(f) for f in files]
+    return [o for per_file in _run(names, top_n, workers, ray_address) for o in per_file]
+
+
+def _run(names: list[str], top_n: int, workers: int | RankPool | None,
+         ray_address: str | None) -> list[list[RankOutcome]]:
+    if ray_address is not None:
+        return _run_ray(names, top_n, ray_address)
+    if isinstance(workers, RankPool):
+        if len(names) < 2:
+            return [analyze_rank_file(f, top_n) for f in names]
+        return _run_processes(names, top_n, workers)
+    n = parallel_workers(names, workers)
+    if n == 1:
+        return [analyze_rank_file(f, top_n) for f in names]
+    with RankPool(n) as pool:
+        return _run_processes(names, top_n, pool)
+
+
+def fix_duplicate_ranks(outcomes: list[RankOutcome]) -> list[RankOutcome]:
+    """When the files' `distributedInfo.rank` repeat but their names give distinct ranks, the names win
+    (`trace.folder.ranks_from_names`, the rule `load_traces` applies too)."""
+    from_names = ranks_from_names([o.file for o in outcomes], [o.rank for o in outcomes])
+    if from_names is None:
+        return outcomes
+    out = []
+    for o, r in zip(outcomes, from_names, strict=True):
+        b = None if o.breakdown is None else replace(o.breakdown, rank=r)
+        out.append(replace(o, rank=r, breakdown=b, warnings=(*o.warnings, DUPLICATE_RANK_NOTE)))
+    return out
+
+
+# --- one warning per cause ------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"\d[\d,.]*")
+
+
+def _cause(message: str) -> str:
+    """The cause of a warning: its text before the first ':' (the details follow it), numbers masked."""
+    head = message.split(":", 1)[0] if ":" in message else message
+    return _NUMBER.sub("N", head)
+
+
+def _short(name: str, width: int = 24) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def group_warnings(per_file: Sequence[tuple[str, Sequence[str]]], max_names: int = 8) -> list[str]:
+    """[(file name, its warnings)] → one line per cause. A cause seen in one file keeps its line, prefixed with
+    the file when there are several files; a cause seen in k > 1 files becomes
+    "k files: <message> (name1, name2, …)", the message shown whole when identical everywhere, else its cause."""
+    by_cause: dict[str, list[tuple[str, str]]] = {}
+    for name, warnings in per_file:
+        for w in dict.fromkeys(warnings):  # one file repeating a warning counts once
+            by_cause.setdefault(_cause(w), []).append((name, w))
+    several = len(per_file) > 1
+    out = []
+    for cause, hits in by_cause.items():
+        files = list(dict.fromkeys(n for n, _ in hits))
+        messages = list(dict.fromkeys(w for _, w in hits))
+        if len(files) == 1:
+            out += [f"{files[0]}: {m}" if several else m for m in messages]
+            continue
+        shown = ", ".join(_short(n) for n in files[:max_names]) + (
+            f", +{len(files) - max_names} more" if len(files) > max_names else "")
+        text = messages[0] if len(messages) == 1 else f"{cause} (details differ per file)"
+        out.append(f"{len(files)} files: {text} ({shown})")
+    return out
+
+
+# --- the cross-rank view --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One rank over all its steps: summed GPU busy, span and communication union time (µs)."""
+
+    rank: int | None
+    file: str
+    device_name: str | None
+    steps: int
+    gpu_busy_us: float
+    gpu_span_us: float
+    comm_us: float
+
+
+@dataclass(frozen=True)
+class StepSpread:
+    """One step index present on every rank: its GPU span (step time) per rank, spread = max − min."""
+
+    index: int
+    kind: str
+    min_us: float
+    max_us: float
+    median_us: float
+    slowest_rank: int | None
+    fastest_rank: int | None
+
+    @property
+    def spread_us(self) -> float:
+        return self.max_us - self.min_us
+
+
+@dataclass(frozen=True)
+class CollectiveSkew:
+    """One collective over the common steps: summed kernel time per rank; the rank with the most waited most."""
+
+    collective: str
+    per_rank_us: tuple[float, ...]  # in the order of CrossRankView.ranks
+    max_rank: int | None
+    min_rank: int | None
+
+    @property
+    def skew_us(self) -> float:
+        return max(self.per_rank_us) - min(self.per_rank_us)
+
+
+@dataclass(frozen=True)
+class CrossRankView:
+    ranks: tuple[RankRow, ...]
+    steps_compared: int
+    steps: tuple[StepSpread, ...]
+    collectives: tuple[CollectiveSkew, ...]
+
+    @property
+    def slowest_rank_counts(self) -> dict[int | None, int]:
+        """How many common steps each rank was the slowest on (ranks never slowest are absent)."""
+        counts: dict[int | None, int] = {}
+        for s in self.steps:
+            counts[s.slowest_rank] = counts.get(s.slowest_rank, 0) + 1
+        return counts
+
+
+def _row(b: TraceBreakdown) -> RankRow:
+    return RankRow(b.rank, b.file, b.device_name, len(b.steps), sum(s.gpu_busy_us for s in b.steps),
+                   sum(s.gpu_span_us for s in b.steps), sum(s.classes_us.get(COMMUNICATION, 0.0) for s in b.steps))
+
+
+def _argext(values: Sequence[float], ranks: Sequence[int | None], pick: Callable[..., float]) -> int | None:
+    return ranks[list(values).index(pick(values))]
+
+
+def _step_spread(i: int, ranks: Sequence[TraceBreakdown]) -> StepSpread:
+    spans = [r.steps[i].gpu_span_us for r in ranks]
+    ids = [r.rank for r in ranks]
+    return StepSpread(ranks[0].steps[i].index, ranks[0].steps[i].kind, min(spans), max(spans), median(spans),
+                      _argext(spans, ids, max), _argext(spans, ids, min))
+
+
+def _collective_skew(ranks: Sequence[TraceBreakdown], n: int) -> tuple[CollectiveSkew, ...]:
+    names = sorted({c for r in ranks for s in r.steps[:n] for c in s.collectives})
+    ids = [r.rank for r in ranks]
+    out = []
+    for name in names:
+        totals = [sum(s.collectives[name].total_us for s in r.steps[:n] if name in s.collectives) for r in ranks]
+        out.append(CollectiveSkew(name, tuple(totals), _argext(totals, ids, max), _argext(totals, ids, min)))
+    return tuple(sorted(out, key=lambda c: -c.skew_us))
+
+
+def cross_rank_view(ranks: Sequence[TraceBreakdown]) -> CrossRankView | None:
+    """The compact comparison of ≥ 2 ranks (None for fewer). Steps are compared by position: step i of every
+    rank is the same engine step when every rank ran the same schedule (TP/PP ranks do)."""
+    if len(ranks) < 2:
+        return None
+    n = min(len(r.steps) for r in ranks)
+    return CrossRankView(tuple(_row(b) for b in ranks), n, tuple(_step_spread(i, ranks) for i in range(n)),
+                         _collective_skew(ranks, n))

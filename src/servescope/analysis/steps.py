@@ -1,0 +1,347 @@
+"""Engine steps: find each serving step in a trace and attribute every GPU event to one.
+
+Does: parse step labels on any CPU-side kind (vLLM `execute_context_…_generation_…` plain and detailed, and
+the Aug 2025 `execute_new_N_cached_M`; SGLang `step[EXTEND|DECODE|MIXED…]`, ATOM `prefill[…]`/`decode[…]`,
+`ProfilerStep#N`); attribute kernels to steps through their launch's correlation (so a CUDA/HIP graph replay fans
+out to all of its kernels); with no labels, segment the GPU timeline at idle gaps.
+Does not: classify kernels, sum times, or judge anything (see breakdown and findings).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from servescope.analysis._series import series
+
+GPU_KINDS = ("kernel", "memcpy", "memset")
+LAUNCH_KINDS = ("runtime", "driver")
+ANNOTATION_KINDS = ("user_annotation", "gpu_user_annotation")
+CPU_LABEL_KINDS = ("user_annotation", "cpu_op")
+
+# vLLM upstream: execute_context_{nCtxReq}({ctxTok})_generation_{nGenReq}({genTok}); the b200 trace writes
+# ctxTok as "{tok}_{Σ sq·sk}" and the detailed form prefixes the total token count and adds sq/sk sums.
+_VLLM = re.compile(
+    r"^execute_(?:(?P<total>\d+)_)?context_(?P<nctx>\d+)\((?P<ctxinfo>[^)]*)\)"
+    r"_generation_(?P<ngen>\d+)\((?P<geninfo>[^)]*)\)"
+)
+# vLLM PR #22496 (about Aug 2025, gpu_worker.annotate_profile): execute_new_{scheduled new requests}_cached_{scheduled
+# cached requests}: request counts only, no token counts (docs/capture.md, reference capture-and-formats.md §1.5).
+_VLLM_NEW_CACHED = re.compile(r"^execute_new_(?P<new>\d+)_cached_(?P<cached>\d+)$")
+_SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)(?P<rest>[^\]]*)\]")
+_ATOM = re.compile(r"^(?P<mode>prefill|decode)\[(?P<rest>[^\]]*)\]")
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(?P<n>\d+)$")
+# What every label regex above starts with (Polars regex syntax), to pick candidates without a Python loop.
+_LABEL_PREFIX = r"^(?:execute_|step\[|prefill\[|decode\[|ProfilerStep#)"
+_KV_INT = re.compile(r"(?P<key>bs|toks|tok)=(?P<val>\d+)")
+
+
+@dataclass(frozen=True)
+class StepLabel:
+    """What a step annotation says about its step."""
+
+    kind: str  # prefill | decode | mixed | unknown
+    batch_size: int | None
+    tokens: int | None
+    source: str  # vllm | sglang | atom | profiler_step
+
+
+def _leading_int(text: str) -> int | None:
+    match = re.match(r"(?:sq)?(\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _kind(n_prefill: int, n_decode: int) -> str:
+    if n_prefill and n_decode:
+        return "mixed"
+    if n_prefill:
+        return "prefill"
+    return "decode" if n_decode else "unknown"
+
+
+def _parse_vllm(m: re.Match[str]) -> StepLabel:
+    n_ctx, n_gen = int(m["nctx"]), int(m["ngen"])
+    ctx_tokens = _leading_int(m["ctxinfo"]) or 0
+    gen_tokens = _leading_int(m["geninfo"]) or 0
+    tokens = int(m["total"]) if m["total"] else ctx_tokens + gen_tokens
+    return StepLabel(_kind(n_ctx, n_gen), n_ctx + n_gen, tokens, "vllm")
+
+
+def _parse_vllm_new_cached(m: re.Match[str]) -> StepLabel:
+    """New requests run their first prefill chunk; cached ones are already running: decoding, or a chunked
+    prefill's later chunk, which this label cannot tell apart — a cached-only step is read as decode. The label
+    carries no token counts; the batch is all scheduled requests."""
+    n_new, n_cached = int(m["new"]), int(m["cached"])
+    return StepLabel(_kind(n_new, n_cached), n_new + n_cached or None, None, "vllm")
+
+
+def _ints(rest: str) -> dict[str, int]:
+    return {g["key"]: int(g["val"]) for g in _KV_INT.finditer(rest)}
+
+
+def _parse_sglang(m: re.Match[str]) -> StepLabel:
+    kind = {"EXTEND": "prefill", "PREFILL": "prefill", "DECODE": "decode", "MIXED": "mixed"}.get(
+        m["mode"], "unknown"
+    )
+    values = _ints(m["rest"])
+    batch = values.get("bs")
+    tokens = values.get("toks", batch if kind == "decode" else None)
+    return StepLabel(kind, batch, tokens, "sglang")
+
+
+def _parse_atom(m: re.Match[str]) -> StepLabel:
+    # ATOM shows padding as bs=117/128: the first number is the real batch.
+    values = _ints(m["rest"])
+    kind = "prefill" if m["mode"] == "prefill" else "decode"
+    batch = values.get("bs")
+    return StepLabel(kind, batch, values.get("tok", batch if kind == "decode" else None), "atom")
+
+
+def parse_step_label(name: str) -> StepLabel | None:
+    """Return what a step annotation says, or None when `name` is not a step label."""
+    if m := _VLLM.match(name):
+        return _parse_vllm(m)
+    if m := _VLLM_NEW_CACHED.match(name):
+        return _parse_vllm_new_cached(m)
+    if m := _SGLANG.match(name):
+        return _parse_sglang(m)
+    if m := _ATOM.match(name):
+        return _parse_atom(m)
+    if _PROFILER_STEP.match(name):
+        return StepLabel("unknown", None, None, "profiler_step")
+    return None
+
+
+@dataclass(frozen=True)
+class StepTable:
+    """Steps and the GPU events attributed to them.
+
+    `steps`: one row per step: step, label, kind, batch_size, tokens, cpu_start_us, cpu_end_us, gpu_start_us,
+    gpu_end_us, source. `gpu_events`: the GPU rows (kernel, memcpy, memset) of the events frame with a `step`
+    column (null for events outside every step). `launches`: launch rows (runtime/driver) with `step`.
+    `method`: how steps were found, in words, for the report.
+    """
+
+    steps: pl.DataFrame
+    gpu_events: pl.DataFrame
+    launches: pl.DataFrame
+    method: str
+
+
+def _label_rows(events: pl.DataFrame) -> pl.DataFrame:
+    """CPU step annotations with parsed labels, innermost first when labels nest (SGLang wraps step[…]).
+
+    Labels are read on every CPU-side kind: PyTorch <= 1.9 writes `ProfilerStep#N` as `cat: Operator`
+    (kind cpu_op). Candidates are picked by a vectorised prefix test; only those are parsed in Python;
+    the same label over the same interval on two kinds counts once."""
+    ann = (
+        events.filter(pl.col("kind").is_in(CPU_LABEL_KINDS) & pl.col("name").str.contains(_LABEL_PREFIX).fill_null(False))
+        .select("name", "ts_us", "dur_us")
+        .unique(maintain_order=True)
+    )
+    rows = []
+    for name, ts, dur in ann.iter_rows():
+        label = parse_step_label(name)
+        if label is not None:
+            rows.append((name, ts, ts + dur, label))
+    if not rows:
+        return _empty_labels()
+    # Engine labels win over ProfilerStep.
+    engine = [r for r in rows if r[3].source != "profiler_step"]
+    rows = _merge_nested(engine or rows)
+    return pl.DataFrame(
+        {
+            "label": [r[0] for r in rows],
+            "cpu_start_us": [r[1] for r in rows],
+            "cpu_end_us": [r[2] for r in rows],
+            "kind": [r[3].kind for r in rows],
+            "batch_size": [r[3].batch_size for r in rows],
+            "tokens": [r[3].tokens for r in rows],
+            "source": [r[3].source for r in rows],
+        },
+        schema=_LABEL_SCHEMA,
+    )
+
+
+def _merge_nested(rows: list[tuple]) -> list[tuple]:
+    """Resolve nested labels. An outer label around exactly one inner label is the same step seen twice (SGLang's
+    `step[…]` inside a patched `execute_…`): keep the inner label over the outer interval, so input preparation
+    and sampling launched around it stay in the step. An outer label around several is a wrapper: dropped."""
+    out = []
+    for r in rows:
+        if any(_contains(o, r) for o in rows if o is not r):
+            continue  # an inner label; handled from its outer one below
+        inner = [o for o in rows if o is not r and _contains(r, o)]
+        if len(inner) == 1:
+            out.append((inner[0][0], r[1], r[2], inner[0][3]))
+        elif not inner:
+            out.append(r)
+        else:
+            out.extend(o for o in inner if not any(_contains(x, o) for x in inner if x is not o))
+    return sorted(out, key=lambda r: r[1])
+
+
+def _contains(outer: tuple, inner: tuple) -> bool:
+    return bool(outer[1] <= inner[1] and inner[2] <= outer[2] and (outer[1], outer[2]) != (inner[1], inner[2]))
+
+
+_LABEL_SCHEMA = {
+    "label": pl.Utf8,
+    "cpu_start_us": pl.Float64,
+    "cpu_end_us": pl.Float64,
+    "kind": pl.Utf8,
+    "batch_size": pl.Int64,
+    "tokens": pl.Int64,
+    "source": pl.Utf8,
+}
+
+
+def _empty_labels() -> pl.DataFrame:
+    return pl.DataFrame(schema=_LABEL_SCHEMA)
+
+
+def _assign_by_interval(times_us: np.ndarray, starts_us: np.ndarray, ends_us: np.ndarray) -> np.ndarray:
+    """Index of the interval [start, end] holding each time, or -1. Intervals are sorted and disjoint."""
+    idx = np.searchsorted(starts_us, times_us, side="right") - 1
+    inside = (idx >= 0) & (times_us <= ends_us[np.clip(idx, 0, None)])
+    return np.where(inside, idx, -1)
+
+
+def _launch_times(launches: pl.DataFrame) -> pl.DataFrame:
+    """One CPU launch time per correlation id (the launch call of a kernel or a whole graph), from the
+    launch rows (runtime/driver) of the events frame."""
+    return (
+        launches.filter(pl.col("correlation").is_not_null())
+        .group_by("correlation")
+        .agg(pl.col("ts_us").min().alias("launch_ts_us"))
+    )
+
+
+def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Attribute GPU rows to labelled steps by launch time; GPU rows with no launch go by their own start."""
+    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS))
+    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))  # once: used for times and steps below
+    gpu = gpu.join(_launch_times(launches), on="correlation", how="left")
+    starts = labels["cpu_start_us"].to_numpy()
+    ends = labels["cpu_end_us"].to_numpy()
+    launch_ts = gpu["launch_ts_us"].fill_null(np.nan).to_numpy()
+    by_launch = _assign_by_interval(np.nan_to_num(launch_ts, nan=-np.inf), starts, ends)
+    by_gpu_start = _gpu_annotation_fallback(events, gpu, labels)
+    step = np.where(np.isnan(launch_ts), by_gpu_start, by_launch)
+    gpu = gpu.with_columns(series("step", step, pl.Int64)).with_columns(
+        pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
+    )
+    launch_step = _assign_by_interval(launches["ts_us"].to_numpy(), starts, ends)
+    launches = launches.with_columns(series("step", launch_step, pl.Int64)).with_columns(
+        pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
+    )
+    return gpu, launches
+
+
+def _gpu_annotation_fallback(events: pl.DataFrame, gpu: pl.DataFrame, labels: pl.DataFrame) -> np.ndarray:
+    """For GPU rows without a launch: the step whose GPU annotation (same label) holds the row's start."""
+    gpu_ann = events.filter(pl.col("kind") == "gpu_user_annotation").select("name", "ts_us", "dur_us")
+    spans = gpu_ann.join(
+        labels.with_row_index("step").select("step", pl.col("label").alias("name")), on="name"
+    ).sort("ts_us")
+    if spans.height == 0:
+        return np.full(gpu.height, -1)
+    starts = spans["ts_us"].to_numpy()
+    idx = _assign_by_interval(gpu["ts_us"].to_numpy(), starts, starts + spans["dur_us"].to_numpy())
+    steps = spans["step"].to_numpy().astype(np.int64)
+    return np.where(idx >= 0, steps[np.clip(idx, 0, None)], -1)
+
+
+def _gap_segments(gpu: pl.DataFrame, min_gap_us: float) -> np.ndarray:
+    """Segment id per GPU row (sorted by start): a new segment starts after an idle gap ≥ min_gap_us."""
+    starts = gpu["ts_us"].to_numpy()
+    ends = starts + gpu["dur_us"].to_numpy()
+    if starts.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    running_end = np.maximum.accumulate(ends)
+    gaps = starts[1:] - running_end[:-1]
+    return np.concatenate([[0], np.cumsum(gaps >= min_gap_us)]).astype(np.int64)
+
+
+def idle_gap_threshold_us(gpu: pl.DataFrame) -> float:
+    """Gap that separates steps when nothing labels them: 1 ms, or 20× the median gap if larger.
+
+    Assumption: inside a step, kernels queue back to back (gaps of µs); between engine steps the GPU waits
+    for the scheduler and sampling on the CPU (hundreds of µs to ms).
+    """
+    starts = np.sort(gpu["ts_us"].to_numpy())
+    if starts.size < 2:
+        return 1000.0
+    order = np.argsort(gpu["ts_us"].to_numpy())
+    ends = (gpu["ts_us"].to_numpy() + gpu["dur_us"].to_numpy())[order]
+    gaps = starts[1:] - np.maximum.accumulate(ends)[:-1]
+    positive = gaps[gaps > 0]
+    median_gap = float(np.median(positive)) if positive.size else 0.0
+    return max(1000.0, 20.0 * median_gap)
+
+
+def _attribute_gaps(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS)).sort("ts_us")
+    threshold = idle_gap_threshold_us(gpu)
+    gpu = gpu.with_columns(series("step", _gap_segments(gpu, threshold), pl.Int64))
+    per_step = gpu.group_by("step").agg(
+        pl.col("ts_us").min().alias("gpu_start_us"), (pl.col("ts_us") + pl.col("dur_us")).max().alias("gpu_end_us")
+    )
+    launch_step = _launches_for(events, gpu)
+    steps = per_step.sort("step").with_columns(
+        pl.format("idle-gap segment {}", pl.col("step")).alias("label"),
+        pl.lit("unknown").alias("kind"),
+        pl.lit(None, pl.Int64).alias("batch_size"),
+        pl.lit(None, pl.Int64).alias("tokens"),
+        pl.lit("idle_gap").alias("source"),
+    )
+    cpu = launch_step.group_by("step").agg(
+        pl.col("ts_us").min().alias("cpu_start_us"), (pl.col("ts_us") + pl.col("dur_us")).max().alias("cpu_end_us")
+    )
+    steps = steps.join(cpu, on="step", how="left")
+    return steps, gpu, launch_step
+
+
+def _launches_for(events: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """Launch rows with the step of the GPU rows they launched (null when they launched nothing seen)."""
+    corr_step = gpu.filter(pl.col("correlation").is_not_null()).group_by("correlation").agg(pl.col("step").min())
+    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))
+    return launches.join(corr_step, on="correlation", how="left")
+
+
+def _gpu_spans(gpu: pl.DataFrame) -> pl.DataFrame:
+    return (
+        gpu.filter(pl.col("step").is_not_null())
+        .group_by("step")
+        .agg(
+            pl.col("ts_us").min().alias("gpu_start_us"),
+            (pl.col("ts_us") + pl.col("dur_us")).max().alias("gpu_end_us"),
+        )
+    )
+
+
+_STEP_COLUMNS = [
+    "step", "label", "kind", "batch_size", "tokens", "cpu_start_us", "cpu_end_us", "gpu_start_us", "gpu_end_us",
+    "source",
+]
+
+
+def find_steps(events: pl.DataFrame) -> StepTable:
+    """Find steps from labels (engine labels, else ProfilerStep#N), else from GPU idle gaps."""
+    labels = _label_rows(events)
+    if labels.height:
+        gpu, launches = _attribute_labelled(events, labels)
+        steps = labels.with_row_index("step").with_columns(pl.col("step").cast(pl.Int64))
+        steps = steps.join(_gpu_spans(gpu), on="step", how="left")
+        source = labels["source"][0]
+        method = f"{labels.height} step label(s) ({source}); kernels attributed by their launch's correlation"
+    else:
+        steps, gpu, launches = _attribute_gaps(events)
+        method = (
+            "no step labels in the trace: steps are GPU segments separated by idle gaps of at least "
+            f"{idle_gap_threshold_us(gpu):.0f} µs"
+        )
+    return StepTable(steps=steps.select(_STEP_COLUMNS).sort("step"), gpu_events=gpu, launches=launches, method=method)

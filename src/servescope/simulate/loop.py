@@ -1,0 +1,230 @@
+"""The engine loop: a discrete-event simulation at step granularity of one engine instance under a client.
+
+Time advances one engine step at a time: at each step start the client sends what it may (scheduled time reached
+and, with a cap, a free in-flight slot: a finished request frees its slot at the end of the step that finished
+it), requests become schedulable `setup_s` after they are sent (stepcost.py), the scheduler picks the step's
+composition (scheduler.py), the step takes the model's time for that composition (stepcost.py), and tokens are
+emitted at the step's end. With nothing to run the clock jumps to the next send.
+Recorded per request: sent, first scheduled, first token, last token, finish, preemptions; the pooled
+inter-token gaps; per step: time, running, queued, KV blocks in use, tokens.
+What it does not: summarise (metrics.py) or pick defaults (engine.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from servescope.errors import ScenarioError
+from servescope.perfmodel.memory import engine_kv_bytes_per_gpu, kv_bytes_per_seq
+from servescope.simulate.engine import EngineConfig
+from servescope.simulate.scheduler import SchedState
+from servescope.simulate.stepcost import StepCost
+from servescope.simulate.workload import Workload
+
+Progress = Callable[[int, int], None]  # (requests finished, total)
+MAX_RUN_STEPS = 512  # longest run of decode steps evaluated at once
+RATIO_RUN_STEPS = 8  # ... while requests wait under a decaying KV reservation (SGLang)
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """Everything the loop recorded; times in seconds from the first send."""
+
+    sent_s: np.ndarray
+    first_sched_s: np.ndarray
+    considered_s: np.ndarray  # first step start at which the request was schedulable
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    preemptions: np.ndarray
+    itl_s: np.ndarray  # pooled gaps between successive tokens of each request
+    step_t_s: np.ndarray  # end time of each step
+    step_dur_s: np.ndarray
+    step_running: np.ndarray
+    step_waiting: np.ndarray
+    step_tokens: np.ndarray
+    step_kv_blocks: np.ndarray
+    total_blocks: int
+    block_size_tokens: int
+
+
+def kv_blocks(sc: Any, cfg: EngineConfig) -> int:
+    """KV blocks of the instance: dp · ⌊KV bytes per GPU / bytes per block⌋, the KV bytes as the backend sizes its
+    pool (memory.engine_kv_bytes_per_gpu with engines.toml kv_mem_fraction / kv_mem_of), bytes per token taken from
+    the scenario's mean sequence (isl + osl; exact for full attention, an average for windows and recurrent state)."""
+    ref = float(sc.isl + sc.osl)
+    per_block = kv_bytes_per_seq(sc, ref) / ref * cfg.block_size_tokens
+    free = engine_kv_bytes_per_gpu(sc, cfg.kv_mem_fraction, cfg.kv_mem_of)
+    if per_block <= 0:
+        return 10**9
+    return int(sc.dp * max(free, 0.0) // per_block)
+
+
+def check_fits(sc: Any, cfg: EngineConfig, wl: Workload, total_blocks: int) -> None:
+    """One-line ScenarioError for a request longer than the context limit, or with no KV room even alone."""
+    longest = int((wl.isl + wl.osl).max())
+    i = int(np.argmax(wl.isl + wl.osl))
+    if cfg.max_model_len is not None and longest > cfg.max_model_len:
+        raise ScenarioError(f"a request of {wl.isl[i]} + {wl.osl[i]} tokens exceeds the context limit "
+                            f"max_model_len={cfg.max_model_len}")
+    cap_tokens = total_blocks * cfg.block_size_tokens
+    if longest > cap_tokens:
+        raise ScenarioError(f"no KV room for one request: {longest} tokens needed, the KV cache holds "
+                            f"{cap_tokens} tokens ({sc.model.name} on {sc.n_gpus}x {sc.gpu.name})")
+    if not cfg.chunked_prefill and int(wl.isl.max()) > cfg.max_num_batched_tokens * sc.dp:
+        raise ScenarioError(f"a prompt of {int(wl.isl.max())} tokens exceeds max_num_batched_tokens="
+                            f"{cfg.max_num_batched_tokens} and chunked prefill is off for {cfg.backend}")
+
+
+class _Client:
+    """Sends requests at their scheduled times, at most `cap` in flight; each becomes ready setup_s later."""
+
+    def __init__(self, wl: Workload, setup_s: float):
+        self.sched, self.setup_s, self.next = wl.sched_s, setup_s, 0
+        cap = wl.n if wl.max_in_flight is None else min(wl.max_in_flight, wl.n)
+        self.slots = [0.0] * cap  # times at which in-flight slots became free (a heap)
+        self.ready: list[tuple[float, int]] = []  # (ready time, id) heap
+        self.sent = np.full(wl.n, np.nan)
+
+    def send_until(self, now: float) -> None:
+        while self.next < len(self.sched) and self.slots and max(self.sched[self.next], self.slots[0]) <= now:
+            t = max(float(self.sched[self.next]), heapq.heappop(self.slots))
+            self.sent[self.next] = t
+            heapq.heappush(self.ready, (t + self.setup_s, self.next))
+            self.next += 1
+
+    def pop_ready(self, now: float) -> list[int]:
+        out = []
+        while self.ready and self.ready[0][0] <= now:
+            out.append(heapq.heappop(self.ready)[1])
+        return out
+
+    def next_event_s(self) -> float:
+        t = self.ready[0][0] if self.ready else np.inf
+        if self.next < len(self.sched) and self.slots:
+            t = min(t, max(float(self.sched[self.next]), self.slots[0]) + self.setup_s)
+        return float(t)
+
+
+def simulate_raw(sc: Any, cfg: EngineConfig, wl: Workload, progress: Progress | None = None,
+                 total_blocks: int | None = None) -> RawRun:
+    """Run the workload to completion on one engine instance (sc: perfmodel Scenario)."""
+    blocks = kv_blocks(sc, cfg) if total_blocks is None else int(total_blocks)
+    check_fits(sc, cfg, wl, blocks)
+    return _Loop(sc, cfg, wl, blocks, progress).run()
+
+
+class _Loop:
+    """The simulation state outside the scheduler: clock, client, per-request times, records."""
+
+    def __init__(self, sc: Any, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None):
+        self.wl, self.progress, self.cfg = wl, progress, cfg
+        self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)))
+        max_tokens = max(self.st.budget, self.st.max_seqs) + 1
+        self.cost = StepCost(sc, cfg, max_tokens, int((wl.isl + wl.osl).max()) + 1)
+        self.cl = _Client(wl, self.cost.setup_s)
+        n = wl.n
+        self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)
+        self.first_tok, self.last_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        self.itl: list[np.ndarray] = []
+        self.rec: list[tuple[float, float, int, int, int, float]] = []
+        self.now, self.finished = 0.0, 0
+
+    def run(self) -> RawRun:
+        st, cl = self.st, self.cl
+        while self.finished < self.wl.n:
+            cl.send_until(self.now)
+            new = cl.pop_ready(self.now)
+            if new:
+                self.considered[new] = self.now
+                st.waiting.extend(new)
+            if not len(st.run) and not st.waiting:
+                self.now = max(self.now, cl.next_event_s())
+                continue
+            ids, toks, admitted = st.schedule()
+            if admitted:
+                a = np.asarray(admitted)
+                self.first_sched[a[np.isnan(self.first_sched[a])]] = self.now
+            if not len(ids):  # nothing fits (cannot happen with capacity checked): wait for the next arrival
+                self.now = max(self.now, cl.next_event_s())
+                continue
+            pure = not admitted and len(ids) == len(st.run) and bool((toks == 1).all())
+            if pure and bool((st.generated[ids] >= 1).all()):
+                self._decode_run(ids)
+            else:
+                self._step(ids, toks)
+        return self._raw()
+
+    def _step(self, ids: np.ndarray, toks: np.ndarray) -> None:
+        st = self.st
+        ctx = st.computed[ids]
+        dec = toks == 1
+        dt = self.cost.step_s(ctx[dec] + 1, toks[~dec], ctx[~dec])
+        self.now += dt
+        emit, done = st.advance(ids, toks)
+        seen = emit[~np.isnan(self.last_tok[emit])]
+        if len(seen):
+            self.itl.append(self.now - self.last_tok[seen])
+        self.first_tok[emit[np.isnan(self.first_tok[emit])]] = self.now
+        self.last_tok[emit] = self.now
+        self._record(np.array([self.now]), np.array([dt]), int(toks.sum()), np.array([st.used_blocks]))
+        self._finish(done)
+
+    def _decode_run(self, ids: np.ndarray) -> None:
+        """k identical-membership decode steps at once: up to the first finish, the KV limit, or the next
+        client event (a request becoming schedulable), whichever comes first."""
+        st = self.st
+        k = int((st.out[ids] - st.generated[ids]).min())
+        if st.ratio and st.waiting:  # the reserved share decays: a queued request may fit within a few steps
+            k = min(k, RATIO_RUN_STEPS)
+        k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
+        durs = self.cost.decode_run_s(st.computed[ids].astype(float) + 1.0, k)
+        ends = self.now + np.cumsum(durs)
+        starts = np.concatenate([[self.now], ends[:-1]])
+        k = max(1, int(np.count_nonzero(starts < self.cl.next_event_s())))
+        durs, ends = durs[:k], ends[:k]
+        used0 = st.used_blocks
+        self.itl.append(ends[0] - self.last_tok[ids])
+        if k > 1:
+            self.itl.append(np.repeat(durs[1:], len(ids)))
+        self.now = float(ends[-1])
+        self.last_tok[ids] = self.now
+        done = st.advance_decode(ids, k)
+        used1 = st.used_blocks + int(st.freed_last)  # before the finished requests released their blocks
+        used = used0 + (used1 - used0) * np.arange(1, k + 1) / k  # blocks fill in between (linear)
+        self._record(ends, durs, len(ids), used)
+        self._finish(done)
+
+    def _finish(self, done: np.ndarray) -> None:
+        if not len(done):
+            return
+        self.finish[done] = self.now
+        self.finished += len(done)
+        for _ in range(len(done)):
+            heapq.heappush(self.cl.slots, self.now)
+        if self.progress is not None:
+            self.progress(self.finished, self.wl.n)
+
+    def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray) -> None:
+        run, wait = len(self.st.run), len(self.st.waiting)
+        self.rec.extend((e, d, run, wait, tokens, u) for e, d, u in zip(ends.tolist(), durs.tolist(),
+                                                                         used.tolist(), strict=True))
+
+    def _raw(self) -> RawRun:
+        r = np.asarray(self.rec, dtype=float).reshape(-1, 6)
+        st = self.st
+        return RawRun(
+            sent_s=self.cl.sent, first_sched_s=self.first_sched, considered_s=self.considered,
+            first_token_s=self.first_tok, finish_s=self.finish, isl=self.wl.isl, osl=self.wl.osl,
+            preemptions=st.preemptions.copy(), itl_s=np.concatenate(self.itl) if self.itl else np.zeros(0),
+            step_t_s=r[:, 0], step_dur_s=r[:, 1], step_running=r[:, 2].astype(np.int64),
+            step_waiting=r[:, 3].astype(np.int64), step_tokens=r[:, 4].astype(np.int64),
+            step_kv_blocks=r[:, 5].astype(np.int64), total_blocks=st.total_blocks,
+            block_size_tokens=self.cfg.block_size_tokens,
+        )

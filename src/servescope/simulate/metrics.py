@@ -1,0 +1,135 @@
+"""Summaries of a simulated run: latency percentiles, throughput, queueing, and the timeline.
+
+Definitions follow `vllm bench serve` / `sglang.bench_serving` (docs/simulate.md), all times from the client:
+  TTFT   first token − send (includes the engine queue, set-up and prefill)
+  TPOT   per request (E2E − TTFT) / (output tokens − 1); requests with one output token are skipped
+  ITL    gaps between successive tokens of each request, pooled over all requests
+  E2E    finish − send
+  request throughput = requests / duration, output tok/s = Σ output tokens / duration, duration = first send to
+  last finish. Percentiles: numpy linear interpolation, as the benchmarks compute them.
+Queueing: a request is queued when it was schedulable at a step start but was not admitted in that step; the
+wait is first admission − becoming schedulable.
+What it does not: run the simulation (loop.py) or render anything (report/simulate_*.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from servescope.simulate.loop import RawRun
+from servescope.units import MS_PER_S
+
+TIMELINE_POINTS = 200
+
+
+@dataclass(frozen=True)
+class Stats:
+    """mean / p50 / p90 / p99 of one latency, seconds (NaN when there is nothing to summarise)."""
+
+    mean_s: float
+    p50_s: float
+    p90_s: float
+    p99_s: float
+
+    @staticmethod
+    def of(x: np.ndarray) -> Stats:
+        x = x[np.isfinite(x)]
+        if not len(x):
+            return Stats(float("nan"), float("nan"), float("nan"), float("nan"))
+        p50, p90, p99 = np.percentile(x, [50, 90, 99])
+        return Stats(float(x.mean()), float(p50), float(p90), float(p99))
+
+
+@dataclass(frozen=True)
+class Queueing:
+    queued: int  # requests that waited at least one step start for admission
+    mean_wait_s: float  # over the queued requests
+    max_wait_s: float
+    preemptions: int  # preemptions (recompute) over the run
+    preempted_requests: int
+
+
+@dataclass(frozen=True)
+class SimResult:
+    requests: int
+    duration_s: float
+    request_throughput_per_s: float
+    output_tok_s: float
+    ttft: Stats
+    tpot: Stats
+    itl: Stats
+    e2e: Stats
+    queueing: Queueing
+    mean_in_flight: float  # Σ E2E / duration (Little's law: mean requests in the system)
+    max_step_s: float  # longest engine step of the run
+    kv_capacity_tokens: int
+    timeline: dict[str, list[float]]
+    settings: dict[str, object] = field(default_factory=dict)  # engine knobs and workload, as used
+    warnings: tuple[str, ...] = ()
+
+
+def per_request(raw: RawRun) -> dict[str, np.ndarray]:
+    """TTFT, E2E and TPOT (s) per request."""
+    ttft = raw.first_token_s - raw.sent_s
+    e2e = raw.finish_s - raw.sent_s
+    tpot = np.where(raw.osl > 1, (e2e - ttft) / np.maximum(raw.osl - 1, 1), np.nan)
+    return {"ttft": ttft, "e2e": e2e, "tpot": tpot}
+
+
+def queueing(raw: RawRun) -> Queueing:
+    wait = raw.first_sched_s - raw.considered_s
+    q = wait > 1e-12
+    return Queueing(
+        queued=int(q.sum()), mean_wait_s=float(wait[q].mean()) if q.any() else 0.0,
+        max_wait_s=float(wait.max()) if len(wait) else 0.0, preemptions=int(raw.preemptions.sum()),
+        preempted_requests=int((raw.preemptions > 0).sum()),
+    )
+
+
+def timeline(raw: RawRun, points: int = TIMELINE_POINTS) -> dict[str, list[float]]:
+    """The per-step records, thinned to at most `points` evenly spaced steps."""
+    n = len(raw.step_t_s)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, dtype=int)
+    cap = max(raw.total_blocks, 1)
+    return {
+        "t_s": raw.step_t_s[idx].tolist(),
+        "running": raw.step_running[idx].astype(float).tolist(),
+        "waiting": raw.step_waiting[idx].astype(float).tolist(),
+        "step_tokens": raw.step_tokens[idx].astype(float).tolist(),
+        "kv_used_frac": (raw.step_kv_blocks[idx] / cap).tolist(),
+        "step_ms": (raw.step_dur_s[idx] * MS_PER_S).tolist(),
+    }
+
+
+def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResult:
+    r = per_request(raw)
+    start, end = float(np.nanmin(raw.sent_s)), float(np.nanmax(raw.finish_s))
+    dur = max(end - start, 1e-12)
+    q = queueing(raw)
+    warnings = []
+    if q.queued:
+        warnings.append(f"{q.queued} of {len(raw.isl)} requests queued in the engine before their first step: "
+                        f"mean wait {q.mean_wait_s:.3g} s, longest {q.max_wait_s:.3g} s")
+    if q.preemptions:
+        warnings.append(f"KV cache full: {q.preemptions} preemptions (recompute) of {q.preempted_requests} requests")
+    return SimResult(
+        requests=len(raw.isl), duration_s=dur, request_throughput_per_s=len(raw.isl) / dur,
+        output_tok_s=float(raw.osl.sum()) / dur, ttft=Stats.of(r["ttft"]), tpot=Stats.of(r["tpot"]),
+        itl=Stats.of(raw.itl_s), e2e=Stats.of(r["e2e"]), queueing=q, mean_in_flight=float(np.nansum(r["e2e"])) / dur,
+        max_step_s=float(raw.step_dur_s.max()) if len(raw.step_dur_s) else 0.0,
+        kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
+        settings=dict(settings or {}), warnings=tuple(warnings),
+    )
+
+
+def flat_metrics(res: SimResult) -> dict[str, float]:
+    """The result under benchfile's metric names: `ttft_ms.p50`, ..., `output_tok_s`, `duration_s`."""
+    out: dict[str, float] = {}
+    for name, st in (("ttft_ms", res.ttft), ("tpot_ms", res.tpot), ("itl_ms", res.itl), ("e2e_ms", res.e2e)):
+        for stat, v in (("mean", st.mean_s), ("p50", st.p50_s), ("p90", st.p90_s), ("p99", st.p99_s)):
+            out[f"{name}.{stat}"] = v * MS_PER_S
+    out.update(output_tok_s=res.output_tok_s, request_throughput_per_s=res.request_throughput_per_s,
+               duration_s=res.duration_s)
+    return out

@@ -1,0 +1,128 @@
+"""The one adapter between the simulation and the analytical step model (perfmodel/step.py, serving.py).
+
+A step of the simulation is a composition: decode tokens (one per sequence, each at its own context) and prefill
+chunks (n tokens after L tokens of context each). Its time, from the closed-form model's class times
+(step.py: step = gemm + moe + attention + communication + kernels + cpu, an exact sum there), is
+    step_s = tok_s(T) + Σ_decode attn1(L_i) · ⌈b/dp⌉/b + Σ_chunks attn_pf(n, L) / dp + prefill extra + cpu(b)
+  tok_s(T)     gemm + moe + communication + kernel launches of T tokens in the step, spread over the dp attention
+               ranks (step_arrays with batch = dp, tokens/seq = T/dp); a pure-decode step takes the decode table
+               (the step model pads it to the engine's CUDA-graph size and charges graph launch costs, graphs.py),
+               a step with prefill chunks the eager prefill table, or the decode table when the engine runs mixed
+               batches as piecewise graphs (vLLM)
+  attn1(L)     attention of one decode sequence at context L (memory/compute roofline per sequence; for one
+               context it is exactly the closed form's batch attention divided by the batch), tabulated on a grid
+               of L and linearly interpolated
+  attn_pf(n,L) attention of a prefill chunk (step_arrays prefill=True), tabulated on a grid (64 chunk sizes from 1
+               to the budget, geometric; contexts every 64+ tokens) and interpolated bilinearly
+  prefill extra = (tok_s(T) − tok_s(T_decode) + Σ attn_pf / dp, launches excluded) · (1/prefill_eff − 1)
+               + once per step that carries prefill: n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
+               (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
+               launched once per forward pass, whatever the number of prompts batched in it)
+  cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
+               (data/engines.toml overlap_scheduler) only max(cpu(b) − the step's GPU time, 0) is added
+A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
+Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
+prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
+is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling).
+What it does not: decide what runs in a step (scheduler.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from servescope.perfmodel.serving import linear_layers, mla_layers
+from servescope.perfmodel.step import step_arrays
+from servescope.simulate.engine import EngineConfig
+
+CTX_GRID_TOKENS = 16  # grid step of the per-sequence decode attention table and of the chunk cache key
+
+
+def _f(a: dict[str, Any], key: str) -> np.ndarray:
+    return np.asarray(a[key], dtype=float)
+
+
+class StepCost:
+    """Step times of one scenario under one engine config, with tables built once (vectorised)."""
+
+    def __init__(self, sc: Any, cfg: EngineConfig, max_tokens: int, max_ctx: int):
+        self.sc, self.cfg, self.dp = sc, cfg, max(1, int(sc.dp))
+        eff = sc.efficiency
+        t = np.maximum(np.arange(0, max_tokens + 1, dtype=float), 1.0) / self.dp
+        dec, pf = step_arrays(sc, self.dp, 0, t), step_arrays(sc, self.dp, 0, t, prefill=True)
+        # per step size T: gemm + moe + communication + kernel launches; decode steps may run as padded graphs
+        self.tok_dec_s = _f(dec, "gemm") + _f(dec, "moe") + _f(dec, "communication") + _f(dec, "kernels")
+        self.tok_pf_s = _f(pf, "gemm") + _f(pf, "moe") + _f(pf, "communication") + _f(pf, "kernels")
+        self.kern_pf_s = _f(pf, "kernels")
+        self.grid = np.arange(0, max_ctx + 2 * CTX_GRID_TOKENS, CTX_GRID_TOKENS, dtype=float)
+        self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
+        cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
+        self.overlap = bool(sc.overlaps_cpu)
+        self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
+        self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
+        self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
+        self.chunk_extra_s = mla_layers(sc) * eff.mla_prefill_layer_s + linear_layers(sc) * eff.linear_prefill_layer_s
+        self.setup_s = float(eff.prefill_overhead_s)
+        self._chunk_table(max_tokens, max_ctx)
+
+    def _chunk_table(self, max_tokens: int, max_ctx: int) -> None:
+        """attn_pf on a grid: chunk sizes geometric from 1 to the step budget, contexts every ≥ 64 tokens."""
+        n = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 64)))
+        step = max(64, -(-max_ctx // 2048))
+        self.pf_n = n
+        self.pf_ctx = np.arange(0, max_ctx + 2 * step, step, dtype=float)
+        a = step_arrays(self.sc, self.dp, self.pf_ctx[None, :], n[:, None], prefill=True)
+        self.pf_attn = np.broadcast_to(_f(a, "attention"), (len(n), len(self.pf_ctx)))
+
+    def decode_attention_s(self, ctx: np.ndarray) -> float:
+        """Σ attention of decode sequences at contexts ctx (tokens attended, the new one included)."""
+        b = len(ctx)
+        if b == 0:
+            return 0.0
+        s = float(np.interp(ctx, self.grid, self.attn1).sum())
+        return s * (-(-b // self.dp)) / b
+
+    def chunk_attention_s(self, n: np.ndarray, ctx: np.ndarray) -> float:
+        """Σ attention of prefill chunks of n tokens after ctx tokens of context (bilinear in the table)."""
+        total = 0.0
+        for k, c in zip(n.tolist(), ctx.tolist(), strict=True):
+            i = min(max(int(np.searchsorted(self.pf_n, k)), 1), len(self.pf_n) - 1)
+            n0, n1 = self.pf_n[i - 1], self.pf_n[i]
+            w = (k - n0) / (n1 - n0)
+            a0 = np.interp(c, self.pf_ctx, self.pf_attn[i - 1])
+            a1 = np.interp(c, self.pf_ctx, self.pf_attn[i])
+            total += float(a0 + w * (a1 - a0))
+        return total
+
+    def decode_run_s(self, ctx: np.ndarray, k: int) -> np.ndarray:
+        """Seconds of k successive pure-decode steps of the same sequences, starting at contexts ctx."""
+        b = len(ctx)
+        grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
+        attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
+        attn *= (-(-b // self.dp)) / b
+        return self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
+
+    def _plus_cpu(self, gpu_s: Any, seqs: int) -> Any:
+        """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an
+        engine that overlaps scheduling with execution (step.py)."""
+        cpu = self.cpu_s + self.cpu_per_seq_s * seqs
+        return gpu_s + (np.maximum(cpu - gpu_s, 0.0) if self.overlap else cpu)
+
+    def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
+        """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
+        after chunks_ctx tokens (formula in the module docstring)."""
+        b_dec, n_chunks = len(dec_ctx), len(chunks_n)
+        top = len(self.tok_dec_s) - 1
+        if not n_chunks:
+            return float(self._plus_cpu(self.tok_dec_s[min(b_dec, top)] + self.decode_attention_s(dec_ctx), b_dec))
+        t_all = min(b_dec + int(chunks_n.sum()), top)
+        table = self.tok_dec_s if self.cfg.graph_mixed_batches else self.tok_pf_s
+        tok = table[t_all]
+        pf_attn = self.chunk_attention_s(chunks_n, chunks_ctx) / self.dp
+        base = (self.tok_pf_s[b_dec] - self.kern_pf_s[b_dec]) if b_dec else 0.0
+        marginal = tok - self.kern_pf_s[t_all] - base + pf_attn
+        step = tok + self.decode_attention_s(dec_ctx) + pf_attn
+        step += marginal * self.inv_pf_eff_m1 + self.chunk_extra_s
+        return float(self._plus_cpu(step, b_dec + n_chunks))

@@ -1,0 +1,81 @@
+"""The model's packaged data files (specs/data/*.toml, ranges.json): one reader each, one error for a bad file.
+
+Does: parse the data the model and the simulation are priced with — engine defaults by version (engines.toml,
+scheduler.toml, spec_engines.toml), measured per-op curves and overheads (gemm_efficiency.toml,
+engine_overheads.toml, kernel_counts.toml), and the numbers fitted or measured on validation data by the
+scripts of data-build/ (efficiency.toml, spec_host.toml, ranges.json) — and hand them over as plain dicts.
+Every number in them carries its source in the file. `perfmodel/` and `simulate/` open no file: they call these.
+Does not: interpret the numbers (each consumer validates its own keys) or cache (consumers cache what they build).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from importlib import resources
+from typing import Any
+
+from servescope.errors import BadConfig
+
+
+def read_toml(name: str) -> dict[str, Any]:
+    """Parse specs/data/<name>; a file that does not parse raises BadConfig naming it."""
+    path = resources.files("servescope.specs").joinpath("data", name)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise BadConfig(f"specs/data/{name}: {e}") from None
+
+
+def read_json(name: str) -> Any:
+    """Parse specs/data/<name> as JSON; an unreadable or malformed file raises BadConfig naming it."""
+    path = resources.files("servescope.specs").joinpath("data", name)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise BadConfig(f"specs/data/{name}: {e}") from None
+
+
+def efficiency() -> dict[str, Any]:
+    """The global fitted efficiency constants (data-build/fit_efficiency.py)."""
+    return read_toml("efficiency.toml")
+
+
+def engine_overheads() -> dict[str, Any]:
+    """Per-kernel and per-step overheads measured on real traces (data-build/measure_engine_overheads.py)."""
+    return read_toml("engine_overheads.toml")
+
+
+def gemm_efficiency() -> dict[str, Any]:
+    """Measured GEMM efficiency curves per GPU (data-build/measure_gemm_efficiency.py)."""
+    return read_toml("gemm_efficiency.toml")
+
+
+def kernel_counts() -> dict[str, Any]:
+    """Kernels per layer measured on real traces (data-build/measure_kernels_per_layer.py)."""
+    return read_toml("kernel_counts.toml")
+
+
+def engine_graphs() -> dict[str, Any]:
+    """Each engine's CUDA-graph capture sizes, prompt budgets and CPU overlap, by version (engines.toml)."""
+    return read_toml("engines.toml")
+
+
+def scheduler_defaults() -> dict[str, Any]:
+    """Each engine's scheduler knobs, by version, for the simulation (scheduler.toml)."""
+    return read_toml("scheduler.toml")
+
+
+def spec_engines() -> dict[str, Any]:
+    """How each engine version runs a speculative iteration (spec_engines.toml)."""
+    return read_toml("spec_engines.toml")
+
+
+def spec_host() -> dict[str, Any]:
+    """The fitted host costs of speculative decoding and their error (data-build/fit_spec_host.py)."""
+    return read_toml("spec_host.toml")
+
+
+def error_ranges() -> Any:
+    """Cross-validated error quantiles per case and the same-box change error (data-build/validation_report.py)."""
+    return read_json("ranges.json")
