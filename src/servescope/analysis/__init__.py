@@ -15,10 +15,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from servescope.analysis.analyze import STEP_KINDS, TraceAnalysis, analyze_trace, example_trace
+    from servescope.analysis.analyze import TraceAnalysis, analyze_trace, example_trace
     from servescope.analysis.diff import diff_traces
+    from servescope.analysis.vocab import STEP_KINDS
 
-_LAZY = {"STEP_KINDS": "analyze", "TraceAnalysis": "analyze", "analyze_trace": "analyze",
+_LAZY = {"STEP_KINDS": "vocab", "TraceAnalysis": "analyze", "analyze_trace": "analyze",
          "example_trace": "analyze", "diff_traces": "diff"}
 __all__ = ["STEP_KINDS", "TraceAnalysis", "analyze_trace", "diff_traces", "example_trace"]
 

@@ -25,8 +25,6 @@ from servescope.analysis.ranks import (
 from servescope.errors import NoGpuEvents, TraceError
 from servescope.trace.folder import rank_files, rank_order
 
-STEP_KINDS = ("prefill", "decode", "mixed", "unknown")
-
 
 @dataclass(frozen=True)
 class TraceAnalysis:

@@ -49,7 +49,7 @@ from servescope.calibrate.fit import (
 )
 from servescope.errors import PlanError, ServescopeError
 from servescope.perfmodel import Efficiency, Scenario, StepPrediction
-from servescope.perfmodel.hw import load_gpu
+from servescope.specs.hardware import load_gpu
 from servescope.units import s_to_us, us_to_s
 
 __all__ = ["CLASSES", "CalibratedStep", "Calibration", "calibrate", "calibration_table", "knob_value"]

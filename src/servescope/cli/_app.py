@@ -74,7 +74,6 @@ if TYPE_CHECKING:
     from servescope.perfmodel import Scenario
 
 # Commands import their library lazily: `servescope trace` on a big file should not pay for the model's imports.
-STEP_KINDS = ("prefill", "decode", "mixed", "unknown")
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from servescope.cli._app import STEP_KINDS, Output, main, one_line_errors, output_options
+from servescope.analysis.vocab import STEP_KINDS
+from servescope.cli._app import Output, main, one_line_errors, output_options
 
 
 @main.command("diff")

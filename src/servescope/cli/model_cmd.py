@@ -30,16 +30,17 @@ def model(concurrency: str, with_sim: bool, out: Output, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
+    from servescope.report.titles import scenario_title
 
     sc, concs = _scenario(kw), _int_list(concurrency)
     points = predict(sc, concs)
-    title = (f"{sc.model.name} on {sc.n_gpus}× {sc.gpu.name} (TP={sc.tp} EP={sc.ep} PP={sc.pp} DP={sc.dp}), "
-             f"ISL {sc.isl} / OSL {sc.osl}")  # the resolved names: `--gpu h100` is h100_sxm
-    doc = model_document(points)
-    if with_sim:  # simulate_cmd owns this path: the simulated fields join each point
-        from servescope.cli.simulate_cmd import add_simulated
+    title = scenario_title(sc)
+    simulated = None
+    if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
+        from servescope.simulate import simulate_points
 
-        add_simulated(doc, sc, concs)
+        simulated = dict(zip(concs, simulate_points(sc, concs), strict=True))
+    doc = model_document(points, simulated)
     out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))
 
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
+from servescope.analysis.vocab import STEP_KINDS
 from servescope.cli._app import (
-    STEP_KINDS,
     Output,
     _scenario,
     main,

@@ -19,6 +19,7 @@ from servescope.cli._app import (
     output_options,
     scenario_options,
 )
+from servescope.perfmodel.scenario import Scenario
 
 LONG_RUN_PROMPTS = 2000  # a progress bar from this many requests on (TTY only)
 
@@ -69,6 +70,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
              max_model_len: int | None, kv_cache_tokens: int | None, seed: int, compare_file: Path | None,
              out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
+    from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
     from servescope.simulate import simulate as run_simulation
     from servescope.validation.benchio import read_lengths
@@ -80,8 +82,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
     kv = given.pop("kv_cache_tokens", None)
     engine = engine_for(sc, **given)
-    title = (f"{kw['model_name']} on {sc.n_gpus}× {kw['gpu']} (TP={kw['tp']} EP={kw['ep']} PP={kw['pp']} "
-             f"DP={kw['dp']}, {kw['backend']})")
+    title = scenario_title(sc, backend=True)
     if compare_file is not None:
         _compare(sc, engine, compare_file, kv, seed, title, out)
         return
@@ -103,7 +104,7 @@ def _sidecar(bench: Path) -> dict[str, int | None]:
     return dict(read_server_settings(side)) if side.is_file() else {}
 
 
-def _compare(sc: Any, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
+def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
              out: Output) -> None:
     from servescope.report.simulate_doc import compare_document
     from servescope.report.simulate_text import render_compare
@@ -136,6 +137,7 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
     from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.simulate_doc import sweep_document
     from servescope.report.simulate_text import render_sweep
+    from servescope.report.titles import scenario_title
 
     base = _scenario(kw)
     n = n_gpus if n_gpus is not None else kw["tp"] * kw["dp"]
@@ -144,14 +146,5 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
         return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})
 
     doc = sweep_document(run_sweep(build, n, _int_list(concurrency), base.model.is_moe))
-    title = f"{kw['model_name']} on {kw['gpu']}, ISL {kw['isl']} / OSL {kw['osl']}, {kw['backend']}"
+    title = scenario_title(base, layout=False, backend=True, n_gpus=n)
     out.emit(doc, text=lambda console: render_sweep(title, doc, console, all_points))
-
-
-def add_simulated(doc: dict[str, Any], sc: Any, concurrency: list[int]) -> None:
-    """`model --simulate`: one closed-loop simulation per concurrency; its fields join each model/1 point."""
-    from servescope.report.simulate_doc import model_sim_fields
-    from servescope.simulate import simulate_points
-
-    for point, res in zip(doc["points"], simulate_points(sc, concurrency), strict=True):
-        point.update(model_sim_fields(res))

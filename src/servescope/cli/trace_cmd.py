@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from servescope.analysis.vocab import STEP_KINDS
 from servescope.cli._app import (
-    STEP_KINDS,
     Output,
     main,
     one_line_errors,

@@ -76,7 +76,7 @@ def _curve_by_name(name: str, family: tuple[str, str, str]) -> GemmCurve | None:
     own = _measured(name)
     if own is not None:
         return own
-    from servescope.perfmodel.hw import load_gpu
+    from servescope.specs.hardware import load_gpu
 
     for other in _table():
         if isinstance(_table()[other], dict) and _measured(other) is not None:

@@ -1,8 +1,7 @@
 """Adapter to the hardware side (servescope.specs.hardware / .collectives): GPU lookup and vectorised
 collective times with the model's efficiency scales.
 
-What it does: resolves GPU names (including the validation CSV's system names such as `b200_sxm`), loads the
-collective curves of a GPU group, and evaluates `collective_time_s` over numpy arrays of message sizes, splitting
+What it does: loads the collective curves of a GPU group, and evaluates `collective_time_s` over numpy arrays of message sizes, splitting
 each call into its latency floor (time at 0 bytes) and its bandwidth part so `Efficiency` can scale them apart.
 What it does not: hold any hardware numbers itself (they live, with sources, in specs/).
 """
@@ -13,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from servescope.errors import UnknownName
 from servescope.specs.collectives import CollectiveCurves, curve_time_s
 from servescope.specs.hardware import GpuSpec
 
@@ -23,23 +21,6 @@ if TYPE_CHECKING:
 # Collective names as the model uses them; the curves use the same (see specs/collectives.py).
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER, SEND_RECV = (
     "all_reduce", "all_gather", "all_to_all", "reduce_scatter", "send_recv")
-
-
-def load_gpu(name: str) -> GpuSpec:
-    """GpuSpec by name; UnknownName (from specs.hardware) lists the known ones."""
-    from servescope.specs.hardware import load_gpu as _load
-
-    try:
-        return _load(name)
-    except UnknownName:
-        # Validation CSVs spell systems as `<gpu>_sxm` / `gb200`; try the bare name before giving up.
-        for alt in (name.removesuffix("_sxm"), name.replace("_", "-")):
-            if alt != name:
-                try:
-                    return _load(alt)
-                except UnknownName:
-                    continue
-        raise
 
 
 def load_curves(gpu: GpuSpec, n_gpus: int, interconnect: str | None) -> CollectiveCurves:

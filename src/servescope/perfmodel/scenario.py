@@ -17,10 +17,9 @@ from typing import Any
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.graphs import overlaps_cpu
-from servescope.perfmodel.hw import load_gpu
 from servescope.perfmodel.memory import check_fits
 from servescope.perfmodel.step import model_for
-from servescope.specs.hardware import GpuSpec
+from servescope.specs.hardware import GpuSpec, load_gpu
 from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec, load_model
 from servescope.specs.quant import QuantConfig, scheme

@@ -7,13 +7,8 @@ document and text are servescope.report.plan_doc / plan_text.
 
 from servescope.planner.plan import Plan, Track, combine, plan
 from servescope.planner.speculative import SpecConfig, parse_spec_method, spec_from_options
-from servescope.planner.target import (
-    TRACK_KINDS,
-    Target,
-    parse_acceptance,
-    parse_forbid,
-    parse_target,
-)
+from servescope.planner.target import Target, parse_acceptance, parse_target
+from servescope.planner.tracks import TRACK_KINDS, parse_forbid
 
 __all__ = [
     "TRACK_KINDS",

@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servescope.perfmodel.scenario import Scenario
-from servescope.planner.plan import TRACKS, Plan
-from servescope.planner.target import TRACK_KINDS
-from servescope.planner.track import Context
+from servescope.planner.plan import Plan
+from servescope.planner.tracks import TRACK_KINDS
 from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Evaluator, PerfModel, StepModel, WhatIf
 
@@ -60,16 +59,11 @@ def _curve(ev: Evaluator, name: str, whatifs: tuple[WhatIf, ...], concurrencies:
 
 def plan_curves(p: Plan, concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES,
                 model: StepModel | None = None) -> tuple[Curve, ...]:
-    """Baseline, every track that pays (alone), and the plan's combination when it has two or more tracks."""
+    """Baseline, every track that pays (alone), and the plan's combination when it has two or more tracks: each
+    with the what-if its track was evaluated with in the plan (the planner's tracks are not run again)."""
     ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
                    (imbalance_adjust,))
-    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec)
-    whatifs: dict[str, WhatIf] = {}
-    for t in p.tracks:
-        if t.pays:
-            w = TRACKS[t.kind](ctx).whatif
-            if w is not None:
-                whatifs[t.kind] = w
+    whatifs: dict[str, WhatIf] = {t.kind: t.whatif for t in p.tracks if t.pays and t.whatif is not None}
     curves = [_curve(ev, "baseline", (), concurrencies)]
     curves += [_curve(ev, k, (w,), concurrencies) for k, w in whatifs.items()]
     chosen = [k for k in p.combined.tracks if k in whatifs]

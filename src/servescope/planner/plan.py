@@ -16,7 +16,6 @@ Does not: render anything (see servescope.report.plan_doc / plan_text) or read t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,48 +25,14 @@ from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.gain_range import PlanRange, plan_range
 from servescope.planner.speculative import SpecConfig
-from servescope.planner.target import (
-    TRACK_KINDS,
-    Target,
-    check_objective,
-    parse_forbid,
-    parse_target,
-)
+from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
-from servescope.planner.tracks_comm import (
-    collective_fusion_track,
-    custom_allreduce_track,
-    expert_parallel_track,
-    imbalance_adjust,
-    nccl_tuning_track,
-)
-from servescope.planner.tracks_compute import (
-    async_scheduling_track,
-    cuda_graphs_track,
-    parallelism_change_track,
-    pd_disaggregation_track,
-    quantization_track,
-    split_k_attention_track,
-)
-from servescope.planner.tracks_spec import speculative_track
+from servescope.planner.tracks import TRACK_KINDS, TRACKS, parse_forbid
+from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, WhatIf
 
 PAYS = 1.001  # a track "pays" above this gain
 
-TRACKS: dict[str, Callable[[Context], Proposal]] = {
-    "speculative_decoding": speculative_track,
-    "expert_parallel": expert_parallel_track,
-    "custom_allreduce": custom_allreduce_track,
-    "nccl_tuning": nccl_tuning_track,
-    "collective_fusion": collective_fusion_track,
-    "cuda_graphs": cuda_graphs_track,
-    "async_scheduling": async_scheduling_track,
-    "split_k_attention": split_k_attention_track,
-    "quantization": quantization_track,
-    "pd_disaggregation": pd_disaggregation_track,
-    "parallelism_change": parallelism_change_track,
-}
-assert tuple(TRACKS) == TRACK_KINDS
 
 
 @dataclass(frozen=True)
@@ -88,6 +53,8 @@ class Track:
     precision_lowering: bool = False
     note: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    # the what-if this track was evaluated with, kept so that curves and pages re-use it (never re-run the track)
+    whatif: WhatIf | None = field(default=None, compare=False, repr=False)
 
     @property
     def pays(self) -> bool:
@@ -250,7 +217,7 @@ def _propose(ctx: Context) -> list[Proposal]:
 def _evaluate(ctx: Context, p: Proposal, r: PlanRange) -> Track:
     base = dict(kind=p.kind, applicable=p.applicable, why_not=p.why_not, effort=p.effort,
                 preconditions=p.preconditions, validate=p.validate, precision_lowering=p.precision_lowering,
-                note=p.note, details=p.details)
+                note=p.note, details=p.details, whatif=p.whatif)
     if not p.applicable or p.whatif is None:
         return Track(gain=None, gain_low=None, gain_high=None, **base)  # type: ignore[arg-type]
     ev = ctx.evaluator

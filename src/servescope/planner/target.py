@@ -17,20 +17,6 @@ from servescope.units import MS_PER_S
 
 OBJECTIVES = ("tpot", "throughput")
 
-TRACK_KINDS = (
-    "speculative_decoding",
-    "expert_parallel",
-    "custom_allreduce",
-    "nccl_tuning",
-    "collective_fusion",
-    "cuda_graphs",
-    "async_scheduling",
-    "split_k_attention",
-    "quantization",
-    "pd_disaggregation",
-    "parallelism_change",
-)
-
 # Unit spelling → (objective, factor to the canonical unit: ms for TPOT, tok/s for throughput).
 _TPOT_UNITS = {"ms": 1.0, "s": MS_PER_S, "us": 1e-3, "µs": 1e-3}
 _RATE_UNITS = {"tok/s": 1.0, "tokens/s": 1.0, "tps": 1.0, "ktok/s": 1e3}
@@ -95,18 +81,6 @@ def parse_target(text: str, objective: str) -> Target:
         return Target("throughput", number * _RATE_UNITS[unit], text.strip())
     valid = ", ".join([*_TPOT_UNITS, *_RATE_UNITS])
     raise PlanError(f"target {text!r} has an unknown unit {unit!r}; valid: {valid}")
-
-
-def parse_forbid(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
-    """Comma-separated or listed track kinds; unknown names raise PlanError listing the valid ones."""
-    if value is None:
-        return ()
-    items = value.split(",") if isinstance(value, str) else list(value)
-    names = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
-    unknown = [n for n in names if n not in TRACK_KINDS]
-    if unknown:
-        raise PlanError(f"unknown track {', '.join(unknown)}; valid: {', '.join(TRACK_KINDS)}")
-    return names
 
 
 def parse_acceptance(

@@ -30,6 +30,7 @@ from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
+from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import WhatIf
 from servescope.specs import quant as q
@@ -220,13 +221,16 @@ def pd_disaggregation_track(ctx: Context) -> Proposal:
 
 
 def _layouts(ctx: Context) -> list[tuple[str, dict[str, int]]]:
+    """The other layouts of the same GPUs (planner.layouts), keeping the scenario's EP choice (on all GPUs or
+    off), and for TPOT one with twice the TP when it stays inside one NVLink domain."""
     sc = ctx.scenario
     n = int(sc.tp) * int(sc.dp)
     out = []
-    for tp in (d for d in range(1, n + 1) if n % d == 0 and d != sc.tp):
-        dp = n // tp
-        ep = n if sc.ep > 1 else 1
-        out.append((f"TP{tp}×DP{dp}" + (f" EP{ep}" if ep > 1 else ""), {"tp": tp, "dp": dp, "ep": ep}))
+    for lay in layouts(n, moe=sc.ep > 1):
+        if lay.tp == sc.tp or (lay.ep > 1) != (sc.ep > 1):
+            continue
+        out.append((f"TP{lay.tp}×DP{lay.dp}" + (f" EP{lay.ep}" if lay.ep > 1 else ""),
+                    {"tp": lay.tp, "dp": lay.dp, "ep": lay.ep}))
     domain = int(sc.gpu.nvlink_domain_gpus) or 8
     if ctx.objective == "tpot" and 2 * sc.tp * sc.dp <= domain:
         tp = 2 * sc.tp

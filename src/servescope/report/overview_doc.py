@@ -9,6 +9,7 @@ from typing import Any
 
 from servescope.advise import Overview
 from servescope.analysis.timeline import StepTimeline
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.curves import Curve
 from servescope.report.plan_doc import plan_document
 from servescope.report.trace_json import trace_document
@@ -40,7 +41,7 @@ def curves_document(curves: Sequence[Curve]) -> list[dict[str, Any]]:
     return [_curve(c) for c in curves]
 
 
-def scenario_document(sc: Any) -> dict[str, Any] | None:
+def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
     """The scenario's names and layout, with the resolved GPU spec name (e.g. `h100` → h100_sxm)."""
     if sc is None:
         return None

@@ -3,14 +3,14 @@ the Plan; nothing is planned here. The JSON contract is report/plan_doc.py."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
 from servescope.calibrate import calibration_table
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
+from servescope.report.titles import scenario_title
 from servescope.units import MS_PER_S
 
 
@@ -72,11 +72,9 @@ def _baseline_range(plan: Plan) -> str:
     return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {plan.gain_range.case})"
 
 
-def scenario_line(sc: Any) -> str:
+def scenario_line(sc: Scenario) -> str:
     """The scenario as resolved: model and GPU spec names (`--gpu h100` resolves to h100_sxm) and the layout."""
-    gpu = f"{sc.gpu.name} ({sc.gpu.display_name})" if getattr(sc.gpu, "display_name", "") else sc.gpu.name
-    return (f"scenario: {sc.model.name} on {sc.n_gpus}× {gpu}, TP={sc.tp} EP={sc.ep} PP={sc.pp} DP={sc.dp}, "
-            f"ISL {sc.isl} / OSL {sc.osl}, {sc.backend}")
+    return "scenario: " + scenario_title(sc, backend=True, display_name=True)
 
 
 def _needs_and_verify(t: Track) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.engine import EngineConfig, engine_defaults
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
@@ -35,14 +36,14 @@ __all__ = [
 ]
 
 
-def engine_for(sc: Any, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+def engine_for(sc: Scenario, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                **more: Any) -> EngineConfig:
     """The scenario backend's defaults with the given knobs replaced (None keeps the default)."""
     return engine_defaults(sc.backend).with_(max_num_seqs=max_num_seqs,
                                              max_num_batched_tokens=max_num_batched_tokens, **more)
 
 
-def simulate_workload(sc: Any, wl: Workload, engine: EngineConfig | None = None,
+def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = None,
                       kv_cache_tokens: int | None = None, progress: Progress | None = None) -> SimResult:
     """Simulate a prepared workload (sc: perfmodel Scenario). kv_cache_tokens overrides the modelled KV
     capacity (e.g. the 'GPU KV cache size: N tokens' an engine logs)."""
@@ -55,7 +56,7 @@ def simulate_workload(sc: Any, wl: Workload, engine: EngineConfig | None = None,
     return summarise(raw, settings)
 
 
-def simulate(sc: Any, arrival: str | Arrival = "closed", concurrency: int | None = None, num_prompts: int = 1000,
+def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int | None = None, num_prompts: int = 1000,
              lengths: tuple[np.ndarray, np.ndarray] | None = None, range_ratio: float = 1.0, seed: int = 0,
              engine: EngineConfig | None = None, kv_cache_tokens: int | None = None,
              progress: Progress | None = None) -> SimResult:
@@ -74,6 +75,6 @@ def points_prompts(concurrency: int) -> int:
     return max(4 * concurrency, 200)
 
 
-def simulate_points(sc: Any, concurrency: list[int], engine: EngineConfig | None = None) -> list[SimResult]:
+def simulate_points(sc: Scenario, concurrency: list[int], engine: EngineConfig | None = None) -> list[SimResult]:
     """A closed-loop simulation at each concurrency (sc.isl/sc.osl fixed lengths), for `model --simulate`."""
     return [simulate(sc, "closed", c, points_prompts(c), engine=engine) for c in concurrency]

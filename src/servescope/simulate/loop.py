@@ -15,12 +15,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.memory import engine_kv_bytes_per_gpu, kv_bytes_per_seq
+from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.engine import EngineConfig
 from servescope.simulate.scheduler import SchedState
 from servescope.simulate.stepcost import StepCost
@@ -54,7 +54,7 @@ class RawRun:
     block_size_tokens: int
 
 
-def kv_blocks(sc: Any, cfg: EngineConfig) -> int:
+def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
     """KV blocks of the instance: dp · ⌊KV bytes per GPU / bytes per block⌋, the KV bytes as the backend sizes its
     pool (memory.engine_kv_bytes_per_gpu with engines.toml kv_mem_fraction / kv_mem_of), bytes per token taken from
     the scenario's mean sequence (isl + osl; exact for full attention, an average for windows and recurrent state)."""
@@ -66,7 +66,7 @@ def kv_blocks(sc: Any, cfg: EngineConfig) -> int:
     return int(sc.dp * max(free, 0.0) // per_block)
 
 
-def check_fits(sc: Any, cfg: EngineConfig, wl: Workload, total_blocks: int) -> None:
+def check_fits(sc: Scenario, cfg: EngineConfig, wl: Workload, total_blocks: int) -> None:
     """One-line ScenarioError for a request longer than the context limit, or with no KV room even alone."""
     longest = int((wl.isl + wl.osl).max())
     i = int(np.argmax(wl.isl + wl.osl))
@@ -112,7 +112,7 @@ class _Client:
         return float(t)
 
 
-def simulate_raw(sc: Any, cfg: EngineConfig, wl: Workload, progress: Progress | None = None,
+def simulate_raw(sc: Scenario, cfg: EngineConfig, wl: Workload, progress: Progress | None = None,
                  total_blocks: int | None = None) -> RawRun:
     """Run the workload to completion on one engine instance (sc: perfmodel Scenario)."""
     blocks = kv_blocks(sc, cfg) if total_blocks is None else int(total_blocks)
@@ -123,7 +123,7 @@ def simulate_raw(sc: Any, cfg: EngineConfig, wl: Workload, progress: Progress | 
 class _Loop:
     """The simulation state outside the scheduler: clock, client, per-request times, records."""
 
-    def __init__(self, sc: Any, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None):
+    def __init__(self, sc: Scenario, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None):
         self.wl, self.progress, self.cfg = wl, progress, cfg
         self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)))
         max_tokens = max(self.st.budget, self.st.max_seqs) + 1

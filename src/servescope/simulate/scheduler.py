@@ -203,7 +203,7 @@ class SchedState:
 
     def _release(self, ids: np.ndarray) -> np.ndarray:
         """Finished requests among ids leave the running list and free their blocks; returns them."""
-        done = ids[self.generated[ids] >= self.out[ids]]
+        done: np.ndarray = ids[self.generated[ids] >= self.out[ids]]
         self.freed_last = int(self.blocks[done].sum()) if len(done) else 0
         if len(done):
             self.free_blocks += self.freed_last

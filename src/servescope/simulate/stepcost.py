@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.step import step_arrays
 from servescope.simulate.engine import EngineConfig
@@ -47,7 +48,7 @@ def _f(a: dict[str, Any], key: str) -> np.ndarray:
 class StepCost:
     """Step times of one scenario under one engine config, with tables built once (vectorised)."""
 
-    def __init__(self, sc: Any, cfg: EngineConfig, max_tokens: int, max_ctx: int):
+    def __init__(self, sc: Scenario, cfg: EngineConfig, max_tokens: int, max_ctx: int):
         self.sc, self.cfg, self.dp = sc, cfg, max(1, int(sc.dp))
         eff = sc.efficiency
         t = np.maximum(np.arange(0, max_tokens + 1, dtype=float), 1.0) / self.dp
@@ -102,7 +103,8 @@ class StepCost:
         grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
         attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
         attn *= (-(-b // self.dp)) / b
-        return self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
+        run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
+        return run_s
 
     def _plus_cpu(self, gpu_s: Any, seqs: int) -> Any:
         """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an

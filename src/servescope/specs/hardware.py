@@ -220,11 +220,14 @@ def list_gpus() -> list[str]:
 
 
 def resolve_gpu_name(name: str) -> str:
-    """Canonical name for a name or alias (case, '-', '_' and spaces ignored); raises UnknownName."""
+    """Canonical name for a name or alias (case, '-', '_' and spaces ignored; a trailing `_sxm`, as validation CSVs
+    spell systems, is dropped when the name is not known with it); raises UnknownName. The one GPU-name resolver:
+    the CLI, the model and the specs commands all resolve through it."""
     specs, aliases = _registry()
     key = normalize_name(name)
-    if key in aliases:
-        return aliases[key]
+    for candidate in (key, key.removesuffix("_sxm")):
+        if candidate in aliases:
+            return aliases[candidate]
     raise UnknownName(f"unknown GPU '{name}'; known: {', '.join(sorted(specs))}")
 
 

@@ -98,7 +98,8 @@ def surrogate_ttft_s(table_s: np.ndarray, pe: np.ndarray, setup_s: np.ndarray,
     i = np.clip(np.searchsorted(lg, x) - 1, 0, len(lg) - 2)
     w = (x - lg[i]) / (lg[i + 1] - lg[i])
     core = np.exp(lt[:, i] + w * (lt[:, i + 1] - lt[:, i]))  # (rows, len(pe))
-    return core[:, :, None] + setup_s[None, None, :]
+    out: np.ndarray = core[:, :, None] + setup_s[None, None, :]
+    return out
 
 
 def soft_l1(r: np.ndarray) -> np.ndarray:
@@ -111,7 +112,8 @@ def tpot_loss(tpot_table_s: np.ndarray, meas_tpot_s: np.ndarray, grid: Sequence[
     in ln pe as the TTFT one (the set-up does not touch the GPU, so TPOT does not depend on it); failed rows out."""
     ok = np.isfinite(tpot_table_s).all(axis=1) & np.isfinite(meas_tpot_s) & (meas_tpot_s > 0)
     core = surrogate_ttft_s(tpot_table_s[ok], PE_FINE, np.zeros(1), grid)[:, :, 0]
-    return soft_l1(core / meas_tpot_s[ok, None] - 1.0).sum(axis=0)
+    loss: np.ndarray = soft_l1(core / meas_tpot_s[ok, None] - 1.0).sum(axis=0)
+    return loss
 
 
 PER_TOKEN_FINE = np.concatenate([[0.0], np.geomspace(0.5e-6, 100e-6, 24)])  # s of set-up per prompt token
