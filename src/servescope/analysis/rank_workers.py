@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from importlib import import_module
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
@@ -61,22 +62,23 @@ def fork_is_safe() -> bool:
         return False
 
 
-def _warm_up() -> None:
-    """Worker initializer: import the analysis now, while the parent imports it too, not at the first file."""
-    import servescope.analysis.ranks  # noqa: F401
-
-
 class RankPool:
     """`size` − 1 worker processes (the caller is the size-th worker). Forked when `fork_is_safe()`, else spawned.
-    Use as a context manager, or call `shutdown()`."""
+    Use as a context manager, or call `shutdown()`. `warm_up` names the module each worker imports as it starts
+    (the analysis: while the parent imports it too, not at the first file); named by the caller, so that this
+    module depends on nothing it runs."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, warm_up: str | None = None) -> None:
         if size < 2:
             raise ValueError(f"a RankPool needs size >= 2 (got {size}); size 1 runs in-process")
         self.size = size
         self.start_method = "fork" if fork_is_safe() else "spawn"
-        self._executor = ProcessPoolExecutor(max_workers=size - 1, mp_context=get_context(self.start_method),
-                                             initializer=_warm_up)
+        context = get_context(self.start_method)
+        if warm_up:
+            self._executor = ProcessPoolExecutor(max_workers=size - 1, mp_context=context,
+                                                 initializer=import_module, initargs=(warm_up,))
+        else:
+            self._executor = ProcessPoolExecutor(max_workers=size - 1, mp_context=context)
         self._executor.submit(os.getpid)  # start the processes now (fork: before this process starts threads)
 
     def submit(self, fn: Any, *args: Any) -> Future[Any]:
@@ -92,10 +94,11 @@ class RankPool:
         self.shutdown()
 
 
-def start_for_folder(path: Path | None, workers: int | None, ray_address: str | None) -> RankPool | None:
+def start_for_folder(path: Path | None, workers: int | None, ray_address: str | None,
+                     warm_up: str | None = None) -> RankPool | None:
     """The CLI's early start: a RankPool when `path` is a folder whose files will run in parallel (not on Ray),
     else None. Call it before importing the analysis, so that the workers can be forked."""
     if path is None or ray_address is not None:
         return None
     n = parallel_workers(folder_files(path), workers)
-    return RankPool(n) if n > 1 else None
+    return RankPool(n, warm_up) if n > 1 else None

@@ -128,7 +128,7 @@ def _run(names: list[str], top_n: int, workers: int | RankPool | None,
     n = parallel_workers(names, workers)
     if n == 1:
         return [analyze_rank_file(f, top_n) for f in names]
-    with RankPool(n) as pool:
+    with RankPool(n, warm_up=__name__) as pool:
         return _run_processes(names, top_n, pool)
 
 

@@ -38,7 +38,7 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
     if path is None and ray_address is not None and Path(ray_address).exists():  # `--ray FOLDER`: bare --ray
         path, ray_address = Path(ray_address), "local"
     # A rank folder's worker processes start here, before Polars is imported, so that they fork (rank_workers).
-    with start_for_folder(path, workers, ray_address) or nullcontext() as pool:
+    with start_for_folder(path, workers, ray_address, "servescope.analysis.ranks") or nullcontext() as pool:
         from servescope.analysis.analyze import analyze_trace, example_trace
 
         analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n,
