@@ -24,10 +24,10 @@ from servescope.errors import ScenarioError
 from servescope.units import GIGA
 
 if TYPE_CHECKING:
-    from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.deployment import Deployment
 
 
-def weights_bytes_per_gpu(sc: Scenario) -> float:
+def weights_bytes_per_gpu(sc: Deployment) -> float:
     p, qc, tp = sc.model.params, sc.quant, sc.tp
     attn = ((p.attention - p.attention_replicated) / tp + p.attention_replicated) * qc.attention.bytes_per_param
     dense = p.dense_mlp / tp * qc.dense_mlp.bytes_per_param
@@ -37,7 +37,7 @@ def weights_bytes_per_gpu(sc: Scenario) -> float:
     return (attn + dense + shared + experts + vocab) / sc.pp
 
 
-def kv_bytes_per_seq(sc: Scenario, context_len: float) -> float:
+def kv_bytes_per_seq(sc: Deployment, context_len: float) -> float:
     """Cache bytes one sequence of `context_len` tokens holds on one GPU (capacity, not traffic)."""
     m, kvb, tp = sc.model, sc.quant.kv.bytes_per_param, sc.tp
     L = float(context_len)
@@ -57,12 +57,12 @@ def kv_bytes_per_seq(sc: Scenario, context_len: float) -> float:
     return tot / sc.pp
 
 
-def usable_bytes_per_gpu(sc: Scenario) -> float:
+def usable_bytes_per_gpu(sc: Deployment) -> float:
     eff = sc.efficiency
     return float(sc.gpu.hbm_bytes) * eff.gpu_memory_utilization - eff.reserve_bytes - weights_bytes_per_gpu(sc)
 
 
-def engine_kv_bytes_per_gpu(sc: Scenario, fraction: float | None = None, of: str = "total") -> float:
+def engine_kv_bytes_per_gpu(sc: Deployment, fraction: float | None = None, of: str = "total") -> float:
     """KV-cache bytes per GPU as an engine sizes its pool (module docstring: engine KV budget)."""
     if fraction is None:
         return usable_bytes_per_gpu(sc)
@@ -75,7 +75,7 @@ def engine_kv_bytes_per_gpu(sc: Scenario, fraction: float | None = None, of: str
     raise ScenarioError(f"KV memory share of {of!r}; known: total, free")
 
 
-def max_concurrency(sc: Scenario, context_len: float | None = None) -> int:
+def max_concurrency(sc: Deployment, context_len: float | None = None) -> int:
     """Sequences of `context_len` (default isl+osl) tokens whose cache fits, over all dp ranks."""
     L = float(sc.isl + sc.osl) if context_len is None else float(context_len)
     per = kv_bytes_per_seq(sc, L)
@@ -85,7 +85,7 @@ def max_concurrency(sc: Scenario, context_len: float | None = None) -> int:
     return int(sc.dp * (free // per)) if per > 0 else 10**9
 
 
-def check_fits(sc: Scenario) -> None:
+def check_fits(sc: Deployment) -> None:
     """ScenarioError when the weights alone leave no room (one line, in GB per GPU)."""
     w = weights_bytes_per_gpu(sc)
     if usable_bytes_per_gpu(sc) <= 0 or max_concurrency(sc) < 1:

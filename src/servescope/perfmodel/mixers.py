@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.deployment import Deployment
 
 STATE_BYTES = 4.0  # recurrent state kept in fp32
 ACT_BYTES = 2.0  # bf16 activations / chunk states
@@ -52,7 +52,7 @@ class Recurrent:
     bytes_prefill_per_token: float  # chunk states written and read by the chunked scan
 
 
-def recurrent(sc: Scenario) -> Recurrent:
+def recurrent(sc: Deployment) -> Recurrent:
     """The recurrent layers' costs (formulas in the module docstring)."""
     m = sc.model
     n_gdn, n_mamba = m.n_attn("linear"), m.n_attn("mamba")
@@ -71,7 +71,7 @@ def recurrent(sc: Scenario) -> Recurrent:
     return Recurrent(state, n_mamba * dec, n_mamba * pf, 0.0)
 
 
-def mla_context_per_token(sc: Scenario) -> tuple[float, float]:
+def mla_context_per_token(sc: Deployment) -> tuple[float, float]:
     """(FLOPs, bytes) per GPU per cached context token that one prefill chunk up-projects, over all MLA layers
     (0, 0 for other attention and for DeepSeek sparse attention, whose prefill attends only the top-k)."""
     m = sc.model

@@ -35,7 +35,7 @@ from servescope.specs.hardware import GpuSpec
 from servescope.specs.quant import QuantScheme
 
 if TYPE_CHECKING:
-    from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.deployment import Deployment
 
 # Kernels per layer part (collectives counted apart), from data/kernel_counts.toml [model]: counted in real engine
 # traces by bench/measure_kernels_per_layer.py where a trace of that family exists (GQA attention, MoE and the per-step
@@ -119,7 +119,7 @@ def _time_peak(params: float, s: QuantScheme, gpu: GpuSpec) -> float:
     return 2.0 * params / peak_flops(gpu, s.gemm_dtype)
 
 
-def build_ops(sc: Scenario) -> Ops:
+def build_ops(sc: Deployment) -> Ops:
     m, qc, g = sc.model, sc.quant, sc.gpu
     p, tp = m.params, sc.tp
     attn_sh = (p.attention - p.attention_replicated) / tp
@@ -166,7 +166,7 @@ def kernel_counts() -> dict[str, float]:
         raise BadConfig(f"specs/data/kernel_counts.toml [model]: {e}") from None
 
 
-def kernels_per_step(sc: Scenario) -> int:
+def kernels_per_step(sc: Deployment) -> int:
     """Kernels of one forward step on one GPU, collectives apart (each priced by the step's overhead term):
     step + Σ_attention/mixer layers (attention [+ mla_extra on MLA layers]) + dense_mlp · dense layers
     + moe · MoE layers + shared_expert · MoE layers with a shared expert + 9 · DSA indexer layers, rounded to a
@@ -185,7 +185,7 @@ def achieved_bw_bytes_per_s(gpu: GpuSpec) -> float:
     return float(gpu.hbm_bw_bytes_per_s) * (gpu.hbm_bw_efficiency or DEFAULT_HBM_BW_EFFICIENCY)
 
 
-def kv_bytes_per_token(sc: Scenario) -> float:
+def kv_bytes_per_token(sc: Deployment) -> float:
     """KV-cache bytes one token occupies on one GPU, over all layers holding full KV (sliding layers included)."""
     m, kvb = sc.model, sc.quant.kv.bytes_per_param
     if m.attention_kind == "gqa":
@@ -195,7 +195,7 @@ def kv_bytes_per_token(sc: Scenario) -> float:
     return m.n_layers * (m.kv_elems_per_token_layer() * kvb + idx)
 
 
-def _ctx_terms(sc: Scenario) -> tuple[CtxTerm, ...]:
+def _ctx_terms(sc: Deployment) -> tuple[CtxTerm, ...]:
     m, tp, kvb = sc.model, sc.tp, sc.quant.kv.bytes_per_param
     nh = m.n_heads / tp
     if m.attention_kind == "gqa":
@@ -219,7 +219,7 @@ def _ctx_terms(sc: Scenario) -> tuple[CtxTerm, ...]:
     return _v4_terms(sc, nh, kvb)
 
 
-def _indexer_layers(sc: Scenario) -> int:
+def _indexer_layers(sc: Deployment) -> int:
     """Layers running a DeepSeek sparse-attention indexer: every attention layer of an MLA+DSA model, the ratio-4
     layers of DeepSeek-V4, none elsewhere."""
     m = sc.model
@@ -230,7 +230,7 @@ def _indexer_layers(sc: Scenario) -> int:
     return sum(1 for a in m.layer_attention if a in ("full", "sliding")) if m.attention_kind == "mla" else 0
 
 
-def _v4_terms(sc: Scenario, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
+def _v4_terms(sc: Deployment, nh: float, kvb: float) -> tuple[CtxTerm, ...]:
     """DeepSeek-V4 (approximate): every layer attends a 128-token window; ratio-4 layers add top-k of the 4x
     compressed cache (plus an indexer over it), ratio-128 layers add the whole 128x compressed cache."""
     m = sc.model

@@ -52,7 +52,7 @@ from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
 
 if TYPE_CHECKING:
-    from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.deployment import Deployment
 
 TERMS = ("weights", "kv", "compute", "communication", "overhead", "indexer", "recurrent")
 Arr = np.ndarray
@@ -159,7 +159,7 @@ class _Model:
     """Ops and collective timers of one scenario, built once. They do not depend on the efficiencies, so the
     cache key leaves them out (fitting re-evaluates many efficiencies on the same scenarios)."""
 
-    def __init__(self, sc: Scenario):
+    def __init__(self, sc: Deployment):
         self.sc, self.ops = sc, build_ops(sc)
         self.timers: dict[str, hw.CollectiveTimer] = {}
         for name, n in self._groups().items():
@@ -198,14 +198,14 @@ def dispatch_mode(backend: str) -> str:
 
 
 _CacheKey = tuple[int, int, object, int, int, int, int, str | None, str]
-_CACHE: dict[_CacheKey, tuple[Scenario, _Model]] = {}
+_CACHE: dict[_CacheKey, tuple[Deployment, _Model]] = {}
 
 
-def _key(sc: Scenario) -> _CacheKey:
+def _key(sc: Deployment) -> _CacheKey:
     return (id(sc.model), id(sc.gpu), sc.quant, sc.tp, sc.ep, sc.pp, sc.dp, sc.interconnect, sc.backend)
 
 
-def model_for(sc: Scenario) -> _Model:
+def model_for(sc: Deployment) -> _Model:
     """The cached ops and collective timers of a scenario (loads the collective curves on first use)."""
     key = _key(sc)
     hit = _CACHE.get(key)
@@ -259,7 +259,7 @@ def _moe_bytes(o: Ops, t_glob: Arr) -> Arr:
     return o.n_moe_layers * touched * o.expert_bytes
 
 
-def step_parts(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
+def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
                prefill: bool = False) -> StepParts:
     """Efficiency-free parts of a step: numpy arrays (broadcast) of batch (sequences, all dp ranks), context
     length and tokens per sequence. For prefill, ctx is the context before the chunk."""
@@ -367,7 +367,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     return out
 
 
-def step_arrays(sc: Scenario, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
+def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
                 prefill: bool = False) -> dict[str, Arr]:
     """Vectorised step: `combine_step(step_parts(...), sc.efficiency)`."""
     return combine_step(step_parts(sc, batch, ctx, tokens_per_seq, prefill), sc.efficiency)
@@ -387,7 +387,7 @@ def collective_costs(p: StepParts, a: dict[str, Arr], i: int = 0) -> dict[str, C
             for k, c in p.colls.items()}
 
 
-def _to_prediction(sc: Scenario, p: StepParts, batch: int, ctx: int, kind: str) -> StepPrediction:
+def _to_prediction(sc: Deployment, p: StepParts, batch: int, ctx: int, kind: str) -> StepPrediction:
     a = combine_step(p, sc.efficiency)
     terms = {k: float(a[k].ravel()[0]) for k in TERMS}
     classes = {k: float(a[k].ravel()[0]) for k in ("gemm", "moe", "attention", "communication")}
@@ -399,7 +399,7 @@ def _to_prediction(sc: Scenario, p: StepParts, batch: int, ctx: int, kind: str) 
     )
 
 
-def decode_step(sc: Scenario, batch: int, context_len: int, tokens_per_seq: int = 1) -> StepPrediction:
+def decode_step(sc: Deployment, batch: int, context_len: int, tokens_per_seq: int = 1) -> StepPrediction:
     """One decode step of `batch` sequences (all dp ranks) at `context_len` tokens of context each.
     tokens_per_seq > 1 is a speculative verification of k+1 tokens per sequence."""
     if batch < 1 or context_len < 0 or tokens_per_seq < 1:
@@ -407,7 +407,7 @@ def decode_step(sc: Scenario, batch: int, context_len: int, tokens_per_seq: int 
     return _to_prediction(sc, step_parts(sc, batch, context_len, tokens_per_seq), batch, context_len, "decode")
 
 
-def prefill_step(sc: Scenario, tokens: int, batch: int = 1, context_len: int = 0) -> StepPrediction:
+def prefill_step(sc: Deployment, tokens: int, batch: int = 1, context_len: int = 0) -> StepPrediction:
     """One prefill chunk of `tokens` tokens in total, split evenly over `batch` sequences that already hold
     `context_len` tokens of context each (chunked prefill continues after earlier chunks)."""
     if tokens < 1 or batch < 1 or context_len < 0:
