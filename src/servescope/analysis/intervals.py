@@ -1,6 +1,7 @@
-"""Interval arithmetic on NumPy arrays: union length, grouped union length.
+"""Interval arithmetic on NumPy arrays: union length, grouped union length, the union's segments.
 
-Does: measure how much time a set of possibly overlapping [start, end) intervals covers, per group, vectorised.
+Does: measure how much time a set of possibly overlapping [start, end) intervals covers, per group, vectorised,
+and list the disjoint segments of a union (the Perfetto export draws them).
 Does not: know about kernels, steps or units (callers pass microseconds and say so).
 """
 
@@ -49,3 +50,20 @@ def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.n
     seg_len = np.maximum.reduceat(e, first) - s[first]
     totals = np.bincount(g[first], weights=seg_len, minlength=uniq.size)
     return {int(k): float(v) for k, v in zip(uniq, totals, strict=True)}
+
+
+def union_segments(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The union of intervals [start, end) as disjoint segments, by start: (segment starts, segment ends, intervals
+    merged into each). An interval starting exactly at the running end opens a new segment (as `union_length`)."""
+    if starts.size == 0:
+        empty = np.empty(0, dtype=float)
+        return empty, empty, np.empty(0, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    running_end = np.maximum.accumulate(e)
+    new_segment = np.empty(s.size, dtype=bool)
+    new_segment[0] = True
+    new_segment[1:] = s[1:] > running_end[:-1]
+    first = np.flatnonzero(new_segment)
+    counts = np.diff(np.append(first, s.size))
+    return s[first], np.maximum.reduceat(e, first), counts

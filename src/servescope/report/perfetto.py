@@ -25,6 +25,7 @@ import msgspec
 import polars as pl
 
 from servescope.analysis.classify import classify
+from servescope.analysis.intervals import union_segments
 from servescope.analysis.steps import find_steps
 from servescope.errors import NotATrace, OutputError
 from servescope.report.atomic import atomic_binary
@@ -96,15 +97,21 @@ def _step_events(steps: pl.DataFrame, scale: float) -> list[dict[str, Any]]:
 
 
 def class_intervals(gpu: pl.DataFrame) -> pl.DataFrame:
-    """Union intervals per (device, kernel_class): columns device, kernel_class, start_us, end_us, kernels."""
-    g = (gpu.select(pl.col("device").fill_null(-1), pl.col("kernel_class").fill_null("other"), "ts_us",
-                    end_us=pl.col("ts_us") + pl.col("dur_us"))
-         .sort("device", "kernel_class", "ts_us"))
-    prev_end = pl.col("end_us").cum_max().shift(1).over("device", "kernel_class")
-    g = g.with_columns(seg=(prev_end.is_null() | (pl.col("ts_us") > prev_end)).cum_sum())
-    return (g.group_by("device", "kernel_class", "seg")
-            .agg(start_us=pl.col("ts_us").min(), end_us=pl.col("end_us").max(), kernels=pl.len())
-            .sort("device", "kernel_class", "start_us").drop("seg"))
+    """Union intervals per (device, kernel_class) (analysis.intervals.union_segments): columns device,
+    kernel_class, start_us, end_us, kernels."""
+    g = gpu.select(pl.col("device").fill_null(-1), pl.col("kernel_class").fill_null("other"), "ts_us",
+                   end_us=pl.col("ts_us") + pl.col("dur_us"))
+    parts = []
+    for (device, cls), part in sorted(g.partition_by("device", "kernel_class", as_dict=True).items()):
+        starts, ends, kernels = union_segments(part["ts_us"].to_numpy(), part["end_us"].to_numpy())
+        parts.append(pl.DataFrame({"device": pl.Series([device] * starts.size, dtype=g.schema["device"]),
+                                   "kernel_class": pl.Series([cls] * starts.size, dtype=pl.Utf8),
+                                   "start_us": starts, "end_us": ends,
+                                   "kernels": pl.Series(kernels, dtype=pl.UInt32)}))
+    if not parts:
+        return pl.DataFrame(schema={"device": g.schema["device"], "kernel_class": pl.Utf8, "start_us": pl.Float64,
+                                    "end_us": pl.Float64, "kernels": pl.UInt32})
+    return pl.concat(parts)
 
 
 def _class_events(gpu: pl.DataFrame, scale: float) -> tuple[list[dict[str, Any]], int]:
