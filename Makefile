@@ -3,7 +3,7 @@ PY ?= python
 .PHONY: check lint types contracts test bench fuzz
 check: lint types contracts test
 lint:
-	$(PY) -m ruff check src tests bench
+	$(PY) -m ruff check src tests bench data-build
 types:
 	$(PY) -m mypy
 contracts:

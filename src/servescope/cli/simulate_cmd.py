@@ -1,4 +1,4 @@
-"""`servescope simulate`: a step-level simulation of the engine's scheduler (perfmodel.simulate), optionally next
+"""`servescope simulate`: a step-level simulation of the engine's scheduler (simulate), optionally next
 to measured `vllm bench serve` / `sglang.bench_serving` result files (`--compare FILE`)."""
 
 from __future__ import annotations

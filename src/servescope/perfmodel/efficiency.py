@@ -1,12 +1,12 @@
 """Efficiency factors of the performance model: fractions of measured ceilings and fixed overheads.
 
 What it does: defines `Efficiency` (frozen; every field is dimensionless or carries its unit) and builds the
-defaults: the global fitted values of `data/efficiency.toml` (written by bench/fit_efficiency.py from the dev
+defaults: the global fitted values of `data/efficiency.toml` (written by data-build/fit_efficiency.py from the dev
 validation rows; how and when is recorded in the file) plus the measured per-kernel cost in a CUDA graph from
-`data/engine_overheads.toml` (bench/measure_engine_overheads.py, from real traces). Collective scales stay 1: the
+`data/engine_overheads.toml` (data-build/measure_engine_overheads.py, from real traces). Collective scales stay 1: the
 measured curves are used as measured. The lookup still honours `<generation>`, `<generation>.<backend>` and
 `<gpu name>` sections if a file has them; the shipped file has none (one global fit).
-What it does not: fit anything (see perfmodel.fit) or know about individual models.
+What it does not: fit anything (see validation.fit) or know about individual models.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def measured_kernel_overhead_s() -> float:
 
 
 def unfitted_start() -> Efficiency:
-    """The built-in defaults with the measured numbers in place: where a fit starts (bench/fit_efficiency.py)."""
+    """The built-in defaults with the measured numbers in place: where a fit starts (data-build/fit_efficiency.py)."""
     return Efficiency(kernel_overhead_s=measured_kernel_overhead_s(), source="built-in defaults + measured")
 
 

@@ -1,6 +1,6 @@
 """Measured dense-GEMM time vs M (rows of the GEMM) relative to the datasheet roofline, per GPU, from traces.
 
-What it does: reads `data/gemm_efficiency.toml` (written by bench/measure_gemm_efficiency.py from the shaped GEMM
+What it does: reads `data/gemm_efficiency.toml` (written by data-build/measure_gemm_efficiency.py from the shaped GEMM
 kernels of the real traces in ../shared/traces; each point names its trace files and kernel count) and gives, for a
 GPU, the curve the step model prices dense GEMMs with:
     t_gemm(M) = max(weight bytes / datasheet HBM BW, 2·params·M / datasheet dense peak) · ratio(M)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
 
 # Kernels per layer part (collectives counted apart), from data/kernel_counts.toml [model]: counted in real engine
-# traces by bench/measure_kernels_per_layer.py where a trace of that family exists (GQA attention, MoE and the per-step
+# traces by data-build/measure_kernels_per_layer.py where a trace of that family exists (GQA attention, MoE and the per-step
 # kernels: vLLM FULL-graph decode of gpt-oss-20b; dense MLP: SGLang Qwen3-8B), transferred to the other attention /
 # mixer kinds, typical and not measured for MLA's extra ops and shared experts (no trace); each key says which.
 # DeepSeek sparse-attention indexer, per layer that has one, counted from vLLM 0.19's decode path
@@ -155,7 +155,7 @@ def build_ops(sc: Deployment) -> Ops:
 
 @lru_cache(maxsize=1)
 def kernel_counts() -> dict[str, float]:
-    """Kernels per layer part, [model] of data/kernel_counts.toml (bench/measure_kernels_per_layer.py): attention,
+    """Kernels per layer part, [model] of data/kernel_counts.toml (data-build/measure_kernels_per_layer.py): attention,
     mla_extra, dense_mlp, moe, shared_expert, step."""
     doc = tables.kernel_counts()
     keys = ("attention", "mla_extra", "dense_mlp", "moe", "shared_expert", "step")

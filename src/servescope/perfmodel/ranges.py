@@ -1,6 +1,6 @@
 """Ranges and provenance of a prediction: an 80 % interval from cross-validated error, and where each input came from.
 
-What it does: reads `data/ranges.json` (written by bench/validation_report.py from ONE cross-validation run of
+What it does: reads `data/ranges.json` (written by data-build/validation_report.py from ONE cross-validation run of
 the dev CSV; never hand-typed): per case, the 10th and 90th percentiles of measured/predicted for TPOT and TTFT
 over out-of-fold predictions, and which systems, generations and vendors have measured serving rows. A scenario's
 case follows from its GPU:
@@ -11,7 +11,7 @@ case follows from its GPU:
                      log space: a rule, not a measurement (nothing measured backs it)
 The interval of a predicted value v is [v·q10, v·q90]. `provenance(sc)` says which inputs were measured on this
 GPU, transferred from another one, or datasheet × a default.
-What it does not: compute the quantiles (bench/validation_report.py) or change a prediction.
+What it does not: compute the quantiles (data-build/validation_report.py) or change a prediction.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def _change_table() -> dict[str, tuple[float, float, int]]:
 
 def change_bounds(case: str) -> tuple[float, float, int] | None:
     """(q10, q90, pairs) of measured/predicted for a RATIO of two TPOTs on the same box at the same load (another
-    parallel layout), out of fold (ranges.json `change_error`, bench/validation_report.py); None for a case with no
+    parallel layout), out of fold (ranges.json `change_error`, data-build/validation_report.py); None for a case with no
     measured pairs (vendor_unseen)."""
     return _change_table().get(case)
 

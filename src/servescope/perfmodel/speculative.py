@@ -262,7 +262,7 @@ def _host_doc() -> dict[str, dict[str, float]]:
 
 
 def load_host_costs() -> HostCosts:
-    """The fitted HostCosts (data/spec_host.toml, written by bench/bench_speculative.py)."""
+    """The fitted HostCosts (data/spec_host.toml, written by data-build/fit_spec_host.py)."""
     h = _host_doc()["host"]
     return HostCosts(float(h["per_seq_s"]), float(h["per_forward_s"]))
 

@@ -17,12 +17,12 @@ Does: `plan_range(scenario, calibration)` → PlanRange, on one of three bases (
   (perfmodel.ranges.bounds); a calibrated plan's baseline is anchored on the measured step and carries none.
   The speculative-decoding track, on every basis, takes its range from the measured error of its own check:
   q10, q90 of measured/predicted gain on the published with/without pairs, out of fold (leave one source out;
-  perfmodel.speculative.spec_error, written by bench/bench_speculative.py): [low / q90, high / q10], low and
+  perfmodel.speculative.spec_error, written by data-build/fit_spec_host.py): [low / q90, high / q10], low and
   high being the gains at the acceptance bounds.
 Assumptions: the same-box pairs behind `change_error` change the parallel layout at a fixed concurrency and
 ISL/OSL; other tracks (speculation, quantization, graphs) are assumed to be predicted no worse than that. For the
 throughput objective the TPOT-ratio error is applied to the tokens/s ratio (tok/s = batch / TPOT).
-Does not: compute the quantiles (bench/validation_report.py writes them to specs/data/ranges.json).
+Does not: compute the quantiles (data-build/validation_report.py writes them to specs/data/ranges.json).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
 from servescope.planner.tracks import TRACK_KINDS, TRACKS, parse_forbid
 from servescope.planner.tracks_comm import imbalance_adjust
-from servescope.planner.whatif import Evaluator, Outcome, PerfModel, StepModel, WhatIf
+from servescope.planner.whatif import Change, Evaluator, Outcome, PerfModel, StepModel, WhatIf
 
 PAYS = 1.001  # a track "pays" above this gain
 
@@ -288,17 +288,13 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
     return Combination(tuple(names), out, ev.gain(ev.objective_value(()), out))
 
 
-def _ideal(s: Scenario) -> Scenario:
-    """Every efficiency at 1, no launch/CPU/prefill overhead or interference: the physical floor."""
-    e = s.efficiency
-    return s.with_(efficiency=e.scaled(
-        gemm_bw_eff=1.0, moe_bw_eff=1.0, attn_bw_eff=1.0, compute_eff=1.0, moe_compute_eff=1.0,
-        attn_compute_eff=1.0, gemm_curve=0.0, collective_latency_scale=min(1.0, e.collective_latency_scale),
-        collective_bw_scale=max(1.0, e.collective_bw_scale), kernel_overhead_s=0.0, launch_overhead_s=0.0,
-        cpu_overhead_s=0.0, cpu_overhead_per_seq_s=0.0, prefill_overhead_s=0.0, prefill_interference=0.0))
-
-
-IDEAL = WhatIf("ideal", scenario=_ideal)
+# Every efficiency at 1, no launch/CPU/prefill overhead or interference: the physical floor.
+IDEAL = WhatIf("ideal", scenario=Change.of(
+    efficiency={"gemm_bw_eff": 1.0, "moe_bw_eff": 1.0, "attn_bw_eff": 1.0, "compute_eff": 1.0,
+                "moe_compute_eff": 1.0, "attn_compute_eff": 1.0, "gemm_curve": 0.0, "kernel_overhead_s": 0.0,
+                "launch_overhead_s": 0.0, "cpu_overhead_s": 0.0, "cpu_overhead_per_seq_s": 0.0,
+                "prefill_overhead_s": 0.0, "prefill_interference": 0.0},
+    efficiency_floor={"collective_bw_scale": 1.0}, efficiency_ceiling={"collective_latency_scale": 1.0}))
 
 
 def _ceiling(ctx: Context, combined: Combination, proposals: dict[str, Proposal]) -> Ceiling:

@@ -24,12 +24,12 @@ Does not: model NVLS/multicast or symmetric-memory all-reduce separately (they f
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.track import Context, Proposal, not_applicable
-from servescope.planner.whatif import Adjust, Collective, StepView, WhatIf
+from servescope.planner.whatif import Adjust, Change, Collective, StepView, WhatIf
 from servescope.specs.collectives import CollectiveCurves, load_collectives
 from servescope.units import GIGA
 
@@ -67,46 +67,75 @@ def _ar_calls(ctx: Context) -> float:
     return coll.calls_per_step if coll else 0.0
 
 
-CallCost = Callable[[float], tuple[float, float]]  # message bytes -> (latency floor s, time s) of one call
+@dataclass(frozen=True, eq=False)
+class MeasuredAllReduce:
+    """One all-reduce call on a measured alternative path of these curves (specs.collectives: min(that, NCCL)):
+    message bytes -> (latency floor s, time s)."""
+
+    curves: CollectiveCurves
+    backend: str
+
+    def __call__(self, nbytes: float) -> tuple[float, float]:
+        from servescope.specs.collectives import collective_time_s
+
+        t = float(collective_time_s(self.curves, "all_reduce", nbytes, backend=self.backend))
+        return min(float(self.curves.alternatives[self.backend].latency_floor_s), t), t
 
 
-def _alternative_call_s(curves: CollectiveCurves, backend: str) -> CallCost | None:
-    """A measured alternative all-reduce path (specs.collectives: min(that, NCCL)), if the system has one."""
-    alt = curves.alternatives.get(backend)
-    if alt is None:
-        return None
-    from servescope.specs.collectives import collective_time_s
+@dataclass(frozen=True)
+class FormulaAllReduce:
+    """One custom all-reduce call by the one-shot/two-shot formula (`custom_ar_call_s`): bytes -> (floor, time)."""
 
-    def cost(nbytes: float) -> tuple[float, float]:
-        t = float(collective_time_s(curves, "all_reduce", nbytes, backend=backend))
-        return min(float(alt.latency_floor_s), t), t
+    n_gpus: int
+    link: str
+    nvlink_bw: float
 
-    return cost
-
-
-def _formula_call_s(n: int, link: str, nvlink_bw: float) -> CallCost:
-    def cost(nbytes: float) -> tuple[float, float]:
-        return custom_ar_call_s(0.0, n, link, nvlink_bw), custom_ar_call_s(nbytes, n, link, nvlink_bw)
-
-    return cost
+    def __call__(self, nbytes: float) -> tuple[float, float]:
+        return (custom_ar_call_s(0.0, self.n_gpus, self.link, self.nvlink_bw),
+                custom_ar_call_s(nbytes, self.n_gpus, self.link, self.nvlink_bw))
 
 
-def _ar_adjust(call: CallCost, max_bytes: float) -> Adjust:
-    """Every all-reduce call below `max_bytes` costs min(current, new path), the new path scaled like the
-    perfmodel scales curves: floor · latency_scale + (t − floor) / bw_scale (in-situ rank skew stays)."""
+CallCost = MeasuredAllReduce | FormulaAllReduce
 
-    def adjust(sc: Scenario, view: StepView) -> StepView:
+
+def _alternative_call_s(curves: CollectiveCurves, backend: str) -> MeasuredAllReduce | None:
+    """A measured alternative all-reduce path, if the system has one."""
+    return MeasuredAllReduce(curves, backend) if backend in curves.alternatives else None
+
+
+@dataclass(frozen=True)
+class AllReducePath:
+    """Step adjustment: every all-reduce call below `max_bytes` costs min(current, `call`'s path), the path scaled
+    like the perfmodel scales curves: floor · latency_scale + (t − floor) / bw_scale (in-situ rank skew stays)."""
+
+    call: CallCost
+    max_bytes: float
+
+    def __call__(self, sc: Scenario, view: StepView) -> StepView:
         old = view.collectives.get("all_reduce")
-        if old is None or old.calls_per_step == 0 or old.bytes_per_call >= max_bytes:
+        if old is None or old.calls_per_step == 0 or old.bytes_per_call >= self.max_bytes:
             return view
         eff = sc.efficiency
-        floor, t = call(old.bytes_per_call)
+        floor, t = self.call(old.bytes_per_call)
         new = floor * eff.collective_latency_scale + max(t - floor, 0.0) / eff.collective_bw_scale
         per_call = min(old.time_s / old.calls_per_step, new)
         return view.with_collective("all_reduce", Collective(old.calls_per_step, old.bytes_per_call,
                                                              per_call * old.calls_per_step))
 
-    return adjust
+
+@dataclass(frozen=True)
+class NormFusion:
+    """Step adjustment: one norm kernel per all-reduce goes away — its launch gap (the model's kernel overhead) and
+    its runtime (`norm_call_s`, measured in a trace, else 0)."""
+
+    norm_call_s: float
+
+    def __call__(self, sc: Scenario, view: StepView) -> StepView:
+        ar = view.collectives.get("all_reduce")
+        if ar is None or ar.calls_per_step == 0:
+            return view
+        per_call = sc.efficiency.kernel_overhead_s + self.norm_call_s
+        return view.shifted("overhead", -per_call * ar.calls_per_step, cls="norm")
 
 
 def custom_allreduce_track(ctx: Context) -> Proposal:
@@ -134,11 +163,11 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
                 "VLLM_ENABLE_PCIE_ALLREDUCE=1, VLLM_PCIE_ALLREDUCE_BACKEND=cpp",)
     nvl, n = float(sc.gpu.nvlink_bw_bytes_per_s or 0.0), int(sc.tp)
     measured = _alternative_call_s(curves, "pcie_oneshot")
-    call_s = measured or _formula_call_s(n, link, nvl)
+    call_s: CallCost = measured or FormulaAllReduce(n, link, nvl)
     source = ("measured one-shot curve (specs.collectives pcie_oneshot, R6K-ONESHOT)" if measured
               else "one-shot/two-shot formula (module docstring)")
     max_bytes = curves.custom_allreduce_max_bytes or VLLM_CUSTOM_AR_MAX_BYTES
-    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=_ar_adjust(call_s, max_bytes)),
+    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=AllReducePath(call_s, max_bytes)),
                     note=f"{note}; priced with the {source}" if note else f"priced with the {source}",
                     details={"source": source})
 
@@ -154,7 +183,7 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
     adjust: Adjust | None = None
     bw_scale = eff.collective_bw_scale
     if tuned is not None:
-        adjust = _ar_adjust(tuned, float("inf"))
+        adjust = AllReducePath(tuned, float("inf"))
         source = "measured tuned-NCCL all-reduce curve (specs.collectives nccl_tuned, R6K-NCCL)"
     elif link == "pcie":
         bw_scale = max(bw_scale, PCIE_TUNED_BUSBW / (_curve_busbw(curves) or PCIE_DEFAULT_BUSBW))
@@ -168,15 +197,8 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
         return not_applicable(kind, "collectives already at the tuned bus bandwidth and latency floor",
                               "config change")
 
-    def change(s: Scenario, reset_latency: bool = False) -> Scenario:
-        e = s.efficiency
-        lat = min(1.0, e.collective_latency_scale) if reset_latency else e.collective_latency_scale
-        return s.with_(efficiency=e.scaled(collective_bw_scale=max(bw_scale, e.collective_bw_scale),
-                                           collective_latency_scale=lat))
-
-    def optimistic(s: Scenario) -> Scenario:
-        return change(s, reset_latency=True)
-
+    change = Change.of(efficiency_floor={"collective_bw_scale": bw_scale})
+    optimistic = replace(change, efficiency_ceiling=(("collective_latency_scale", 1.0),))  # floor back to measured
     nominal = WhatIf(kind, scenario=change, adjust=adjust)
     best = WhatIf(kind, scenario=optimistic, adjust=adjust) if inflated else nominal
     validate = f"nccl-tests all_reduce_perf -b 8 -e 512M on the TP group before/after; set {env}"
@@ -215,14 +237,7 @@ def collective_fusion_track(ctx: Context) -> Proposal:
     calls = _ar_calls(ctx)
     norm_call_s = _measured_norm_call_s(ctx)
 
-    def adjust(s: Scenario, view: StepView) -> StepView:
-        ar = view.collectives.get("all_reduce")
-        if ar is None or ar.calls_per_step == 0:
-            return view
-        # one norm kernel per all-reduce goes away: its launch gap (model) and its runtime (measured, if any)
-        per_call = s.efficiency.kernel_overhead_s + norm_call_s
-        return view.shifted("overhead", -per_call * ar.calls_per_step, cls="norm")
-
+    adjust = NormFusion(norm_call_s)
     pre = ("vLLM with FlashInfer all-reduce fusion", "torch.compile + CUDA graphs")
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, adjust=adjust),
                     details={"all_reduce_calls": calls})
@@ -248,11 +263,11 @@ def expert_parallel_track(ctx: Context) -> Proposal:
     options: list[tuple[float, str, WhatIf]] = []
     unfit: list[tuple[str, WhatIf, str]] = []
     for name, changes in _ep_layouts(sc, n):
-        whatif = WhatIf(kind, scenario=_with(changes, check=True), exclusive=("parallelism_change",))
+        whatif = WhatIf(kind, scenario=Change.of(changes, check_fits=True), exclusive=("parallelism_change",))
         try:
             gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
         except ScenarioError as exc:
-            unfit.append((name, WhatIf(kind, scenario=_with(changes, check=False)), str(exc)))
+            unfit.append((name, WhatIf(kind, scenario=Change.of(changes)), str(exc)))
             continue
         options.append((gain, name, whatif))
     explain = _explain_ep(ctx, options, unfit)
@@ -345,16 +360,6 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.2f} ms"
 
 
-def _with(changes: dict[str, int], check: bool = False) -> Callable[[Scenario], Scenario]:
-    def change(s: Scenario) -> Scenario:
-        new = s.with_(**changes)
-        if check:
-            from servescope.perfmodel.memory import check_fits
-
-            check_fits(new)
-        return new
-
-    return change
 
 
 def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:

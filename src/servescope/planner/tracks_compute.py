@@ -20,7 +20,6 @@ Does not: price accuracy loss of quantization, or prefill-pool sizing beyond the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +31,7 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
 from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
-from servescope.planner.whatif import WhatIf
+from servescope.planner.whatif import Change, WhatIf
 from servescope.specs import quant as q
 from servescope.units import GIGA, MS_PER_S
 
@@ -44,9 +43,7 @@ def cuda_graphs_track(ctx: Context) -> Proposal:
     if ctx.scenario.cuda_graphs:
         return not_applicable(kind, "already on: decode steps replay CUDA graphs", "config change", validate)
 
-    def change(s: Scenario) -> Scenario:
-        return s.with_(cuda_graphs=True)
-
+    change = Change.of({"cuda_graphs": True})
     pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
            "GPU memory for the CUDA graph pool")
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change))
@@ -69,9 +66,7 @@ def async_scheduling_track(ctx: Context) -> Proposal:
         return not_applicable(kind, f"no async-scheduling switch known for backend {sc.backend!r}", "config change",
                               validate)
 
-    def change(s: Scenario) -> Scenario:
-        return s.with_(overlap_scheduler=True)
-
+    change = Change.of({"overlap_scheduler": True})
     a = step_arrays(sc, ctx.concurrency, sc.isl + sc.osl / 2.0, 1)
     cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
     note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
@@ -121,9 +116,7 @@ def split_k_attention_track(ctx: Context) -> Proposal:
         return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches the "
                               f"full-occupancy efficiency ({knob} {fitted:.2f})", "engine upgrade", validate)
 
-    def change(s: Scenario) -> Scenario:
-        return s.with_(efficiency=s.efficiency.scaled(**{knob: target}))
-
+    change = Change.of(efficiency={knob: target})
     pre = (f"the trace's attention kernels run {blocks:.2f} blocks per SM (< 1): most SMs idle",)
     note = (f"achieved attention bandwidth ≈{occupancy(blocks):.0%} of a full-occupancy kernel; "
             f"{knob} {fitted:.3f} → {target:.3f}")
@@ -173,7 +166,7 @@ def quantization_track(ctx: Context) -> Proposal:
                         pre, validate, precision_lowering=True)
     best: tuple[float, str, WhatIf] | None = None
     for name, qc in options.items():
-        whatif = WhatIf(kind, scenario=_set_quant(qc))
+        whatif = WhatIf(kind, scenario=Change.of({"quant": qc}))
         try:
             gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
         except ServescopeError:
@@ -185,13 +178,6 @@ def quantization_track(ctx: Context) -> Proposal:
                         precision_lowering=True)
     return Proposal(kind, True, None, "config change", pre, validate, whatif=best[2], precision_lowering=True,
                     note=best[1], details={"option": best[1]})
-
-
-def _set_quant(qc: q.QuantConfig) -> Callable[[Scenario], Scenario]:
-    def change(s: Scenario) -> Scenario:
-        return s.with_(quant=qc)
-
-    return change
 
 
 def pd_disaggregation_track(ctx: Context) -> Proposal:
@@ -242,17 +228,10 @@ def _layouts(ctx: Context) -> list[tuple[str, dict[str, int]]]:
 def parallelism_change_track(ctx: Context) -> Proposal:
     kind = "parallelism_change"
     validate = "vLLM --tensor-parallel-size T --data-parallel-size D; compare TPOT and tok/s at the planned load"
-    from servescope.perfmodel.memory import check_fits
-
     options: list[tuple[float, str, WhatIf]] = []
     reasons: list[str] = []
     for name, changes in _layouts(ctx):
-        def change(s: Scenario, changes: dict[str, int] = changes) -> Scenario:
-            new = s.with_(**changes)
-            check_fits(new)
-            return new
-
-        whatif = WhatIf(kind, scenario=change, exclusive=("expert_parallel",))
+        whatif = WhatIf(kind, scenario=Change.of(changes, check_fits=True), exclusive=("expert_parallel",))
         try:
             gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
         except ScenarioError as exc:

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from servescope.errors import PlanError, ServescopeError
-from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.speculative import SpecShape, draft_scenario, spec_error
+from servescope.perfmodel.speculative import SpecShape, spec_error
 from servescope.planner.speculative import (
     Acceptance,
     SpecConfig,
@@ -30,15 +29,6 @@ from servescope.specs.models import ModelSpec
 
 KIND = "speculative_decoding"
 MAX_BREAKEVEN_CONCURRENCY = 1024
-
-
-def drafter(method: str, draft_model: str | None) -> Callable[[Scenario], Scenario | None]:
-    """A function from the target scenario to the drafter's (perfmodel.speculative.draft_scenario)."""
-
-    def build(sc: Scenario) -> Scenario | None:
-        return draft_scenario(sc, method, draft_model)
-
-    return build
 
 
 def _method(ctx: Context) -> SpecConfig:
@@ -56,9 +46,8 @@ def _acceptance(cfg: SpecConfig, model: ModelSpec) -> Acceptance | None:
 
 
 def _setups(cfg: SpecConfig, acc: Acceptance, k: int) -> tuple[WhatIf, WhatIf, WhatIf]:
-    build = drafter(cfg.method, cfg.draft_model)
     shape = SpecShape(cfg.method, k)
-    nominal, low, high = (WhatIf(KIND, spec=SpecSetup(shape, acc.al(k, which), build))
+    nominal, low, high = (WhatIf(KIND, spec=SpecSetup(shape, acc.al(k, which), cfg.method, cfg.draft_model))
                           for which in ("nominal", "low", "high"))
     return nominal, low, high
 

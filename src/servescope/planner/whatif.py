@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.speculative import SpecIteration, SpecShape, iteration
+from servescope.perfmodel.speculative import SpecIteration, SpecShape, draft_scenario, iteration
 from servescope.perfmodel.step import StepPrediction
 from servescope.planner.speculative import concurrency_grid
 
@@ -34,6 +34,8 @@ class StepModel(Protocol):
     def max_concurrency(self, scenario: Scenario) -> int: ...
 
     def interference(self, scenario: Scenario, batch: int) -> float: ...
+
+    def draft(self, scenario: Scenario, method: str, draft_model: str | None) -> Scenario | None: ...
 
 
 class PerfModel:
@@ -62,6 +64,10 @@ class PerfModel:
 
         a = predict_arrays(scenario, [batch])
         return max(0.0, float(a["tpot_s"][0] - a["step"][0]))
+
+    def draft(self, scenario: Scenario, method: str, draft_model: str | None) -> Scenario | None:
+        """The drafter's scenario for a speculative method (None: no drafter forward, e.g. n-gram)."""
+        return draft_scenario(scenario, method, draft_model)
 
 
 @dataclass(frozen=True)
@@ -119,27 +125,66 @@ class StepView:
                        dominant=max(terms, key=lambda t: terms[t]), **changes)
 
 
+# A step adjustment: a frozen dataclass of its parameters, called on (scenario, step) (planner.tracks_comm).
 Adjust = Callable[[Scenario, StepView], StepView]
 
 
 @dataclass(frozen=True)
+class Change:
+    """A scenario change as data, applied in one place (`apply`): the fields replaced (`Scenario.with_`), then the
+    efficiency knobs set (`efficiency`), raised to at least (`efficiency_floor`) or lowered to at most
+    (`efficiency_ceiling`) a value, in one `Efficiency.scaled`; `check_fits`: the new scenario must fit in memory
+    (ScenarioError otherwise)."""
+
+    fields: tuple[tuple[str, Any], ...] = ()
+    efficiency: tuple[tuple[str, float], ...] = ()
+    efficiency_floor: tuple[tuple[str, float], ...] = ()
+    efficiency_ceiling: tuple[tuple[str, float], ...] = ()
+    check_fits: bool = False
+
+    @classmethod
+    def of(cls, fields: dict[str, Any] | None = None, *, efficiency: dict[str, float] | None = None,
+           efficiency_floor: dict[str, float] | None = None, efficiency_ceiling: dict[str, float] | None = None,
+           check_fits: bool = False) -> Change:
+        return cls(tuple((fields or {}).items()), tuple((efficiency or {}).items()),
+                   tuple((efficiency_floor or {}).items()), tuple((efficiency_ceiling or {}).items()), check_fits)
+
+    def apply(self, s: Scenario) -> Scenario:
+        new = s.with_(**dict(self.fields)) if self.fields else s
+        if self.efficiency or self.efficiency_floor or self.efficiency_ceiling:
+            e = new.efficiency
+            knobs = dict(self.efficiency)
+            knobs |= {k: max(v, getattr(e, k)) for k, v in self.efficiency_floor}
+            knobs |= {k: min(v, getattr(e, k)) for k, v in self.efficiency_ceiling}
+            new = new.with_(efficiency=e.scaled(**knobs))
+        if self.check_fits:
+            from servescope.perfmodel.memory import check_fits
+
+            check_fits(new)
+        return new
+
+
+@dataclass(frozen=True)
 class SpecSetup:
-    """Speculation as evaluated: what is drafted and verified (`shape`), the accepted length, and the drafter's
-    scenario from the target's (None: no drafter forward, e.g. n-gram)."""
+    """Speculation as evaluated: what is drafted and verified (`shape`), the accepted length, and what drafts
+    (`method`, `draft_model`: the step model makes the drafter's scenario, `StepModel.draft`)."""
 
     shape: SpecShape
     al: float
-    draft: Callable[[Scenario], Scenario | None]  # target scenario -> drafter scenario (None: no drafter)
+    method: str
+    draft_model: str | None = None
 
     @property
     def k(self) -> int:
         return self.shape.k
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed by identity: evaluations are cached per what-if
 class WhatIf:
+    """One track's change, as data: a scenario change, a step adjustment and/or speculative decoding."""
+
     kind: str
-    scenario: Callable[[Scenario], Scenario] | None = None
+    scenario: Change | None = None
     adjust: Adjust | None = None
     spec: SpecSetup | None = None
     exclusive: tuple[str, ...] = ()  # kinds this one cannot be combined with
@@ -219,14 +264,14 @@ class Evaluator:
             sc = self.scenario
             for w in whatifs:
                 if w.scenario is not None:
-                    sc = w.scenario(sc)
+                    sc = w.scenario.apply(sc)
             self._scenarios[whatifs] = sc
         return sc
 
     def _draft_of(self, spec: SpecSetup, sc: Scenario) -> Scenario | None:
         hit = self._drafts.get((id(sc), spec))
         if hit is None or hit[0] is not sc:
-            hit = (sc, spec.draft(sc))
+            hit = (sc, self.model.draft(sc, spec.method, spec.draft_model))
             self._drafts[(id(sc), spec)] = hit
         return hit[1]
 

@@ -1,6 +1,6 @@
 """Step-level discrete-event simulation of one serving-engine instance: TTFT/TPOT/ITL/E2E percentiles.
 
-What it does: continuous batching with each engine's scheduler knobs and defaults (engine.py, engines.toml with
+What it does: continuous batching with each engine's scheduler knobs and defaults (engine.py, specs/data/scheduler.toml with
 sources), KV blocks with preemption by recompute, a benchmark client (closed loop / Poisson / burst,
 workload.py), each step timed by the analytical step model for its exact composition (stepcost.py, the one
 adapter to perfmodel.step), then percentiles and a timeline (metrics.py).

@@ -1,4 +1,4 @@
-"""Engine scheduler knobs: `EngineConfig` and each backend's defaults from engines.toml (with sources).
+"""Engine scheduler knobs: `EngineConfig` and each backend's defaults from specs/data/scheduler.toml (with sources).
 
 What it does: loads the defaults for vllm / sglang / trtllm and applies overrides (max_num_seqs,
 max_num_batched_tokens, ...). CUDA-graph capture sizes live with the step model (specs/data/engines.toml,
@@ -21,7 +21,7 @@ ADMISSIONS = ("on_demand", "reserve_full", "reserve_ratio")
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """One engine instance's scheduler settings (meanings in engines.toml)."""
+    """One engine instance's scheduler settings (meanings in specs/data/scheduler.toml)."""
 
     backend: str
     max_num_seqs: int

@@ -9,7 +9,7 @@ and every metric it holds under one naming: `ttft_ms.mean|p50|p90|p99`, `tpot_ms
 shared/validation/bench_serve_samples (vLLM vllm/benchmarks/serve.py, SGLang python/sglang/bench_serving.py).
 A run missing a key a comparison needs raises BenchFileError naming the keys; metrics are optional one by one
 (the December-2024 SGLang schema has no TPOT and no p99).
-What it does not: simulate (perfmodel.simulate; `bench_workload` only turns a run's client settings into a
+What it does not: simulate (simulate; `bench_workload` only turns a run's client settings into a
 workload) or judge (`compare` only pairs numbers up).
 """
 

@@ -2,9 +2,9 @@
 and files of request lengths (`isl,osl` lines) for the simulation.
 
 What it does: decodes the file (stdlib json: SGLang writes the non-standard `Infinity` for an unbounded request
-rate, which strict decoders reject) into (line, object) pairs and hands them to perfmodel.benchfile, which turns
+rate, which strict decoders reject) into (line, object) pairs and hands them to validation.benchfile, which turns
 them into runs. Errors name the file and line.
-What it does not: interpret keys (perfmodel.benchfile) or simulate anything.
+What it does not: interpret keys (validation.benchfile) or simulate anything.
 """
 
 from __future__ import annotations

@@ -2,13 +2,13 @@
 
 What it does: for each grouping (model, system = GPU, backend; generation for the range data), every group in
 turn is held out, the global efficiencies are refitted on the other rows exactly as the shipped fit was made
-(perfmodel.fit from the built-in defaults, `unfitted_start`, to convergence — never warm-started from the shipped
+(validation.fit from the built-in defaults, `unfitted_start`, to convergence — never warm-started from the shipped
 fit, which has seen the held-out rows: the LM fit has several local minima and a warm start from the all-rows
 optimum lowered leave-one-model-out TTFT MAPE by ~4 points, a leak) and the held-out rows predicted. Folds run in worker processes (ProcessPoolExecutor). Per grouping:
 MAPE and bias (mean signed (pred − meas)/meas, a fraction) of TPOT and TTFT over all held-out predictions, the
 number of folds and rows, and each row's out-of-fold prediction (for ranges and coverage). A grouping with fewer
 than two groups cannot be cross-validated: it reports the in-sample numbers and says so in `warning`.
-What it does not: read CSVs (perfmodel.validate), decide which parameters are fitted (perfmodel.fit) or format.
+What it does not: read CSVs (validation.validate), decide which parameters are fitted (validation.fit) or format.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ RANGE_GROUPINGS = {**GROUPINGS, "leave_one_generation_out": "generation"}
 CASE_OF_GROUPING = {"leave_one_model_out": "system_seen", "leave_one_system_out": "system_unseen",
                     "leave_one_backend_out": "system_seen", "leave_one_generation_out": "generation_unseen"}
 Params = dict[str, tuple[float, float, str]]
-FOLD_ITERATIONS = 200  # LM iteration cap per fold refit: the shipped fit's own cap (perfmodel.fit.fit)
+FOLD_ITERATIONS = 200  # LM iteration cap per fold refit: the shipped fit's own cap (validation.fit.fit)
 
 
 @dataclass(frozen=True)

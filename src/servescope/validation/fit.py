@@ -13,8 +13,8 @@ engines' prefill budgets and scheduling (data/engines.toml: first-token waves in
 prefill_interference stay at their physical value 1 (fitted, they landed at 1.02 and 1.06 with no gain out of
 sample: bench/RESULTS.md, issue 7 physics).
 `LEGACY` is the parameter set of the previous model (18 numbers per (generation, backend) group plus a global
-fit), kept only to measure that model's cross-validated error (bench/validation_report.py).
-What it does not: read or write files (bench/fit_efficiency.py), choose rows, or change the physics.
+fit), kept only to measure that model's cross-validated error (data-build/validation_report.py).
+What it does not: read or write files (data-build/fit_efficiency.py), choose rows, or change the physics.
 """
 
 from __future__ import annotations

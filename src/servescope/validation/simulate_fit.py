@@ -8,13 +8,13 @@ queueing comes from the simulation itself, not from the closed form's ttft_queue
   surrogate TTFT(pe, setup) = exp(interp(ln pe; ln PE_GRID, ln TTFT_table)) + setup  (the set-up delays the first
             token of every request by itself; the load it takes off the engine is ignored: the surrogate serves only
             the fit, predictions are fresh simulations at the fitted numbers)
-  objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of perfmodel.fit (δ = SOFT_L1_S), and
+  objective Σ_rows ρ(TTFT_surrogate/TTFT_meas − 1), ρ the soft-L1 loss of validation.fit (δ = SOFT_L1_S), and
             optionally + Σ_rows ρ(TPOT_surrogate/TPOT_meas − 1) (prefill_eff also prices the prefill chunks that
             share steps with decoding, so TPOT constrains it too)
-  minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within perfmodel.fit.BOUNDS): two numbers,
+  minimiser an exhaustive grid (PE_FINE × SETUP_FINE, both within validation.fit.BOUNDS): two numbers,
             one pass, no iteration toward any target
 The other efficiencies (GEMM/attention bandwidth and compute, CPU and launch costs) stay those of the closed-form
-fit: in cross-validation, the fold's refit on the training rows (perfmodel.fit).
+fit: in cross-validation, the fold's refit on the training rows (validation.fit).
 What it does not: refit TPOT-side numbers through the simulation, choose rows (`stratified_rows` only proposes a
 subsample), read files or format (bench/crossval_simulate.py).
 """
@@ -103,7 +103,7 @@ def surrogate_ttft_s(table_s: np.ndarray, pe: np.ndarray, setup_s: np.ndarray,
 
 
 def soft_l1(r: np.ndarray) -> np.ndarray:
-    """ρ(r) = 2δ²(√(1 + (r/δ)²) − 1), δ = SOFT_L1_S (perfmodel.fit's loss per relative error)."""
+    """ρ(r) = 2δ²(√(1 + (r/δ)²) − 1), δ = SOFT_L1_S (validation.fit's loss per relative error)."""
     return 2.0 * SOFT_L1_S**2 * (np.sqrt(1.0 + (r / SOFT_L1_S) ** 2) - 1.0)
 
 

@@ -1,14 +1,14 @@
 """Validation rows predicted by the scheduler simulation instead of the closed form (`validate --simulate`).
 
-What it does: for each modelled row of a validation CSV (perfmodel.validate.read_rows: scenario + measured
+What it does: for each modelled row of a validation CSV (validation.validate.read_rows: scenario + measured
 concurrency), a closed-loop simulation at that concurrency with `waves` × concurrency requests (the benchmarks
 behind the dev CSV send a multiple of the concurrency; 4 waves unless told otherwise) and fixed isl/osl, under the
 row's backend defaults (an engine without chunked prefill gets a step budget of at least isl + concurrency: the
 measured server admitted each prompt next to a running batch, or its TTFT would be a whole drain); returns RowResults with the simulated mean TTFT and mean TPOT (the CSV's statistics), so
-perfmodel.validate's summaries apply unchanged. `stride` keeps every stride-th row (a quick look).
+validation.validate's summaries apply unchanged. `stride` keeps every stride-th row (a quick look).
 What it does not: refit the efficiencies for the simulation (they were fitted with the closed form's queueing
 and interference terms, which the simulation replaces; simulate/fit.py fits prefill_eff and prefill_overhead_s
-through the simulation and bench/crossval_simulate.py cross-validates that), or cross-validate (perfmodel.crossval).
+through the simulation and bench/crossval_simulate.py cross-validates that), or cross-validate (validation.crossval).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ publications: a fold's rows share an engine version and a measuring habit, so le
 flatter); and turn the out-of-fold errors into the quantiles that the planner's speculative gain ranges use.
 Grid search, then two finer grids around the best point (each a fifth of the last span): deterministic,
 ~0.1 s per fit (closed-form gains on PairTerms priced once).
-Does not: price anything itself (spec_pairs), or write files (bench/bench_speculative.py writes
+Does not: price anything itself (spec_pairs), or write files (data-build/fit_spec_host.py writes
 data/spec_host.toml from `fit_report`).
 """
 

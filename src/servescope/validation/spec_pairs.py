@@ -5,7 +5,7 @@ price, each citing its line in /work/shared/reference/speculative-decoding-measu
 gain with perfmodel.speculative. Each row is priced once into `PairTerms` (plain step, iteration without the
 fitted host costs, and what those costs multiply), so a gain under any HostCosts is closed-form:
     gain = t_base · AL / (iteration + per_seq_s · B + per_forward_s · drafter forwards)
-(perfmodel.spec_fit fits the two host costs and cross-validates them leaving one source out). Row kinds:
+(validation.spec_fit fits the two host costs and cross-validates them leaving one source out). Row kinds:
   gain    the source states AL: predicted = spec_gain(AL); error = predicted / measured − 1
   anchor  AL not stated: not scored; the reference of `ratio` rows on the same setup
   ratio   predicted = measured(anchor) · gain(batch) / gain(anchor batch): AL cancels in a ratio of gains on one

@@ -26,8 +26,8 @@ Row conventions (documented in docs/model.md §Validation):
   * some dump rows multiply sizes (e.g. tp_size 64 with moe_tp 8 × moe_ep 8 on an 8-GPU node, id "tp8_ep8"):
     when tp·dp exceeds the GPUs of one node (8 for *_sxm) and moe_tp == moe_ep, the layout is read as
     tp/moe_tp (or dp/moe_tp) with ep = moe_ep, which the row ids confirm.
-What it does not: fit (perfmodel.fit), format (report/validate_doc.py) or print (the CLI and
-bench/fit_efficiency.py render).
+What it does not: fit (validation.fit), format (report/validate_doc.py) or print (the CLI and
+data-build/fit_efficiency.py render).
 """
 
 from __future__ import annotations
