@@ -17,4 +17,4 @@ bench:
 	$(PY) bench/bench_speculative.py
 # The fuzzing harness at 28x its CI budget: 10,360 mutated traces + 4,480 arguments, configs and CSVs.
 fuzz:
-	FUZZ_SCALE=28 $(PY) -m pytest tests/test_fuzz_trace.py tests/test_fuzz_args.py -q
+	FUZZ_SCALE=28 $(PY) -m pytest tests/fuzz/test_fuzz_trace.py tests/fuzz/test_fuzz_args.py -q

@@ -3,17 +3,17 @@
 Usage: .venv/bin/python bench/crossval_simulate.py [CSV] [--stride 8] [--workers 2] [--dry-run] [--per-backend-setup]
        [--per-token-setup] [--ttft-only] [--table-cache FILE.npz]
 Rows: a stratified subsample of the dev CSV (every stride-th row of each (model, system, backend) group ordered by
-concurrency; perfmodel.simulate.fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
+concurrency; validation.simulate_fit.stratified_rows), because one simulated pass over all 2,777 rows costs minutes.
 Per grouping (leave one model out, leave one system out) and held-out group:
-  closed form  perfmodel.fit.fit refits the global numbers on every other row of the full CSV (from the built-in
+  closed form  validation.fit.fit refits the global numbers on every other row of the full CSV (from the built-in
                defaults, `unfitted_start`, crossval.FOLD_ITERATIONS iterations, exactly as `validate --cv`: a warm
                start from the shipped fit would carry the held-out rows in) and predicts the group;
   simulated    prefill_eff and the per-request set-up (front-end cost; --per-backend-setup: one per backend;
                --per-token-setup: a + b·isl, b per prompt token) fitted on TTFT and TPOT
                (--ttft-only: TTFT alone) through the simulation on the other groups' subsample rows
-               (perfmodel.simulate.fit.fit_ttft, one grid pass over a table of simulations), then every held-out
+               (validation.simulate_fit.fit_ttft, one grid pass over a table of simulations), then every held-out
                subsample row simulated afresh with the fold's closed-form efficiencies and those numbers. Each row
-               is the benchmark client behind the CSV (simulate/validation.py: 10 waves of the concurrency,
+               is the benchmark client behind the CSV (validation/simulate_rows.py: 10 waves of the concurrency,
                lengths drawn in [0.8·len, len]).
 Both are scored on the same held-out subsample rows (rows whose simulation fails are left out of both).
 Known leak, stated: the table the two numbers are fitted on is simulated with the shipped global efficiencies

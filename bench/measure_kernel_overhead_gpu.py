@@ -15,7 +15,7 @@ What it does not: model an engine's fused kernels (a PyTorch layer launches more
 fused ones; the per-kernel figure is what transfers), time prefill, or touch collectives.
 Usage (device): python3 bench/measure_kernel_overhead_gpu.py [--out FILE]
 Status: written for issue 7 in a session that had no GPU; NOT yet run. The model's per-kernel cost in a graph
-(data/engine_overheads.toml, 1.99 µs) is still the one measured on a ROCm vLLM trace and transferred to NVIDIA;
+(specs/data/engine_overheads.toml, 1.99 µs) is still the one measured on a ROCm vLLM trace and transferred to NVIDIA;
 the dev rows' small-batch TPOT suggests more per kernel (bench/RESULTS.md, issue 7 physics section) — this
 script is how to measure it on Hopper rather than fit it.
 """

@@ -1,7 +1,7 @@
 """Per-row diagnostic of the simulated TTFT/TPOT on the dev CSV subsample (issue 8): where the simulation is off.
 
 Usage: .venv/bin/python bench/simulate_diag.py [--stride 8] [--workers 2] [--waves 4] [--range-ratio 1.0]
-One closed-loop simulation per subsample row (perfmodel.simulate.fit.stratified_rows) with the shipped global
+One closed-loop simulation per subsample row (validation.simulate_fit.stratified_rows) with the shipped global
 efficiencies (or the given prefill_eff / set-up), then the median simulated ÷ measured TTFT and TPOT and their MAPE
 by backend × concurrency bucket × prompt length. A diagnostic, in-sample: nothing is fitted here.
 """

@@ -1,4 +1,4 @@
-"""Mutations of real traces for the fuzzing harness (tests/test_fuzz_*.py) and `make fuzz`.
+"""Mutations of real traces for the fuzzing harness (tests/fuzz/test_fuzz_*.py) and `make fuzz`.
 
 Seeds are small real traces from tests/data/traces (provenance and licences there). A mutation is a function
 (seed JSON document, random.Random) → bytes of a file: JSON-level ones change one thing an attacker or a broken

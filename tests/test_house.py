@@ -39,6 +39,13 @@ def test_top_level_is_the_pipeline() -> None:
     assert entries - packages - modules == {"examples"}  # the bundled trace
 
 
+def test_the_cli_starts_without_numpy_or_polars() -> None:
+    """Commands import their library when they run: start-up stays fast and rank workers can fork."""
+    code = "import sys, servescope.cli; print(sorted(m for m in ('numpy', 'polars') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_no_import_cycles() -> None:
     graph = grimp.build_graph("servescope", include_external_packages=False)
     cycles = []

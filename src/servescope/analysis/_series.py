@@ -3,7 +3,7 @@
 Why: `pl.Series(name, ndarray)` looks for a mask through `numpy.ma`, which NumPy imports lazily on first use —
 35–60 ms once per process on this project's machines, a few per cent of a whole `servescope trace` run — although
 the plain arrays passed here never carry one. The array's buffer goes in through a memoryview instead: the same
-values (NaN stays NaN, not null) and the dtype asked for (tests/test_series.py).
+values (NaN stays NaN, not null) and the dtype asked for (tests/analysis/test_series.py).
 """
 
 from __future__ import annotations

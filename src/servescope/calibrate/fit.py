@@ -7,7 +7,7 @@ sequence) and `PricedSteps` (model seconds per class for many steps under any ef
 `decode_step` are exactly that pair. The fit changes only the efficiency, so each distinct step shape's parts are
 built once and every evaluation only recombines them (a trace's steps also repeat shapes — a steady decode batch, a
 chunked-prefill chunk); class totals sum the per-step values in step order. The numbers are bit-for-bit those of
-pricing every step with prefill_step/decode_step at every evaluation (tests/test_calibrate_fit.py checks it).
+pricing every step with prefill_step/decode_step at every evaluation (tests/calibrate/test_calibrate_fit.py checks it).
 Does not: read traces, check that a trace fits the scenario, or write warnings (servescope.calibrate does).
 """
 

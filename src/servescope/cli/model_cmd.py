@@ -81,11 +81,11 @@ def specs_show(name: str, out: Output) -> None:
     """Show one GPU or model spec with its sources."""
     from servescope.report.model_text import render_spec
     from servescope.report.specs_doc import spec_document
-    from servescope.specs.hardware import load_gpu
-    from servescope.specs.models import load_model
+    from servescope.specs.hardware import GpuSpec, load_gpu
+    from servescope.specs.models import ModelSpec, load_model
 
     try:
-        spec: Any = load_gpu(name)
+        spec: GpuSpec | ModelSpec = load_gpu(name)
     except UnknownName:
         try:
             spec = load_model(name)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,7 +19,9 @@ from servescope.cli._app import (
     output_options,
     scenario_options,
 )
-from servescope.perfmodel.scenario import Scenario
+
+if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
+    from servescope.perfmodel.scenario import Scenario
 
 LONG_RUN_PROMPTS = 2000  # a progress bar from this many requests on (TTY only)
 

@@ -25,7 +25,7 @@ from servescope.specs.quant import QuantConfig, scheme
 __all__ = ["BACKENDS", "Deployment", "Scenario", "check_layout"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)  # repr: Deployment's short one
 class Scenario(Deployment):
     """Everything a prediction depends on (the fields of `Deployment`). Use `Scenario.build` to construct from
     names."""

@@ -5,7 +5,7 @@ Does: for each curve, per concurrency c: TPOT (s) and output tokens/s of the ins
 capped at the KV-memory limit, prefill interference, speculative iterations), from which a picture plots
 tok/s per user = 1 / TPOT against tok/s per GPU = output tok/s / GPUs of the instance (tp · pp · dp).
 Output tok/s is batch / TPOT, the decode throughput the planner's throughput objective counts (perfmodel.predict's
-output_tok_s also charges each request's TTFT and is 1–3% lower); TPOT is predict's (tests/test_report_curves.py).
+output_tok_s also charges each request's TTFT and is 1–3% lower); TPOT is predict's (tests/planner/test_report_curves.py).
 Concurrencies past a curve's memory limit repeat its last point and are dropped.
 Does not: rank or combine (planner.plan does), or draw (servescope.report).
 """

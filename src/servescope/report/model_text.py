@@ -10,6 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from servescope.perfmodel import TERMS, ServingPoint
+from servescope.specs.hardware import GpuSpec
+from servescope.specs.models import ModelSpec
 
 UNIT_SUFFIXES = (("_bytes_per_s", 1e9, "GB/s"), ("_bytes", 1e9, "GB"), ("_flops_per_s", 1e12, "TFLOP/s"))
 
@@ -63,7 +65,7 @@ def _source(sources: dict[str, str], field_name: str) -> str:
     return sources.get(field_name) or sources.get(stem, "")
 
 
-def render_spec(spec: Any, console: Console) -> None:
+def render_spec(spec: GpuSpec | ModelSpec, console: Console) -> None:
     """Every field of a GpuSpec or ModelSpec, with sources where the spec carries them."""
     sources = getattr(spec, "sources", {}) or {}
     t = Table(title=getattr(spec, "name", "spec"), title_justify="left")
