@@ -38,6 +38,7 @@ from servescope.analysis.rules import (
     op_collective,
 )
 from servescope.errors import TraceError
+from servescope.trace.types import GPU_EVENT_KINDS
 
 __all__ = [
     "CAST_OPS", "COLLECTIVES", "KERNEL_CLASSES", "OP_COLLECTIVES", "classify", "classify_name", "link_collectives",
@@ -65,7 +66,6 @@ COMM_COLUMNS: dict[str, type[pl.DataType]] = {
 CAST_OPS: tuple[str, ...] = ("aten::copy_", "aten::_to_copy", "aten::to")
 
 T = TypeVar("T")
-_GPU_KINDS = ("kernel", "memcpy", "memset")
 _LAUNCH_KINDS = ("runtime", "driver")
 # Name rules that op linkage must not override: a collective or a copy engine stays what it is.
 _NOT_OVERRIDDEN = ("communication", "memory")
@@ -119,7 +119,7 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
         raise TraceError(f"events frame: missing column(s) {', '.join(missing)}")
     derived = ("kernel_class", "collective", *LINKED_COLUMNS)
     frame = events.drop([c for c in derived if c in events.columns])
-    is_gpu = pl.col("kind").is_in(_GPU_KINDS)
+    is_gpu = pl.col("kind").is_in(GPU_EVENT_KINDS)
     names = frame.filter(is_gpu & pl.col("name").is_not_null())["name"].unique().to_list()
     labels = [classify_name(name) for name in names]
     by_name = pl.col("name").replace_strict(

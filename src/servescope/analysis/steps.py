@@ -16,8 +16,8 @@ import numpy as np
 import polars as pl
 
 from servescope.analysis._series import series
+from servescope.trace.types import GPU_EVENT_KINDS
 
-GPU_KINDS = ("kernel", "memcpy", "memset")
 LAUNCH_KINDS = ("runtime", "driver")
 ANNOTATION_KINDS = ("user_annotation", "gpu_user_annotation")
 CPU_LABEL_KINDS = ("user_annotation", "cpu_op")
@@ -222,7 +222,7 @@ def _launch_times(launches: pl.DataFrame) -> pl.DataFrame:
 
 def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Attribute GPU rows to labelled steps by launch time; GPU rows with no launch go by their own start."""
-    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS))
+    gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS))
     launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))  # once: used for times and steps below
     gpu = gpu.join(_launch_times(launches), on="correlation", how="left")
     starts = labels["cpu_start_us"].to_numpy()
@@ -284,7 +284,7 @@ def idle_gap_threshold_us(gpu: pl.DataFrame) -> float:
 
 
 def _attribute_gaps(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    gpu = events.filter(pl.col("kind").is_in(GPU_KINDS)).sort("ts_us")
+    gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS)).sort("ts_us")
     threshold = idle_gap_threshold_us(gpu)
     gpu = gpu.with_columns(series("step", _gap_segments(gpu, threshold), pl.Int64))
     per_step = gpu.group_by("step").agg(

@@ -20,7 +20,7 @@ import polars as pl
 
 from servescope.trace._schema import Args, Event
 from servescope.trace._shapes import first_tensor, is_custom_all_reduce
-from servescope.trace.types import TimeUnit
+from servescope.trace.types import GPU_EVENT_KINDS, TimeUnit
 
 # cat (as written by Kineto, old and new) → kind. Anything else is "other".
 KIND_BY_CAT = {
@@ -44,7 +44,8 @@ KIND_BY_CAT = {
     "gpu_user_annotation": "gpu_user_annotation",
     "cuda_sync": "sync",
 }
-GPU_KINDS = ("kernel", "memcpy", "memset", "gpu_user_annotation", "sync")
+# Rows on a GPU timeline (device and stream from their args): GPU work, GPU-side annotations and syncs.
+GPU_ROW_KINDS = (*GPU_EVENT_KINDS, "gpu_user_annotation", "sync")
 # ts above this cannot be epoch µs (it would be past the year 5000): the file is in ns.
 NS_TS_THRESHOLD = 1e17
 
@@ -204,7 +205,7 @@ def _finish(
     n_neg = int((frame["dur_us"] < 0).sum())
     if n_neg:
         warnings.append(f"{n_neg:,} events with a negative duration set to 0")
-    gpu = pl.col("kind").is_in(GPU_KINDS)
+    gpu = pl.col("kind").is_in(GPU_ROW_KINDS)
     device = pl.when(gpu).then(pl.coalesce("arg_device", "pid_num"))
     # A device missing from deviceProperties (ROCm traces list device 0 but run on device 9) gets
     # the node's SM count when every listed device has the same one.
