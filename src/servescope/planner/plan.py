@@ -16,8 +16,9 @@ Does not: render anything (see servescope.report.plan_doc / plan_text) or read t
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servescope.calibrate import Calibration
@@ -30,6 +31,7 @@ from servescope.planner.track import Context, Proposal
 from servescope.planner.tracks import TRACK_KINDS, TRACKS, parse_forbid
 from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Change, Evaluator, Outcome, PerfModel, StepModel, WhatIf
+from servescope.units import MS_PER_S
 
 PAYS = 1.001  # a track "pays" above this gain
 
@@ -82,6 +84,8 @@ class Verdict:
     gap: float  # factor the objective still has to improve by (1.0 when reachable)
     tracks: tuple[str, ...]
     text: str
+    outcome: Outcome | None = None  # the point the verdict is about (its concurrency and per-user TPOT)
+    per_user: str = ""  # an aggregate rate read per user instead (a TPOT of 1/rate): the second verdict
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class Plan:
     spec: SpecConfig | None = None
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
     tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
+    aggregate: bool = False  # objective throughput with no per-user TPOT cap (a rate target without --tpot-limit)
 
     @property
     def uncertainty(self) -> float:
@@ -156,9 +161,13 @@ def plan(
     goal = parse_target(target, objective) if isinstance(target, str) else target
     if goal is not None and goal.objective != objective:
         raise PlanError(f"target {goal.text!r} is for objective {goal.objective}, not {objective}")
+    given = scenario
     if calibration is not None:
         scenario = calibration.apply(scenario)
-    ev = Evaluator(model or PerfModel(), scenario, objective, concurrency, tpot_limit_s, (imbalance_adjust,))
+    # A rate target is aggregate output throughput, as benchmarks report it: no per-user cap unless one is given.
+    aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
+    ev = Evaluator(model or PerfModel(), scenario, objective, concurrency,
+                   math.inf if aggregate else tpot_limit_s, (imbalance_adjust,))
     baseline = ev.objective_value(())
     ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec)
     r = plan_range(scenario, calibration)
@@ -171,11 +180,13 @@ def plan(
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
     ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
+    if verdict is not None and goal is not None and goal.aggregate:
+        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model))
     warnings = calibration.warnings if calibration is not None else ()
     limit = tpot_limit_s if tpot_limit_s is not None else (
-        ev.at((), concurrency).tpot_s if objective == "throughput" else None)
+        ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
     return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
-                ceiling, verdict, calibration, warnings, spec, measured, limit)
+                ceiling, verdict, calibration, warnings, spec, measured, limit, aggregate)
 
 
 def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
@@ -306,26 +317,47 @@ def _ceiling(ctx: Context, combined: Combination, proposals: dict[str, Proposal]
 
 def _verdict(ctx: Context, goal: Target, combined: Combination, ceiling: Ceiling,
              proposals: dict[str, Proposal]) -> Verdict:
-    ev, unit = ctx.evaluator, "ms" if goal.objective == "tpot" else "tok/s"
+    ev = ctx.evaluator
 
-    def value(o: Outcome) -> float:
-        return o.tpot_s * 1e3 if goal.objective == "tpot" else o.output_tok_s
+    def value(o: Outcome) -> str:
+        return point_text(o, goal.objective)
 
     if goal.met_by(ctx.baseline.tpot_s, ctx.baseline.output_tok_s):
-        return Verdict(goal, True, 1.0, (), f"reachable: the baseline already gives {value(ctx.baseline):.3g} {unit}")
+        return Verdict(goal, True, 1.0, (), f"reachable: the baseline already gives {value(ctx.baseline)}",
+                       ctx.baseline)
     for n in range(1, len(combined.tracks) + 1):
         kinds = combined.tracks[:n]
         out = ev.objective_value(_ordered([w for k in kinds if (w := proposals[k].whatif) is not None]))
         if goal.met_by(out.tpot_s, out.output_tok_s):
             return Verdict(goal, True, 1.0, kinds,
-                           f"reachable with {', '.join(kinds)}: {value(out):.3g} {unit} vs target {goal.text}")
+                           f"reachable with {', '.join(kinds)}: {value(out)} vs target {goal.text}", out)
     best = combined.outcome
     gap = goal.shortfall(best.tpot_s, best.output_tok_s)
     floor_gap = goal.shortfall(ceiling.outcome.tpot_s, ceiling.outcome.output_tok_s)
-    floor = (f"even the physical floor ({value(ceiling.outcome):.3g} {unit}, bound by {ceiling.binding}) "
+    floor = (f"even the physical floor ({value(ceiling.outcome)}, bound by {ceiling.binding}) "
              f"misses it by {floor_gap:.2f}x" if floor_gap > 1.0 else
-             f"the physical floor ({value(ceiling.outcome):.3g} {unit}, bound by {ceiling.binding}) would allow "
+             f"the physical floor ({value(ceiling.outcome)}, bound by {ceiling.binding}) would allow "
              "it, beyond the tracks evaluated")
-    text = (f"not reachable: the best combination gives {value(best):.3g} {unit} vs target {goal.text} "
+    text = (f"not reachable: the best combination gives {value(best)} vs target {goal.text} "
             f"({gap:.2f}x short); {floor}")
-    return Verdict(goal, False, gap, combined.tracks, text)
+    return Verdict(goal, False, gap, combined.tracks, text, best)
+
+
+def point_text(o: Outcome, objective: str) -> str:
+    """One point as the verdict states it: the objective's value with the concurrency it is reached at (and, for
+    throughput, the TPOT each user sees there)."""
+    if objective == "tpot":
+        return f"{o.tpot_s * 1e3:.3g} ms at concurrency {o.concurrency}"
+    return f"{o.output_tok_s:,.0f} tok/s at concurrency {o.concurrency} (TPOT {o.tpot_s * 1e3:.3g} ms per user)"
+
+
+def _per_user_reading(scenario: Scenario, goal: Target, forbid: tuple[str, ...], calibration: Calibration | None,
+                      spec: SpecConfig | None, model: StepModel | None) -> str:
+    """An aggregate rate read as one user's rate: a TPOT of 1/rate at concurrency 1, planned as such (its own
+    tracks, combination and floor) — the second verdict of an ambiguous target ("1000 tok/s" said of one stream)."""
+    per_user = Target("tpot", MS_PER_S / goal.value, goal.text, per_user_rate=goal.value)
+    single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model)
+    assert single.target is not None  # a target was given
+    floor_s = single.ceiling.outcome.tpot_s
+    return (f"per user, {goal.text} is a TPOT of {per_user.value:.3g} ms at concurrency 1: {single.target.text} "
+            f"(floor {1.0 / floor_s:.0f} tok/s per user)")

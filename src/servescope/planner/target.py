@@ -20,16 +20,26 @@ OBJECTIVES = ("tpot", "throughput")
 # Unit spelling → (objective, factor to the canonical unit: ms for TPOT, tok/s for throughput).
 _TPOT_UNITS = {"ms": 1.0, "s": MS_PER_S, "us": 1e-3, "µs": 1e-3}
 _RATE_UNITS = {"tok/s": 1.0, "tokens/s": 1.0, "tps": 1.0, "ktok/s": 1e3}
+# A rate per user is a latency: 100 tok/s/user is a TPOT of 10 ms (objective tpot).
+_PER_USER_UNITS = {"tok/s/user": 1.0, "tokens/s/user": 1.0, "tps/user": 1.0}
 _TARGET_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([a-zµ/]+)\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Target:
-    """A goal for the plan: `value` in ms (objective tpot) or output tokens/s (objective throughput)."""
+    """A goal for the plan: `value` in ms (objective tpot) or output tokens/s (objective throughput). A rate
+    target (`1000tok/s`) is aggregate output throughput, what benchmarks report; a rate per user
+    (`100tok/s/user`) is a TPOT target (`per_user_rate` keeps the rate as typed)."""
 
     objective: str
     value: float
     text: str
+    per_user_rate: float | None = None
+
+    @property
+    def aggregate(self) -> bool:
+        """An output-throughput target of the whole instance (any concurrency), not of one user."""
+        return self.objective == "throughput"
 
     @property
     def tpot_s(self) -> float:
@@ -59,11 +69,12 @@ def implied_objective(target: str | None, objective: str | None) -> str:
     if objective is not None:
         return check_objective(objective)
     match = _TARGET_RE.match(target) if target is not None else None
-    return "throughput" if match and match.group(2).lower() in _RATE_UNITS else "tpot"
+    return "throughput" if match and match.group(2).lower() in _RATE_UNITS else "tpot"  # tok/s/user: tpot
 
 
 def parse_target(text: str, objective: str) -> Target:
-    """`8ms`, `8 ms`, `0.008s`, `8000us` (objective tpot) or `1000tok/s`, `1.5ktok/s` (objective throughput)."""
+    """`8ms`, `8 ms`, `0.008s`, `8000us`, `100tok/s/user` (objective tpot) or `1000tok/s`, `1.5ktok/s` (objective
+    throughput: aggregate output tokens/s)."""
     check_objective(objective)
     match = _TARGET_RE.match(text)
     if not match:
@@ -75,11 +86,17 @@ def parse_target(text: str, objective: str) -> Target:
         if objective != "tpot":
             raise PlanError(f"target {text!r} is a latency but the objective is {objective}; use tok/s")
         return Target("tpot", number * _TPOT_UNITS[unit], text.strip())
+    if unit in _PER_USER_UNITS:
+        if objective != "tpot":
+            raise PlanError(f"target {text!r} is a rate per user (a TPOT) but the objective is {objective}; "
+                            "use tok/s for aggregate throughput")
+        rate = number * _PER_USER_UNITS[unit]
+        return Target("tpot", MS_PER_S / rate, text.strip(), per_user_rate=rate)
     if unit in _RATE_UNITS:
         if objective != "throughput":
             raise PlanError(f"target {text!r} is a rate but the objective is {objective}; use ms")
         return Target("throughput", number * _RATE_UNITS[unit], text.strip())
-    valid = ", ".join([*_TPOT_UNITS, *_RATE_UNITS])
+    valid = ", ".join([*_TPOT_UNITS, *_RATE_UNITS, *_PER_USER_UNITS])
     raise PlanError(f"target {text!r} has an unknown unit {unit!r}; valid: {valid}")
 
 

@@ -46,20 +46,26 @@ def plan_document(plan: Plan) -> dict[str, Any]:
     target = None
     if plan.target is not None:
         v = plan.target
-        target = {"value": v.target.value, "reachable": v.reachable, "gap": _num(v.gap), "tracks": list(v.tracks)}
+        target = {"value": v.target.value, "reachable": v.reachable, "gap": _num(v.gap), "tracks": list(v.tracks),
+                  "text": v.text, "per_user": v.per_user or None,
+                  "concurrency": None if v.outcome is None else v.outcome.concurrency,
+                  "tpot_ms": None if v.outcome is None else v.outcome.tpot_s * MS_PER_S,
+                  "output_tok_s": None if v.outcome is None else v.outcome.output_tok_s}
     return {
         "schema": SCHEMA,
         "calibrated": plan.calibrated,
-        "baseline": {"tpot_ms": b.tpot_s * MS_PER_S, "output_tok_s": b.output_tok_s, "dominant": b.step.dominant},
+        "baseline": {"tpot_ms": b.tpot_s * MS_PER_S, "output_tok_s": b.output_tok_s, "dominant": b.step.dominant,
+                     "concurrency": b.concurrency},
         "tracks": [_track(t) for t in plan.tracks],
         "combined": {"tracks": list(c.tracks), "tpot_ms": c.outcome.tpot_s * MS_PER_S,
-                     "output_tok_s": c.outcome.output_tok_s, "gain": c.gain},
+                     "output_tok_s": c.outcome.output_tok_s, "gain": c.gain, "concurrency": c.outcome.concurrency},
         "ceiling": {"tpot_ms": ceil.outcome.tpot_s * MS_PER_S, "output_tok_s": ceil.outcome.output_tok_s,
-                    "binding": ceil.binding, "tracks": list(ceil.tracks)},
+                    "binding": ceil.binding, "tracks": list(ceil.tracks), "concurrency": ceil.outcome.concurrency},
         "target": target,
         "objective": plan.objective,
         "concurrency": plan.concurrency,
         "tpot_limit_ms": None if plan.tpot_limit_s is None else plan.tpot_limit_s * MS_PER_S,
+        "aggregate": plan.aggregate,
         "calibration": _calibration(plan),
         "warnings": list(plan.warnings),
         "range": _range(plan),

@@ -21,15 +21,18 @@ def plan_lines(plan: Plan) -> list[str]:
     head = "uncalibrated (model defaults; no trace)"
     if plan.calibration is not None:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
-    lines = [f"plan for {plan.objective} at concurrency {plan.concurrency}: {head}; {plan.gain_range.basis} "
-             "ranges (80%)",
+    lines = [f"plan for {_objective(plan)}: {head}; {plan.gain_range.basis} ranges (80%)",
              scenario_line(plan.scenario),
-             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, {b.output_tok_s:.0f} tok/s, "
-             f"dominant term {b.step.dominant}, largest kernel class {plan.dominant_class}",
+             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, {b.output_tok_s:.0f} tok/s at "
+             f"concurrency {b.concurrency}, dominant term {b.step.dominant}, largest kernel class "
+             f"{plan.dominant_class}",
              plan.gain_range.text]
     if plan.tpot_limit_s is not None:
         lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
                      "(--tpot-limit; default: the baseline's TPOT)")
+    if plan.aggregate:
+        lines.append("throughput is the instance's aggregate output tok/s at the best concurrency up to the memory "
+                     "limit, with no per-user TPOT cap (--tpot-limit sets one)")
     if plan.calibration is not None:
         lines.append(f"calibration: {plan.calibration.error_basis}")
         lines.append("calibration (class: measured µs → model µs, residual, fitted knob):")
@@ -56,13 +59,33 @@ def plan_lines(plan: Plan) -> list[str]:
             lines.extend(_needs_and_verify(t))
     c, ceil = plan.combined, plan.ceiling
     lines.append(f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
-                 f"{c.outcome.output_tok_s:.0f} tok/s ({c.gain:.2f}x on {unit})")
+                 f"{c.outcome.output_tok_s:.0f} tok/s at concurrency {c.outcome.concurrency} ({c.gain:.2f}x on "
+                 f"{unit}){_over_limit(plan, c.outcome.tpot_s)}")
     lines.append(f"ceiling: TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, {ceil.outcome.output_tok_s:.0f} tok/s at "
-                 f"the physical floor, bound by {ceil.binding}")
+                 f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}")
     if plan.target is not None:
         lines.append(f"target {plan.target.target.text}: {plan.target.text}")
+        if plan.target.per_user:
+            lines.append(f"target {plan.target.target.text}: {plan.target.per_user}")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return lines
+
+
+def _objective(plan: Plan) -> str:
+    """What the plan optimises, in words: TPOT at a concurrency, or throughput capped per user or not."""
+    if plan.objective == "tpot":
+        return f"tpot at concurrency {plan.concurrency}"
+    if plan.aggregate:
+        return "aggregate output throughput (any concurrency up to the memory limit)"
+    limit = "" if plan.tpot_limit_s is None else f" under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user"
+    return f"throughput{limit}"
+
+
+def _over_limit(plan: Plan, tpot_s: float) -> str:
+    """A point above the stated TPOT limit says so (no concurrency met the limit; the plan fell back to 1)."""
+    if plan.objective != "throughput" or plan.tpot_limit_s is None or tpot_s <= plan.tpot_limit_s * (1 + 1e-9):
+        return ""
+    return f" — above the TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms even at concurrency 1"
 
 
 def _baseline_range(plan: Plan) -> str:
