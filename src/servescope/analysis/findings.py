@@ -105,22 +105,38 @@ def low_occupancy(s: KindSummary, rank: int | None, num_sms: int | None) -> list
     return out
 
 
+# Launch calls that explain at least this share of a step's GPU idle make it launch-bound; below it the GPU waits
+# on other host work (Python op dispatch, scheduling, sampling, synchronisation): a CUDA graph still removes the
+# dispatch of what it captures, but not the engine's work between steps (async scheduling overlaps that).
+LAUNCH_EXPLAINS_IDLE = 0.5
+
+
 def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
+    """Idle inside the step span, split by its cause: `launch_bound` when the CPU's kernel-launch calls explain at
+    least LAUNCH_EXPLAINS_IDLE of the idle (eager steps), else `host_bound` (host work other than launching; between
+    graph replays always host work: a replay is one launch)."""
     share = _share(s.idle_us, s.gpu_span_us)
     severity = _severity(share, IDLE_SHARE_MEDIUM, IDLE_SHARE_HIGH)
     if severity is None:
         return None
     graphs = s.graph_launches > 0
-    cause = "between graph replays (CPU scheduling, sampling)" if graphs else "between kernel launches"
+    per_step = max(s.steps, 1)
+    explained = min(1.0, _share(s.launch_cpu_us, s.idle_us)) if s.idle_us > 0 else 0.0
+    launches = (f"{s.launches / per_step:.0f} launches per step, {s.launch_cpu_us / per_step:.0f} µs of launch calls "
+                f"on the CPU per step ({_pct(explained)} of the idle)")
+    if not graphs and explained >= LAUNCH_EXPLAINS_IDLE:
+        code, cause, fix = "launch_bound", "between kernel launches", ("cuda_graphs",)
+    elif graphs:
+        code, cause, fix = "host_bound", "between graph replays (CPU scheduling, sampling)", ("async_scheduling",)
+    else:
+        code, cause, fix = ("host_bound", "waiting on host work other than launching (Python op dispatch, "
+                            "scheduling, sampling, synchronisation)", ("cuda_graphs", "async_scheduling"))
     return Finding(
-        "launch_bound", severity,
-        f"the GPU idles {_pct(share)} of the {_kind_phrase(s.kind)} step span {cause}: "
-        f"{s.launches / max(s.steps, 1):.0f} launches per step, {s.launch_cpu_us / max(s.steps, 1):.0f} µs of "
-        f"launch calls on the CPU per step",
+        code, severity, f"the GPU idles {_pct(share)} of the {_kind_phrase(s.kind)} step span {cause}: {launches}",
         {"idle_share_of_span": share, "idle_us": s.idle_us, "span_us": s.gpu_span_us,
-         "launches_per_step": s.launches / max(s.steps, 1), "launch_cpu_us_per_step": s.launch_cpu_us / max(s.steps, 1),
-         "graph_launches": s.graph_launches},
-        rank, s.kind, () if graphs else ("cuda_graphs",),
+         "launches_per_step": s.launches / per_step, "launch_cpu_us_per_step": s.launch_cpu_us / per_step,
+         "graph_launches": s.graph_launches, "launch_share_of_idle": explained},
+        rank, s.kind, fix,
     )
 
 
