@@ -121,6 +121,7 @@ def test_every_public_name_is_importable_documented_and_listed() -> None:
         assert name == "__version__" or name in doc, f"{name} not in servescope's docstring"
         if callable(obj):
             assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
+    assert set(servescope.__all__) <= set(dir(servescope))  # the lazy names show in dir() and completion
     star: dict[str, Any] = {}
     exec("from servescope import *", star)  # noqa: S102 - what a user's star import gets
     assert set(servescope.__all__) <= set(star)

@@ -84,3 +84,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'servescope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy names too, so that `dir()` and completion show the public API."""
+    return sorted({*globals(), *__all__})

@@ -28,3 +28,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(f"servescope.analysis.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'servescope.analysis' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy names too, so that `dir()` and completion show the public API."""
+    return sorted({*globals(), *__all__})

@@ -14,6 +14,7 @@ Dense tensor-core peaks sit under `[flops.<dtype>]`. A source containing "UNSOUR
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -228,7 +229,9 @@ def resolve_gpu_name(name: str) -> str:
     for candidate in (key, key.removesuffix("_sxm")):
         if candidate in aliases:
             return aliases[candidate]
-    raise UnknownName(f"unknown GPU '{name}'; known: {', '.join(sorted(specs))}")
+    near = difflib.get_close_matches(key, sorted(aliases), n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(dict.fromkeys(aliases[n] for n in near))}? " if near else ""
+    raise UnknownName(f"unknown GPU '{name}'; {hint}known: {', '.join(sorted(specs))}")
 
 
 def load_gpu(name: str) -> GpuSpec:
