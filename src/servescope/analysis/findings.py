@@ -124,6 +124,7 @@ def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
     explained = min(1.0, _share(s.launch_cpu_us, s.idle_us)) if s.idle_us > 0 else 0.0
     launches = (f"{s.launches / per_step:.0f} launches per step, {s.launch_cpu_us / per_step:.0f} µs of launch calls "
                 f"on the CPU per step ({_pct(explained)} of the idle)")
+    fix: tuple[str, ...]
     if not graphs and explained >= LAUNCH_EXPLAINS_IDLE:
         code, cause, fix = "launch_bound", "between kernel launches", ("cuda_graphs",)
     elif graphs:
