@@ -115,3 +115,18 @@ def test_sidecar_server_settings(tmp_path: Path) -> None:
     side.write_text("max_num_seq = 4\n")
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 1 and "unknown keys max_num_seq" in r.output
+
+
+def test_a_vllm_file_with_dataset_name_is_still_vllm(tmp_path: Path) -> None:
+    """Newer `vllm bench serve` results carry `dataset_name` too (issue 17): the tool is told by the keys only one
+    benchmark writes (FORMAT.md), so the E2E key `*_e2el_ms` and `date` win."""
+    f = _vllm_file(tmp_path)
+    d = json.loads(f.read_text())
+    f.write_text(json.dumps({**d, "dataset_name": "random"}))
+    (run,) = read_bench(f)
+    assert run.tool == "vllm" and run.metrics["e2e_ms.p99"] == 3100.0
+
+
+def test_the_real_sglang_files_stay_sglang() -> None:
+    for path in sorted(DATA.glob("*.jsonl")):
+        assert {r.tool for r in read_bench(path)} == {"sglang"}, path.name

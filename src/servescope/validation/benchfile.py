@@ -59,11 +59,23 @@ class BenchRun:
         return f"{Path(self.path).name}:{self.line} ({self.tool}, rate {rate}{cap}, {self.completed} requests)"
 
 
+# Keys only one tool writes (shared/validation/bench_serve_samples/FORMAT.md); `dataset_name`, `backend`,
+# `request_rate`, `duration`, the ttft/tpot/itl stats are written by both and decide nothing.
+_VLLM_ONLY = frozenset({"date", "endpoint_type", "num_prompts", "burstiness", "request_goodput", "model_id",
+                        "tokenizer_id", "label", "input_lens", "output_lens", "ttfts", "itls", "start_times",
+                        "generated_texts", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx"})
+_SGLANG_ONLY = frozenset({"total_output_tokens_retokenized", "sharegpt_output_len", "fixed_output_len",
+                          "random_input_len", "random_output_len", "random_range_ratio", "accept_length",
+                          "total_throughput"})
+
+
 def _tool(d: dict[str, object]) -> str:
+    """Which benchmark wrote a result: the one whose own keys it carries most (a vLLM file may carry
+    `dataset_name` too); E2E latency is `*_e2el_ms` in vLLM and `*_e2e_latency_ms` in SGLang."""
     keys = set(d)
-    if "dataset_name" in keys or any(k.endswith("_e2e_latency_ms") for k in keys):
-        return "sglang"
-    return "vllm"
+    vllm = len(keys & _VLLM_ONLY) + sum(k.endswith("_e2el_ms") or k.startswith("spec_decode_") for k in keys)
+    sglang = len(keys & _SGLANG_ONLY) + sum(k.endswith("_e2e_latency_ms") for k in keys)
+    return "sglang" if sglang > vllm else "vllm"
 
 
 def _num(d: dict[str, object], key: str) -> float | None:
