@@ -60,6 +60,10 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @click.option("--kv-cache-tokens", type=int, default=None,
               help="KV capacity in tokens (the engine's logged 'KV cache size'); default: from the memory model.")
 @click.option("--seed", default=0, show_default=True, help="Seed of Poisson gaps and drawn lengths.")
+@click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Replay measured requests: their send times and lengths, from a detailed vLLM result (--save-result "
+                   "--save-detailed) or a CSV/JSONL of arrival_s,input_len,output_len [,ttft_s,tpot_s,e2e_s]; the "
+                   "file's measured latencies are shown beside the simulated ones. --concurrency caps in-flight.")
 @click.option("--compare", "compare_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Measured vLLM --save-result JSON or SGLang bench_serving JSONL: simulate each run in it "
                    "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
@@ -69,8 +73,8 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
              range_ratio: float, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             max_model_len: int | None, kv_cache_tokens: int | None, seed: int, compare_file: Path | None,
-             out: Output, **kw: Any) -> None:
+             max_model_len: int | None, kv_cache_tokens: int | None, seed: int, replay_file: Path | None,
+             compare_file: Path | None, out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
@@ -88,6 +92,9 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     if compare_file is not None:
         _compare(sc, engine, compare_file, kv, seed, title, out)
         return
+    if replay_file is not None:
+        _replay(sc, engine, replay_file, concurrency, kv, title, out)
+        return
     from servescope.report.simulate_doc import simulate_document
     from servescope.report.simulate_text import render_run
 
@@ -97,6 +104,21 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
                              kv, progress)
     doc = simulate_document(res)
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_cache_tokens: int | None,
+            title: str, out: Output) -> None:
+    from servescope.report.simulate_doc import replay_document
+    from servescope.report.simulate_text import render_replay
+    from servescope.simulate import replay_workload, simulate_workload
+    from servescope.validation.benchio import read_requests
+
+    requests = read_requests(path)
+    wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
+    with _progress(wl.n, out.format == "text" or out.path is not None) as progress:
+        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress)
+    doc = replay_document(res, requests)
+    out.emit(doc, text=lambda console: render_replay(title, doc, console), warnings=res.warnings)
 
 
 def _sidecar(bench: Path) -> dict[str, int | None]:

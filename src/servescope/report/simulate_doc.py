@@ -10,6 +10,7 @@ from servescope.planner.sweep import Sweep
 from servescope.simulate import SimResult, Stats
 from servescope.units import MS_PER_S
 from servescope.validation.benchfile import BenchRun, MetricComparison
+from servescope.validation.benchio import Requests
 
 SCHEMA = "servescope.simulate/1"
 
@@ -45,6 +46,24 @@ def run_dict(res: SimResult) -> dict[str, Any]:
 def simulate_document(res: SimResult) -> dict[str, Any]:
     """The `servescope.simulate/1` document of one run."""
     return {"schema": SCHEMA, **run_dict(res)}
+
+
+def replay_document(res: SimResult, requests: Requests) -> dict[str, Any]:
+    """`simulate --replay FILE`: the `servescope.simulate/1` document of the replayed run, plus `replay`: the file,
+    its format, and the measured per-request latencies (ms: mean/p50/p90/p99; null for one the file lacks) beside
+    the simulated ones, with the error of each mean (simulated − measured) / measured."""
+    measured: dict[str, dict[str, float] | None] = {}
+    errors: dict[str, float | None] = {}
+    for metric in ("ttft", "tpot", "e2e"):
+        values = requests.measured.get(f"{metric}_s")
+        st = None if values is None else Stats.of(values)
+        measured[f"{metric}_ms"] = None if st is None else _ms(st)
+        sim = getattr(res, metric).mean_s
+        ok = st is not None and st.mean_s == st.mean_s and st.mean_s > 0
+        errors[f"{metric}_mean"] = (sim - st.mean_s) / st.mean_s if ok and st is not None else None
+    return {"schema": SCHEMA, **run_dict(res),
+            "replay": {"file": requests.path, "format": requests.source, "requests": int(len(requests.send_s)),
+                       "measured": measured, "error": errors}}
 
 
 def compare_document(pairs: Sequence[tuple[BenchRun, SimResult, Sequence[MetricComparison]]]) -> dict[str, Any]:

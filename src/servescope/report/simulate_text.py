@@ -46,6 +46,24 @@ def render_run(title: str, doc: dict[str, Any], console: Console) -> None:
         console.print(f"[yellow]note[/yellow] {w}")
 
 
+def render_replay(title: str, doc: dict[str, Any], console: Console) -> None:
+    """A replayed run, then the measured latencies of the file beside the simulated ones."""
+    render_run(title, doc, console)
+    rep = doc["replay"]
+    console.print(f"replayed {rep['requests']} requests of {rep['file']} ({rep['format']}): measured vs simulated")
+    t = Table(box=None, pad_edge=False)
+    for col in ("latency (ms)", "measured mean", "p50", "p90", "p99", "simulated mean", "error"):
+        t.add_column(col, justify="left" if col.startswith("latency") else "right")
+    for name in ("ttft", "tpot", "e2e"):
+        m, s, err = rep["measured"][f"{name}_ms"], doc[f"{name}_ms"], rep["error"][f"{name}_mean"]
+        if m is None:
+            t.add_row(name.upper(), "–", "–", "–", "–", f"{s['mean']:,.1f}", "not in the file")
+            continue
+        t.add_row(name.upper(), *(f"{m[k]:,.1f}" for k in ("mean", "p50", "p90", "p99")), f"{s['mean']:,.1f}",
+                  "–" if err is None else f"{100 * err:+.1f}%")
+    console.print(t)
+
+
 def render_compare(title: str, doc: dict[str, Any], console: Console) -> None:
     """Each measured run next to its simulation."""
     for run in doc["runs"]:

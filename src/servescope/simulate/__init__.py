@@ -27,11 +27,12 @@ from servescope.simulate.workload import (
     Workload,
     build_workload,
     draw_lengths,
+    replay_workload,
 )
 
 __all__ = [
     "Arrival", "EngineConfig", "Queueing", "RawRun", "SimResult", "Stats", "Workload", "build_workload",
-    "draw_lengths", "engine_defaults", "engine_for", "simulate", "simulate_points",
+    "draw_lengths", "engine_defaults", "engine_for", "replay_workload", "simulate", "simulate_points",
     "simulate_workload",
 ]
 

@@ -21,7 +21,7 @@ from servescope.errors import ScenarioError
 
 @dataclass(frozen=True)
 class Arrival:
-    kind: str  # "closed" | "poisson" | "burst"
+    kind: str  # "closed" | "poisson" | "burst" | "replay" (send times given per request)
     rate_per_s: float = 0.0  # poisson only
     burst: int = 0  # burst only: number of requests
 
@@ -41,8 +41,8 @@ class Arrival:
         raise ScenarioError(f"arrival {text!r}: expected closed, poisson:RATE (req/s > 0) or burst:N (N >= 1)")
 
     def label(self) -> str:
-        return {"closed": "closed", "poisson": f"poisson:{self.rate_per_s:g}", "burst": f"burst:{self.burst}"}[
-            self.kind]
+        return {"closed": "closed", "poisson": f"poisson:{self.rate_per_s:g}", "burst": f"burst:{self.burst}",
+                "replay": "replay"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,18 @@ def build_workload(arrival: Arrival, num_prompts: int, concurrency: int | None, 
         if arrival.kind == "closed" and cap is None:
             raise ScenarioError("closed-loop arrival needs a concurrency")
     return Workload(sched, li.astype(np.int64), lo.astype(np.int64), cap, arrival)
+
+
+def replay_workload(send_s: np.ndarray, isl: np.ndarray, osl: np.ndarray,
+                    concurrency: int | None = None) -> Workload:
+    """Requests sent at the given times (seconds, any origin: the first send becomes t = 0, order kept as given
+    after a stable sort by time), with their own prompt and output lengths; `concurrency` caps in-flight requests
+    like the benchmark's --max-concurrency (None: none)."""
+    if not (len(send_s) == len(isl) == len(osl)) or not len(send_s):
+        raise ScenarioError("replay: send times, input and output lengths must be non-empty and of one length")
+    if not np.isfinite(send_s).all() or (np.asarray(isl) < 1).any() or (np.asarray(osl) < 1).any():
+        raise ScenarioError("replay: send times must be finite and lengths >= 1")
+    order = np.argsort(send_s, kind="stable")
+    sched = np.asarray(send_s, dtype=float)[order]
+    return Workload(sched - sched[0], np.asarray(isl, dtype=np.int64)[order], np.asarray(osl, dtype=np.int64)[order],
+                    concurrency, Arrival("replay"))
