@@ -130,3 +130,13 @@ def test_a_vllm_file_with_dataset_name_is_still_vllm(tmp_path: Path) -> None:
 def test_the_real_sglang_files_stay_sglang() -> None:
     for path in sorted(DATA.glob("*.jsonl")):
         assert {r.tool for r in read_bench(path)} == {"sglang"}, path.name
+
+
+def test_compare_uses_each_requests_lengths_when_the_file_has_them(tmp_path: Path) -> None:
+    f = _vllm_file(tmp_path)
+    d = json.loads(f.read_text())
+    ins, outs = [100 + 7 * i for i in range(d["completed"])], [10 + i % 13 for i in range(d["completed"])]
+    f.write_text(json.dumps({**d, "input_lens": ins, "output_lens": outs}))
+    (run,) = read_bench(f)
+    wl = bench_workload(run)
+    assert wl.isl.tolist() == ins and wl.osl.tolist() == outs

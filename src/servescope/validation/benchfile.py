@@ -52,6 +52,8 @@ class BenchRun:
     osl: int | None
     range_ratio: float | None
     metrics: dict[str, float]
+    # per-request lengths of a detailed result (vLLM --save-detailed `input_lens` / `output_lens`), when present
+    lengths: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
     def label(self) -> str:
         rate = "inf" if math.isinf(self.request_rate_per_s) else f"{self.request_rate_per_s:g}"
@@ -125,8 +127,19 @@ def parse_run(d: dict[str, object], path: str, line: int) -> BenchRun:
         mean_isl=float(_num(d, "total_input_tokens") or 0) / done,
         mean_osl=float(_num(d, "total_output_tokens") or 0) / done,
         isl=int(isl) if isl else None, osl=int(osl) if osl else None, range_ratio=ratio,
-        metrics=_metrics(d, tool),
+        metrics=_metrics(d, tool), lengths=_request_lengths(d),
     )
+
+
+def _request_lengths(d: dict[str, object]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(input, output) tokens per request of a detailed result; None unless both lists hold positive integers
+    of one length."""
+    ins, outs = d.get("input_lens"), d.get("output_lens")
+    if not isinstance(ins, list) or not isinstance(outs, list) or not ins or len(ins) != len(outs):
+        return None
+    if not all(type(x) is int and x > 0 for x in (*ins, *outs)):
+        return None
+    return tuple(ins), tuple(outs)
 
 
 def read_runs(objects: list[tuple[int, dict[str, object]]], path: str) -> list[BenchRun]:
@@ -156,13 +169,16 @@ def compare(run: BenchRun, simulated: dict[str, float]) -> list[MetricComparison
 def bench_workload(run: BenchRun, seed: int = 0) -> Workload:
     """The client load a measured run applied, as a simulation workload: its request count, arrival (request
     rate inf + max concurrency c = closed loop at c; inf without a cap = a burst; a finite rate = Poisson,
-    capped when the file has a max concurrency) and lengths (the configured random lengths and range ratio when
-    the file has them, else every request at the file's mean lengths)."""
+    capped when the file has a max concurrency) and lengths (each request's own when the file is a detailed
+    result, else the configured random lengths and range ratio when the file has them, else every request at the
+    file's mean lengths)."""
     if math.isinf(run.request_rate_per_s):
         arrival = Arrival("closed") if run.max_concurrency else Arrival("burst", burst=run.completed)
     else:
         arrival = Arrival("poisson", rate_per_s=run.request_rate_per_s)
-    if run.isl and run.osl:
+    if run.lengths is not None:
+        isl, osl = (np.asarray(v, dtype=np.int64) for v in run.lengths)
+    elif run.isl and run.osl:
         ratio = 1.0 if run.range_ratio is None else run.range_ratio
         isl, osl = draw_lengths(run.completed, run.isl, run.osl, ratio, seed)
     else:
