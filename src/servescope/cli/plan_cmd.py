@@ -32,12 +32,15 @@ from servescope.cli._app import (
 @click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
 @click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
 @click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
+@click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The engine's log: the per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices "
+                   "speculative decoding instead of a published curve (--acceptance wins).")
 @output_options
 @one_line_errors
 def plan_command(trace_path: Path | None, objective: str | None, concurrency: int, target: str | None,
                  tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
-                 acceptance_rate: float | None, out: Output, **kw: Any) -> None:
+                 acceptance_rate: float | None, engine_log: Path | None, out: Output, **kw: Any) -> None:
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
     TRACE_PATH (optional) calibrates the model on a measured trace first."""
     from servescope.advise import advise
@@ -46,6 +49,8 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
     from servescope.report.plan_doc import plan_document
     from servescope.report.plan_text import plan_lines, render_plan_lines
 
+    if engine_log is not None and acceptance is None and acceptance_rate is None:
+        acceptance = _logged_acceptance(engine_log)
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     advice = advise(_scenario(kw), trace_path, objective=implied_objective(target, objective),
@@ -58,3 +63,19 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
         document = {**document, "curves": curves_document(plan_curves(advice.plan))}
     out.emit(document, text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
              warnings=advice.plan.warnings)
+
+
+def _logged_acceptance(path: Path) -> str | None:
+    """The per-position acceptance an engine log states, as --acceptance takes it (None, with a warning on stderr,
+    when it states none)."""
+    from servescope.validation.enginelog import read_engine_log
+
+    log = read_engine_log(path)
+    for w in log.warnings:
+        click.echo(f"servescope: warning: {w}", err=True)
+    if log.acceptance is None:
+        if not log.warnings:
+            click.echo(f"servescope: warning: {path}: no per-position acceptance in the log; the bundled curve is "
+                       "used", err=True)
+        return None
+    return ",".join(f"{p:.6g}" for p in log.acceptance)

@@ -59,6 +59,9 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @click.option("--max-model-len", type=int, default=None, help="Context limit (prompt + output), tokens.")
 @click.option("--kv-cache-tokens", type=int, default=None,
               help="KV capacity in tokens (the engine's logged 'KV cache size'); default: from the memory model.")
+@click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The engine's log (vLLM 'GPU KV cache size: N tokens', SGLang max_total_num_tokens): the KV "
+                   "capacity comes from it instead of the memory model (--kv-cache-tokens wins).")
 @click.option("--seed", default=0, show_default=True, help="Seed of Poisson gaps and drawn lengths.")
 @click.option("--replay", "replay_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Replay measured requests: their send times and lengths, from a detailed vLLM result (--save-result "
@@ -73,8 +76,8 @@ def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] 
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
              range_ratio: float, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-             max_model_len: int | None, kv_cache_tokens: int | None, seed: int, replay_file: Path | None,
-             compare_file: Path | None, out: Output, **kw: Any) -> None:
+             max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
+             replay_file: Path | None, compare_file: Path | None, out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
@@ -82,6 +85,8 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.validation.benchio import read_lengths
 
     sc = _scenario(kw)
+    if engine_log is not None and kv_cache_tokens is None:
+        kv_cache_tokens = _logged_kv(engine_log)
     given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
              "max_model_len": max_model_len, "kv_cache_tokens": kv_cache_tokens}
     if compare_file is not None:  # the bench file's sidecar settings, unless given on the command line
@@ -104,6 +109,16 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
                              kv, progress)
     doc = simulate_document(res)
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def _logged_kv(path: Path) -> int | None:
+    """The KV capacity an engine log states (None, with a warning on stderr, when it states none)."""
+    from servescope.validation.enginelog import read_engine_log
+
+    log = read_engine_log(path)
+    for w in log.warnings:
+        click.echo(f"servescope: warning: {w}", err=True)
+    return log.kv_cache_tokens
 
 
 def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_cache_tokens: int | None,
