@@ -11,6 +11,8 @@
     │   └── BadConfig         a malformed config.json or spec file
     ├── ScenarioError         an impossible scenario (parallelism, memory)
     ├── PlanError             a plan that cannot be made (trace and scenario disagree, bad target, ...)
+    ├── MeasurementError      a measured input that cannot be read or used (a bad typed figure, a before/after
+    │                         measurement that does not give the plan's objective)
     └── OutputError           an output that cannot be made (a missing optional extra, an unwritable -o path)
 """
 
@@ -59,6 +61,11 @@ class ScenarioError(ServescopeError):
 
 class PlanError(ServescopeError):
     """A plan that cannot be made: trace and scenario disagree, a bad target or track name."""
+
+
+class MeasurementError(ServescopeError):
+    """A measured input that cannot be read or used: a malformed typed figure (`tpot=12.1ms@c1`), or a before/after
+    measurement that does not give the objective asked for."""
 
 
 class OutputError(ServescopeError):

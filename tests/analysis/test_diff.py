@@ -85,15 +85,18 @@ def doc() -> dict[str, Any]:
 
 
 def test_document_keys_exactly(doc: dict[str, Any]) -> None:
-    assert set(doc) == {"schema", "kinds"} and doc["schema"] == "servescope.diff/1"
+    # issue 20 added the sides, what is compared, warnings, and per kind a verdict, step time and GPU busy
+    assert set(doc) == {"schema", "kinds", "before", "after", "compared", "shared_label_patterns", "warnings"}
+    assert doc["schema"] == "servescope.diff/1"
     (kind,) = doc["kinds"]
-    assert set(kind) == {"kind", "steps_before", "steps_after", "classes", "collectives", "kernels"}
+    assert set(kind) == {"kind", "steps_before", "steps_after", "classes", "collectives", "kernels", "verdict",
+                         "step_time", "gpu_busy"}
     assert (kind["kind"], kind["steps_before"], kind["steps_after"]) == ("unknown", 6, 6)
     for c in kind["classes"].values():
         assert set(c) == {"before_us", "after_us", "ratio", "significant"}
     for c in kind["collectives"].values():
         assert set(c) == {"before_calls", "after_calls", "before_median_us", "after_median_us", "ratio",
-                          "significant"}
+                          "significant", "before_us", "after_us", "step_ratio", "step_significant"}
 
 
 def test_collectives_match_an_independent_count(doc: dict[str, Any], raw: Any, before: TraceAnalysis) -> None:

@@ -19,10 +19,19 @@ Significance test (robust to a few outlier steps), on the per-step values b_1..b
 
 MAD = median absolute deviation from the median (unscaled, same unit as the values). With fewer than
 MIN_STEPS steps on either side the step-to-step variation is unknown and the verdict is None: "cannot tell".
+
+Per step kind a verdict on the step time (GPU span per step): "improved" / "regressed" when the test says
+significant (direction: the sign of Δ median), "no change" when not, "cannot tell" under MIN_STEPS on a side;
+`regressions(d, pct)` = the kinds "regressed" with step-time ratio (of the means shown) above 1 + pct/100.
+Context: each side's GPUs (device names), engines and step sources (`Side`), what is compared ("engine steps",
+"profiler steps", or "GPU segments" when a side has only unlabelled idle-gap segments), and warnings when the GPUs
+or engines differ, when steps are unlabelled, or when the two sides share no step-label pattern (digits ignored).
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +63,7 @@ class Change:
 class CollectiveDiff:
     calls_per_step: Change
     median_us: Change  # per-call latency
+    time_us: Change | None = None  # summed time of its calls per step (= calls per step × mean call)
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,29 @@ class KindDiff:
     classes: dict[str, Change]
     collectives: dict[str, CollectiveDiff]
     kernels: tuple[KernelDiff, ...]  # largest absolute change in time per step first
+    verdict: str = "cannot tell"  # of the step time (span_us): see `verdict`
+
+    @property
+    def step_time_us(self) -> Change:
+        """Step time = GPU span per step (first GPU start to last GPU end of the step)."""
+        return self.span_us
+
+
+@dataclass(frozen=True)
+class Side:
+    """What one side of a diff is: the GPUs its ranks ran on (device names from the trace; empty when the trace
+    names none), the engines that labelled its steps (`vllm`, `sglang`, `atom`), and the steps per source
+    (`vllm`, `sglang`, `atom`, `profiler_step`, `idle_gap` = unlabelled GPU segments split at idle gaps)."""
+
+    path: str
+    gpus: tuple[str, ...]
+    engines: tuple[str, ...]
+    step_sources: dict[str, int]
+    ranks: int
+
+    @property
+    def labelled(self) -> bool:
+        return any(src != "idle_gap" for src in self.step_sources)
 
 
 @dataclass(frozen=True)
@@ -84,6 +117,11 @@ class TraceDiff:
     kinds: tuple[KindDiff, ...]
     test: str
     warnings: tuple[str, ...]
+    before: Side | None = None
+    after: Side | None = None
+    compared: str = ""  # "engine steps" | "profiler steps" | "GPU segments" (unlabelled idle-gap segments)
+    shared_label_patterns: int = 0  # step-label patterns (digits ignored) found on both sides
+    context_warnings: tuple[str, ...] = ()  # the warnings about what is compared (also first in `warnings`)
 
     def __repr__(self) -> str:
         kinds = ", ".join(f"{k.kind}: {k.steps_before}→{k.steps_after} steps" for k in self.kinds)
@@ -104,6 +142,28 @@ def significant(before: Iterable[float], after: Iterable[float]) -> bool | None:
     if b.size < MIN_STEPS or a.size < MIN_STEPS:
         return None
     return bool(abs(_median(a) - _median(b)) > K_MAD * (_mad(b) + _mad(a)))
+
+
+VERDICTS = ("improved", "regressed", "no change", "cannot tell")
+
+
+def verdict(before: Iterable[float], after: Iterable[float]) -> str:
+    """Of per-step times (lower is better): "improved" / "regressed" (by the sign of Δ median) when the change
+    is `significant`, "no change" when it is within the noise, "cannot tell" under MIN_STEPS on a side."""
+    b, a = list(before), list(after)
+    sig = significant(b, a)
+    if sig is None:
+        return "cannot tell"
+    delta = _median(np.asarray(a, dtype=float)) - _median(np.asarray(b, dtype=float))
+    if not sig or delta == 0:
+        return "no change"
+    return "improved" if delta < 0 else "regressed"
+
+
+def regressions(d: TraceDiff, pct: float) -> list[KindDiff]:
+    """Step kinds whose step time regressed beyond noise by more than `pct` percent (`--fail-on-regression`)."""
+    return [k for k in d.kinds if k.verdict == "regressed" and k.span_us.ratio is not None
+            and k.span_us.ratio > 1 + pct / 100]
 
 
 def _ratio(before: float, after: float) -> float | None:
@@ -141,10 +201,15 @@ def _medians(steps: Steps, c: str) -> list[float]:
     return [s.collectives[c].median_us for s in steps if c in s.collectives]
 
 
+def _totals(steps: Steps, c: str) -> list[float]:
+    return [s.collectives[c].total_us if c in s.collectives else 0.0 for s in steps]
+
+
 def _collectives(before: Steps, after: Steps) -> dict[str, CollectiveDiff]:
     names = sorted({c for s in before + after for c in s.collectives})
     return {c: CollectiveDiff(_mean_change(_calls(before, c), _calls(after, c)),
-                              _median_change(_medians(before, c), _medians(after, c)))
+                              _median_change(_medians(before, c), _medians(after, c)),
+                              _mean_change(_totals(before, c), _totals(after, c)))
             for c in names}
 
 
@@ -180,10 +245,56 @@ def _steps_of(a: TraceAnalysis, kind: str) -> Steps:
     return [s for b in a.ranks for s in b.steps if s.kind == kind]
 
 
+ENGINE_SOURCES = ("vllm", "sglang", "atom")  # step sources that are a serving engine's own labels
+
+
+def trace_side(a: TraceAnalysis) -> Side:
+    steps = [s for b in a.ranks for s in b.steps]
+    sources = Counter(s.source for s in steps)
+    return Side(path=a.path, gpus=tuple(dict.fromkeys(b.device_name for b in a.ranks if b.device_name)),
+                engines=tuple(src for src in sources if src in ENGINE_SOURCES),
+                step_sources=dict(sorted(sources.items())), ranks=len(a.ranks))
+
+
+def _label_patterns(a: TraceAnalysis) -> set[str]:
+    """Step labels with digits ignored (`ProfilerStep#1009` → `ProfilerStep#N`); idle-gap segments have none."""
+    return {re.sub(r"\d+", "N", s.label) for b in a.ranks for s in b.steps if s.source != "idle_gap"}
+
+
+def _compared(b: Side, a: Side) -> str:
+    if not b.labelled or not a.labelled:
+        return "GPU segments"
+    engine = b.engines and a.engines
+    return "engine steps" if engine else "profiler steps"
+
+
+def _context_warnings(b: Side, a: Side, shared: int) -> list[str]:
+    out = []
+    if b.gpus and a.gpus and set(b.gpus) != set(a.gpus):
+        out.append(f"the GPUs differ (before: {', '.join(b.gpus)}; after: {', '.join(a.gpus)}): every ratio mixes "
+                   "the change under test with the hardware; compare traces taken on the same GPU model")
+    if b.engines and a.engines and set(b.engines) != set(a.engines):
+        out.append(f"the engines differ (before: {', '.join(b.engines)}; after: {', '.join(a.engines)})")
+    if not b.labelled and not a.labelled:
+        out.append("neither trace has step labels: the comparison is of GPU segments split at idle gaps, not of "
+                   "engine steps; segment counts and lengths depend on where the profiler caught the run")
+    elif not b.labelled or not a.labelled:
+        which = "before" if not b.labelled else "after"
+        out.append(f"the {which} trace has no step labels (GPU segments split at idle gaps) while the other has "
+                   "labelled steps: the steps compared are not the same unit")
+    elif shared == 0:
+        out.append("the traces share no step label (digits ignored): are they of the same workload? Steps are "
+                   "compared by kind only")
+    return out
+
+
 def diff_analyses(before: TraceAnalysis, after: TraceAnalysis, top_n: int = 10) -> TraceDiff:
     """Compare two analyses kind by kind. For complete kernel rows, analyse with top_n=ALL_KERNELS."""
     kinds = sorted({s.kind for a in (before, after) for b in a.ranks for s in b.steps})
-    warnings = [f"before: {w}" for w in before.warnings] + [f"after: {w}" for w in after.warnings]
+    sb_, sa_ = trace_side(before), trace_side(after)
+    shared = len(_label_patterns(before) & _label_patterns(after))
+    context = _context_warnings(sb_, sa_, shared)
+    warnings = context + [f"before: {w}" for w in before.warnings] + [f"after: {w}" for w in after.warnings]
     out = []
     for kind in kinds:
         sb, sa = _steps_of(before, kind), _steps_of(after, kind)
@@ -193,13 +304,18 @@ def diff_analyses(before: TraceAnalysis, after: TraceAnalysis, top_n: int = 10) 
         elif len(sb) < MIN_STEPS or len(sa) < MIN_STEPS:
             warnings.append(f"{kind}: {len(sb)} step(s) before, {len(sa)} after: fewer than {MIN_STEPS} on a "
                             "side, so no change can be called significant (cannot tell)")
+        span_b, span_a = [s.gpu_span_us for s in sb], [s.gpu_span_us for s in sa]
+        span = _mean_change(span_b, span_a)
         out.append(KindDiff(
             kind=kind, steps_before=len(sb), steps_after=len(sa),
             busy_us=_mean_change([s.gpu_busy_us for s in sb], [s.gpu_busy_us for s in sa]),
-            span_us=_mean_change([s.gpu_span_us for s in sb], [s.gpu_span_us for s in sa]),
+            span_us=span,
             classes=_classes(sb, sa), collectives=_collectives(sb, sa), kernels=_kernels(sb, sa, top_n),
+            verdict=verdict(span_b, span_a),
         ))
-    return TraceDiff(before.path, after.path, tuple(out), TEST, tuple(warnings))
+    return TraceDiff(before.path, after.path, tuple(out), TEST, tuple(warnings), before=sb_, after=sa_,
+                     compared=_compared(sb_, sa_), shared_label_patterns=shared,
+                     context_warnings=tuple(context))
 
 
 def diff_traces(before: str | Path, after: str | Path, kind: str | None = None, top_n: int = 10) -> TraceDiff:

@@ -11,6 +11,7 @@ from servescope.cli import (  # noqa: F401  (registers the commands)
     report_cmd,  # noqa: F401  (servescope report)
     simulate_cmd,  # noqa: F401  (servescope simulate)
     trace_cmd,
+    verify_cmd,  # noqa: F401  (servescope verify)
 )
 from servescope.cli._app import main, run
 

@@ -62,6 +62,13 @@ def _spec_rows(doc: dict[str, Any]) -> Rows:
             for k, v in doc["fields"].items()]
 
 
+def _verify_rows(doc: dict[str, Any]) -> Rows:
+    """verify/1's table (report.verify_doc, imported here because it loads the planner)."""
+    from servescope.report.verify_doc import verify_csv_rows
+
+    return verify_csv_rows(doc)
+
+
 TABLES: dict[str, Callable[[dict[str, Any]], Rows]] = {
     "servescope.spec/1": _spec_rows,
     "servescope.specs/1": lambda d: [{"kind": "gpu", "name": n} for n in d["gpus"]]
@@ -72,6 +79,8 @@ TABLES: dict[str, Callable[[dict[str, Any]], Rows]] = {
     "servescope.validate/1": lambda d: list(d["rows"]),
     "servescope.plan/1": lambda d: list(d["tracks"]),
     "servescope.diff/1": diff_csv_rows,
+    "servescope.verify/1": _verify_rows,
+    "servescope.campaign/1": lambda d: list(d["entries"]),
 }
 
 

@@ -11,6 +11,10 @@ a side with no step of the kind has null values, and a side with no call a null 
 `ratio` = after / before (null when before is 0): of the time per step for classes and kernels, of the per-call
 latency for collectives. `significant` is true/false by the test in servescope.analysis.diff, null = cannot tell (fewer
 than 2 steps on a side); the test: |Δ median per step| > 3·(MAD before + MAD after).
+Added within diff/1: per kind `verdict` (improved | regressed | no change | cannot tell, of the step time),
+`step_time` and `gpu_busy` {before_us, after_us, ratio, significant}; per collective `before_us`, `after_us` (summed
+time per step), `step_ratio`, `step_significant`; top level `before`/`after` {path, gpus, engines, step_sources,
+ranks}, `compared`, `shared_label_patterns`, `warnings`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # types only: report/csv_tables imports diff_csv_rows without the trace pipeline
-    from servescope.analysis.diff import Change, KernelDiff, KindDiff, TraceDiff
+    from servescope.analysis.diff import Change, KernelDiff, KindDiff, Side, TraceDiff
 
 SCHEMA = "servescope.diff/1"
 CSV_COLUMNS = ("kind", "steps_before", "steps_after", "section", "name", "class", "before_us", "after_us",
@@ -56,15 +60,36 @@ def _kind(k: KindDiff) -> dict[str, Any]:
             name: {"before_calls": _v(c.calls_per_step.before, b), "after_calls": _v(c.calls_per_step.after, a),
                    "before_median_us": _v(c.median_us.before, b and c.calls_per_step.before > 0),
                    "after_median_us": _v(c.median_us.after, a and c.calls_per_step.after > 0),
-                   "ratio": _r(c.median_us.ratio, 4), "significant": c.median_us.significant}
+                   "ratio": _r(c.median_us.ratio, 4), "significant": c.median_us.significant,
+                   **_step_time(c.time_us, b, a)}
             for name, c in k.collectives.items()
         },
         "kernels": [_kernel(x, b, a) for x in k.kernels],
+        "verdict": k.verdict,
+        "step_time": _class(k.span_us, b, a),
+        "gpu_busy": _class(k.busy_us, b, a),
     }
 
 
+def _step_time(c: Change | None, b: bool, a: bool) -> dict[str, Any]:
+    """A collective's summed time per step (calls per step × mean call) beside its per-call latency."""
+    if c is None:
+        return {}
+    return {"before_us": _v(c.before, b), "after_us": _v(c.after, a), "step_ratio": _r(c.ratio, 4),
+            "step_significant": c.significant}
+
+
+def _side(s: Side | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"path": s.path, "gpus": list(s.gpus), "engines": list(s.engines), "step_sources": dict(s.step_sources),
+            "ranks": s.ranks}
+
+
 def diff_document(d: TraceDiff) -> dict[str, Any]:
-    return {"schema": SCHEMA, "kinds": [_kind(k) for k in d.kinds]}
+    return {"schema": SCHEMA, "kinds": [_kind(k) for k in d.kinds], "before": _side(d.before),
+            "after": _side(d.after), "compared": d.compared, "shared_label_patterns": d.shared_label_patterns,
+            "warnings": list(d.warnings)}
 
 
 def diff_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.report import html_charts as charts
-from servescope.report.trace_text import short_name
+from servescope.report.trace_text import short_names
 from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
@@ -118,8 +118,10 @@ def _low_occupancy(trace: dict[str, Any]) -> Section:
         for t in k["top_kernels"]:
             bps = t.get("blocks_per_sm")
             if bps is not None and bps < LOW_OCCUPANCY_BLOCKS_PER_SM:
-                rows.append([label, short_name(t["name"], 80), t["class"], t["calls"], bps, t.get("grid_blocks"),
+                rows.append([label, t["name"], t["class"], t["calls"], bps, t.get("grid_blocks"),
                              us_to_ms(t["total_us"]), 100 * t["total_us"] / busy if busy else None])
+    names = short_names((r[1] for r in rows), 80)
+    rows = [[r[0], names[r[1]], *r[2:]] for r in rows]
     blocks = [table(["kind", "kernel", "class", "calls", "blocks/SM", "grid blocks", "total ms",
                      "% of GPU busy"], rows)] if rows else [
         {"type": "text", "text": "no top kernel runs fewer blocks than SMs (or the trace has no grid sizes)"}]
@@ -215,12 +217,43 @@ def _diff(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
                                   c["ratio"], c["significant"]] for n, c in co.items()], title="collectives"))
         kern = k.get("kernels", [])
         if kern:
+            names = short_names((x["name"] for x in kern), 80)
             blocks.append(table(["kernel", "class", "before µs/step", "after µs/step", "after / before", "significant"],
-                                [[short_name(x["name"], 80), x["class"], x["before_us"], x["after_us"], x["ratio"],
+                                [[names[x["name"]], x["class"], x["before_us"], x["after_us"], x["ratio"],
                                   x["significant"]] for x in kern], title="kernels"))
         secs.append({"id": f"diff-{k['kind']}", "title": f"{k['kind']}: {k['steps_before']} → {k['steps_after']} "
                      "steps", "intro": "", "blocks": blocks})
     return "servescope diff", "", secs
+
+
+def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    """`verify/1`: before/after, each applied track's prediction and the verdict; `campaign/1`: every change."""
+    warn = [{"type": "text", "text": f"warning: {w}"} for w in doc.get("warnings", [])]
+    if "entries" in doc:  # campaign/1
+        rows = [[r["n"], " + ".join(r["tracks"]), r["gain"], r["gain_low"], r["gain_high"], r["measured_gain"],
+                 r["verdict"], r["before"], r["after"], r["since_start"]] for r in doc["entries"]]
+        rate = "–" if doc["hit_rate"] is None else f"{doc['hit_rate']:.0%}"
+        blocks = [{"type": "text", "text": f"ranges hit: {doc['inside']} of {doc['scored']} inside ({rate}); "
+                   f"{doc['above']} above, {doc['below']} below"},
+                  table(["#", "tracks", "predicted ×", "80% low", "80% high", "measured ×", "verdict",
+                         f"before {doc['start']['unit']}", f"after {doc['now']['unit']}", "since start ×"], rows,
+                        nd=2), *warn]
+        return "servescope verify (campaign)", str(doc["log"]), [{"id": "campaign", "title": "Campaign",
+                                                                    "intro": "", "blocks": blocks}]
+    c, unit = doc["check"], doc["before"]["unit"]
+    sides = table(["", f"{doc['objective']} ({unit})", "source", "how"],
+                  [[s, doc[s]["value"], doc[s]["source"], doc[s]["detail"]] for s in ("before", "after")], nd=2)
+    tracks = [[t["kind"], t["gain"], t["gain_low"], t["gain_high"], t["measured_gain"], t["verdict"]]
+              for t in doc["tracks"]]
+    if len(doc["tracks"]) > 1:
+        tracks.append([f"together ({c['basis']})", c["gain"], c["gain_low"], c["gain_high"], c["measured_gain"],
+                       c["verdict"]])
+    blocks = [sides, table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
+              {"type": "text", "text": f"verdict: {c['verdict']}: measured {c['measured_gain']:.2f}x vs predicted "
+               f"{c['gain']:.2f}x ({c['gain_low']:.2f}–{c['gain_high']:.2f}x), scored against {c['basis_text']}"},
+              *warn]
+    return "servescope verify", f"{doc['plan']} · {doc['objective']} at concurrency {doc['concurrency']}", [
+        {"id": "verify", "title": "Plan vs measured", "intro": "", "blocks": blocks}]
 
 
 def _generic(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
@@ -261,6 +294,8 @@ def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
         return "servescope plan", "", secs
     if schema == "servescope.diff/1":
         return _diff(doc)
+    if schema in ("servescope.verify/1", "servescope.campaign/1"):
+        return _verify(doc)
     if schema == "servescope.validate/1":
         return _generic({k: v for k, v in doc.items() if k != "rows"} | {
             "note": f"{doc['n_rows']:,} modelled rows; each row's prediction is in the JSON (--format json)"})

@@ -1,0 +1,251 @@
+"""`servescope verify`'s documents and files: the `servescope.verify/1` document of a Verification, the campaign
+log (one verify/1 document per JSON line, appended) and the `servescope.campaign/1` document that sums it up.
+
+verify/1 keys: schema, plan (the plan file), objective (tpot | throughput), concurrency, range_basis (the plan's),
+baseline {value, unit} (the plan's predicted baseline of the objective), before / after {value, unit, source,
+kind (trace | benchmark | figure), detail, concurrency}, measured_gain, applied [kind], applied_from (named |
+plan_combined), tracks [{kind, gain, gain_low, gain_high, measured_gain, verdict}] (measured_gain and verdict
+only when one track was applied: several share one measurement, scored in `check`), check {tracks, basis (track |
+plan_combined | product), basis_text, gain, gain_low, gain_high, measured_gain, verdict (inside | above |
+below), miss}, warnings. Values: TPOT in ms, throughput in output tok/s. A logged line adds `logged_at` (UTC,
+ISO 8601). See docs/json.md and docs/plan.md ("Scoring a plan").
+Does: read the plan file (`read_plan`: the JSON, its schema, then planner.verify.plan_prediction for the
+keys; one line naming the file and what is missing), build the documents, append to and read the log.
+Does not: measure or score (servescope.advise, servescope.planner.verify).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from servescope._paths import is_device
+from servescope.errors import OutputError, PlanError
+from servescope.planner.verify import (
+    BASIS_TEXT,
+    Measured,
+    PlanPrediction,
+    Verification,
+    plan_prediction,
+)
+from servescope.report.plan_doc import SCHEMA as PLAN_SCHEMA
+from servescope.units import MS_PER_S
+
+SCHEMA = "servescope.verify/1"
+CAMPAIGN_SCHEMA = "servescope.campaign/1"
+UNITS = {"tpot": "ms", "throughput": "tok/s"}
+_ENTRY_KEYS = {"objective": None, "concurrency": None, "plan": None, "before": ("value", "unit"),
+               "after": ("value", "unit"),
+               "check": ("tracks", "basis", "gain", "gain_low", "gain_high", "measured_gain", "verdict")}
+
+
+def read_plan(path: str | Path) -> PlanPrediction:
+    """What the plan file (`servescope plan --json -o plan.json`) predicted; PlanError naming the file and the
+    missing key or the reason otherwise."""
+    p = Path(path)
+    if is_device(p):
+        raise PlanError(f"{p}: a device, not a plan file")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PlanError(f"{p}: no such plan file (write one with `servescope plan … --json -o {p.name}`)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"{p}: cannot read the plan file ({e.__class__.__name__})") from None
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{p}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(doc, dict) or "schema" not in doc:
+        raise PlanError(f"{p}: not a plan document: missing key schema (write one with `servescope plan … --json "
+                        f"-o {p.name}`)")
+    if doc["schema"] != PLAN_SCHEMA:
+        raise PlanError(f"{p}: schema {doc['schema']!r}, expected {PLAN_SCHEMA!r} (`servescope plan … --json`)")
+    return plan_prediction(doc, str(p))
+
+
+def _value(objective: str, si: float) -> float:
+    return si * MS_PER_S if objective == "tpot" else si
+
+
+def _measured(objective: str, m: Measured) -> dict[str, Any]:
+    return {"value": _value(objective, m.value), "unit": UNITS[objective], "source": m.source, "kind": m.kind,
+            "detail": m.detail, "concurrency": m.concurrency}
+
+
+def verify_document(v: Verification) -> dict[str, Any]:
+    """The versioned JSON-ready dict of a verification (module docstring)."""
+    p, c = v.plan, v.check
+    alone = len(v.tracks) == 1
+    baseline = p.baseline_tpot_s if v.objective == "tpot" else p.baseline_output_tok_s
+    return {
+        "schema": SCHEMA,
+        "plan": p.source,
+        "objective": v.objective,
+        "concurrency": p.concurrency,
+        "range_basis": p.range_basis,
+        "baseline": {"value": _value(v.objective, baseline), "unit": UNITS[v.objective]},
+        "before": _measured(v.objective, v.before),
+        "after": _measured(v.objective, v.after),
+        "measured_gain": c.measured_gain,
+        "applied": list(v.applied),
+        "applied_from": v.applied_from,
+        "tracks": [{"kind": t.kind, "gain": t.gain, "gain_low": t.gain_low, "gain_high": t.gain_high,
+                    "measured_gain": c.measured_gain if alone else None, "verdict": c.verdict if alone else None}
+                   for t in v.tracks],
+        "check": {"tracks": list(c.tracks), "basis": c.basis, "basis_text": BASIS_TEXT[c.basis], "gain": c.gain,
+                  "gain_low": c.gain_low, "gain_high": c.gain_high, "measured_gain": c.measured_gain,
+                  "verdict": c.verdict, "miss": c.miss},
+        "warnings": list(v.warnings),
+    }
+
+
+def verify_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """CSV of verify/1: one row per applied track, then (several tracks) the row of their combined check."""
+    head = {"plan": doc["plan"], "objective": doc["objective"], "unit": doc["before"]["unit"],
+            "before": doc["before"]["value"], "after": doc["after"]["value"]}
+    rows = [{**head, **t, "basis": "track" if t["verdict"] else None} for t in doc["tracks"]]
+    c = doc["check"]
+    if len(doc["tracks"]) > 1:
+        rows.append({**head, "kind": "+".join(c["tracks"]), "gain": c["gain"], "gain_low": c["gain_low"],
+                     "gain_high": c["gain_high"], "measured_gain": c["measured_gain"], "verdict": c["verdict"],
+                     "basis": c["basis"]})
+    return rows
+
+
+# --- the campaign log ------------------------------------------------------------------------------------------
+
+def append_log(path: str | Path, document: dict[str, Any], inputs: tuple[str | Path, ...] = (),
+               now: datetime | None = None) -> None:
+    """Append the document as one JSON line (with `logged_at`) to the log, creating it: one write of the whole line
+    to a file opened for appending (O_APPEND), so concurrent appends never interleave and nothing written before
+    is rewritten. OutputError naming the file when it cannot be written or is one of `inputs` (the plan file,
+    the measurements: a log is never appended to an input)."""
+    stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
+    p = Path(path)
+    for given in inputs:
+        if _same_file(p, Path(given)):
+            raise OutputError(f"{p}: the log is an input of this verification ({given}); give another --log file")
+    try:
+        line = (json.dumps({**document, "logged_at": stamp}, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        if p.is_dir() or is_device(p):
+            raise OutputError(f"{p}: not a log file (a folder or a device)")
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            written = os.write(fd, line)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as e:
+        raise OutputError(f"{p}: cannot append to the log ({e.__class__.__name__}: "
+                          f"{getattr(e, 'strerror', None) or e})") from None
+    if written != len(line):
+        raise OutputError(f"{p}: the log line was written only in part ({written} of {len(line)} bytes)")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def read_log(path: str | Path) -> list[dict[str, Any]]:
+    """The verify/1 documents of a campaign log, in order; PlanError naming the file and line of a bad one."""
+    p = Path(path)
+    if is_device(p):
+        raise PlanError(f"{p}: a device, not a campaign log")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{p}: no such campaign log (verify with --log {p.name} to start one)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"{p}: cannot read the campaign log ({e.__class__.__name__})") from None
+    entries = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PlanError(f"{p}:{no}: not JSON ({e.msg})") from None
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            raise PlanError(f"{p}:{no}: not a {SCHEMA} line (a log holds what `servescope verify --log` appends)")
+        bad = _bad_entry(doc)
+        if bad:
+            raise PlanError(f"{p}:{no}: {bad}")
+        entries.append(doc)
+    if not entries:
+        raise PlanError(f"{p}: the campaign log is empty")
+    return entries
+
+
+_NUMBERS = ("before.value", "after.value", "check.gain", "check.gain_low", "check.gain_high", "check.measured_gain")
+
+
+def _bad_entry(doc: dict[str, Any]) -> str | None:
+    """What is wrong with a log entry: the first key it lacks (dotted for a nested one) or a bad value; None."""
+    for key, inner in _ENTRY_KEYS.items():
+        if key not in doc or inner is not None and not isinstance(doc[key], dict):
+            return f"missing key {key}"
+        for k in inner or ():
+            if k not in doc[key]:
+                return f"missing key {key}.{k}"
+    for dotted in _NUMBERS:
+        outer, inner_key = dotted.split(".")
+        v = doc[outer][inner_key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            return f"{dotted} must be a positive number, got {v!r}"
+    if doc["check"]["verdict"] not in ("inside", "above", "below"):
+        return f"check.verdict must be inside, above or below, got {doc['check']['verdict']!r}"
+    if not isinstance(doc["check"]["tracks"], list):
+        return "check.tracks must be a list"
+    return None
+
+
+CHAIN_TOLERANCE = 0.10  # a change's `before` within 10 % of the previous `after`: the measurements chain
+
+
+def campaign_document(path: str | Path, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The `servescope.campaign/1` document of a log's entries: each change in order with its prediction, the
+    measurement and the running objective (`after`); `since_start` is the product of the measured gains so far
+    (each change measured on its own before/after, so a chain holds across measurement sources); counts of
+    verdicts and the hit rate of the ranges (inside / scored). Entries of another objective than the first are
+    listed but not chained."""
+    first = entries[0]
+    objective = first["objective"]
+    rows: list[dict[str, Any]] = []
+    chain, warnings = 1.0, []
+    prev_after: float | None = None
+    for n, e in enumerate(entries, 1):
+        c = e["check"]
+        same = e["objective"] == objective
+        if same:
+            chain *= float(c["measured_gain"])
+            before = float(e["before"]["value"])
+            if prev_after is not None and abs(before / prev_after - 1.0) > CHAIN_TOLERANCE:
+                warnings.append(f"entry {n}: before {before:.4g} {e['before']['unit']} is not the previous after "
+                                f"{prev_after:.4g} (more than {CHAIN_TOLERANCE:.0%} apart): the measurements do not "
+                                "chain; since_start multiplies the measured gains")
+            prev_after = float(e["after"]["value"])
+        rows.append({"n": n, "logged_at": e.get("logged_at"), "plan": e["plan"], "objective": e["objective"],
+                     "concurrency": e["concurrency"], "tracks": list(c["tracks"]), "basis": c["basis"],
+                     "gain": c["gain"], "gain_low": c["gain_low"], "gain_high": c["gain_high"],
+                     "measured_gain": c["measured_gain"], "verdict": c["verdict"], "unit": e["after"]["unit"],
+                     "before": e["before"]["value"], "after": e["after"]["value"],
+                     "since_start": chain if same else None})
+    counts = {k: sum(r["verdict"] == k for r in rows) for k in ("inside", "above", "below")}
+    scored = sum(counts.values())
+    mine = [r for r in rows if r["objective"] == objective]
+    if len(mine) < len(rows):
+        warnings.append(f"{len(rows) - len(mine)} entries verify another objective than the first ({objective}): "
+                        "listed and scored, not chained")
+    return {"schema": CAMPAIGN_SCHEMA, "log": str(path), "entries": rows, "scored": scored, **counts,
+            "hit_rate": counts["inside"] / scored if scored else None, "objective": objective,
+            "start": {"value": first["before"]["value"], "unit": first["before"]["unit"]},
+            "now": {"value": mine[-1]["after"], "unit": mine[-1]["unit"]},
+            "total_gain": mine[-1]["since_start"], "warnings": warnings}
+
+
+def campaign_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(doc["entries"])
