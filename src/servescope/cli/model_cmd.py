@@ -100,9 +100,12 @@ def specs_show(name: str, out: Output) -> None:
 @click.option("--simulate", "with_sim", is_flag=True,
               help="Predict each row with the scheduler simulation instead of the closed form (slow; docs/simulate.md).")
 @click.option("--stride", default=1, show_default=True, help="With --simulate: every N-th row only.")
+@click.option("--calibrate-on", "calibrate_on", default=None,
+              help="lowest | ends | lowest,ends: calibrate each measured series on its lowest (and highest) "
+                   "concurrency and predict the rest of the series (the error of calibrating on your own points).")
 @output_options
 @one_line_errors
-def validate(csv: Path, cv: bool, with_sim: bool, stride: int, out: Output) -> None:
+def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
@@ -115,7 +118,23 @@ def validate(csv: Path, cv: bool, with_sim: bool, stride: int, out: Output) -> N
         document = validate_document(simulate_rows(csv, stride=max(stride, 1)))
     elif cv:
         result, cross = validate_cv(csv)
-        document = validate_document(result, cross_validation=cross)
+        document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on))
     else:
-        document = validate_document(validate_csv(csv))
+        document = validate_document(validate_csv(csv), calibrated=_calibrated(csv, calibrate_on))
     out.emit(document, text=lambda console: render_validation(document, console))
+
+
+def _calibrated(csv: Path, modes: str | None) -> dict[str, dict[str, float | int]] | None:
+    """`--calibrate-on`: the held-out accuracy of each calibration mode named."""
+    if not modes:
+        return None
+    from servescope.calibrate.held_out import MODES, held_out
+    from servescope.errors import BadConfig
+    from servescope.validation.validate import read_rows
+
+    names = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [m for m in names if m not in MODES]
+    if bad or not names:
+        raise BadConfig(f"--calibrate-on {modes!r}: expected {' | '.join(MODES)} or a comma list of them")
+    rows = read_rows(csv)
+    return {m: held_out(rows, m).summary() for m in names}

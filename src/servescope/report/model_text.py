@@ -82,6 +82,26 @@ def render_spec(spec: GpuSpec | ModelSpec, console: Console) -> None:
     console.print(t)
 
 
+def _render_calibrated(cal: dict[str, Any] | None, console: Console) -> None:
+    """`validate --calibrate-on`: each series calibrated on some of its points, the rest predicted."""
+    if not cal:
+        return
+    t = Table(title="calibrated on a series' own points, predicted on the rest of the series (held out)",
+              title_justify="left")
+    for col in ("calibrated on", "series", "rows", "TPOT MAPE %", "uncalibrated %", "TPOT bias %", "TPOT 80% range",
+                "coverage", "TTFT MAPE %", "TTFT level %"):
+        t.add_column(col, justify="left" if col == "calibrated on" else "right")
+    for mode, g in cal.items():
+        t.add_row(mode, str(g["series"]), str(g["rows"]), f"{100 * g['tpot_mape']:.1f}",
+                  f"{100 * g['uncalibrated_tpot_mape']:.1f}", f"{100 * g['tpot_bias']:+.1f}",
+                  f"×{g['tpot_q10']:.2f}–{g['tpot_q90']:.2f}", f"{g['tpot_coverage']:.2f}",
+                  f"{100 * g['ttft_mape']:.1f}", f"{100 * g['ttft_level_mape']:.1f}")
+    console.print(t)
+    console.print(Text("TTFT stays the model's: a TTFT level fitted at other concurrencies raised the held-out TTFT "
+                       "error (TTFT level %); coverage: each model's rows against the other models' q10–q90",
+                       style="dim"))
+
+
 def render_validation(doc: dict[str, Any], console: Console) -> None:
     # MAPEs in the document are fractions (0.15 = 15%).
     n_disagg = sum(1 for s in doc["skipped"] if "disaggregated" in s["reason"])
@@ -105,6 +125,7 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
         for name, g in cv.items():
             if g.get("warning"):
                 console.print(Text(f"warning: {name}: {g['warning']}", style="yellow"))
+    _render_calibrated(doc.get("calibrated"), console)
     for group in ("by_system", "by_backend", "by_model"):
         t = Table(title=group.replace("_", " "), title_justify="left")
         for col in ("name", "rows", "TPOT MAPE %", "TTFT MAPE %"):

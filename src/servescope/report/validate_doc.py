@@ -37,11 +37,15 @@ def cross_validation_document(cv: CrossValidation) -> dict[str, Any]:
 
 
 def validate_document(result: ValidationResult, worst: int = 10,
-                      cross_validation: CrossValidation | None = None) -> dict[str, Any]:
-    """The `servescope.validate/1` JSON document (pure); `cross_validation` adds the out-of-fold accuracy."""
+                      cross_validation: CrossValidation | None = None,
+                      calibrated: dict[str, dict[str, float | int]] | None = None) -> dict[str, Any]:
+    """The `servescope.validate/1` JSON document (pure); `cross_validation` adds the out-of-fold accuracy,
+    `calibrated` the accuracy of calibrating each series on some of its points (calibrate.held_out)."""
     rows = result.rows
     ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
     extra = {} if cross_validation is None else {"cross_validation": cross_validation_document(cross_validation)}
+    if calibrated:
+        extra["calibrated"] = calibrated
     return {**extra, **{
         "schema": SCHEMA,
         "rows": [_row(r) for r in rows],

@@ -55,6 +55,11 @@ OVER_CAPACITY = 2.0  # rows claiming more in-flight sequences than this multiple
 DISAGG = "disaggregated prefill/decode is not modelled"
 _NODE_GPUS = {"gb200": 72, "gb300": 72}
 _QUANT = {"fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "int4_wo": "int4-w4a16", "mxfp4": "mxfp4"}
+# A measured series: one deployment (model, GPU, engine and version, precision, layout) at one ISL/OSL, its rows
+# differing only in load (concurrency, batch) — the unit a user's own measurements calibrate (calibrate.levels).
+SERIES_COLUMNS = ("backend", "backend_version", "model_path", "system", "precision", "mode", "isl", "osl",
+                  "gemm_quant_mode", "moe_quant_mode", "tp_size", "pp_size", "attention_dp_size", "moe_tp_size",
+                  "moe_ep_size")
 _REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
              "silicon_tpot_ms")
 
@@ -72,6 +77,7 @@ class Row:
     ttft_ms: float
     scenario: Scenario | None
     reason: str = ""
+    series: str = ""  # the measured series: every recorded set-up column but the load (SERIES_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -204,7 +210,8 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
     Scenario object through `cache` (so evaluation groups them into one vectorised call)."""
     def row(scenario: Scenario | None, reason: str = "") -> Row:
         return Row(r["id"], r["system"], r["backend"], r["model_path"], _concurrency(r),
-                   _num(r["silicon_tpot_ms"]), _num(r["silicon_ttft_ms"]), scenario, reason)
+                   _num(r["silicon_tpot_ms"]), _num(r["silicon_ttft_ms"]), scenario, reason,
+                   "|".join(str(r.get(c) or "") for c in SERIES_COLUMNS))
 
     if r["mode"] != "agg":
         return row(None, DISAGG)

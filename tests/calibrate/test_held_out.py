@@ -1,0 +1,64 @@
+"""The error of calibrating on a series' own points (calibrate.held_out), on the real dev CSV (ai-dynamo/
+aiconfigurator silicon_sample, tests/data/validation): every held-out row is a point the fit never saw, and the
+numbers `validate --calibrate-on` prints are these."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from servescope.calibrate.held_out import MIN_CONCURRENCIES, held_out
+from servescope.cli import main
+from servescope.validation.validate import read_rows
+
+DEV = Path(__file__).parents[1] / "data" / "validation" / "measured_serving_dev.csv"
+
+
+@pytest.fixture(scope="module")
+def rows():  # type: ignore[no-untyped-def]
+    return read_rows(DEV)
+
+
+def _expected_held_out(rows, mode: str) -> int:  # type: ignore[no-untyped-def]
+    """Rows of series with >= MIN_CONCURRENCIES concurrencies, less those at the calibrating concurrencies."""
+    series = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            series[(id(r.scenario), r.series)].append(r)
+    n = 0
+    for g in series.values():
+        cs = sorted({r.concurrency for r in g})
+        if len(cs) < MIN_CONCURRENCIES:
+            continue
+        fit = {cs[0]} if mode == "lowest" else {cs[0], cs[-1]}
+        n += sum(1 for r in g if r.concurrency not in fit)
+    return n
+
+
+@pytest.mark.parametrize("mode", ["lowest", "ends"])
+def test_only_points_the_fit_never_saw_are_scored(rows, mode: str) -> None:  # type: ignore[no-untyped-def]
+    h = held_out(rows, mode)
+    assert len(h.meas_tpot) == _expected_held_out(rows, mode) > 500
+
+
+def test_calibrating_on_the_ends_lowers_held_out_tpot_error(rows) -> None:  # type: ignore[no-untyped-def]
+    s = held_out(rows, "ends").summary()
+    assert s["tpot_mape"] < s["uncalibrated_tpot_mape"]
+    assert s["tpot_q10"] < 1.0 < s["tpot_q90"] and 0.6 <= s["tpot_coverage"] <= 0.95
+
+
+def test_cli_calibrate_on(rows) -> None:  # type: ignore[no-untyped-def]
+    out = CliRunner().invoke(main, ["validate", str(DEV), "--calibrate-on", "lowest,ends", "--json"])
+    assert out.exit_code == 0, out.output
+    cal = json.loads(out.stdout)["calibrated"]
+    assert set(cal) == {"lowest", "ends"}
+    for g in cal.values():
+        assert {"tpot_mape", "ttft_mape", "tpot_bias", "ttft_bias", "series", "rows", "tpot_coverage",
+                "ttft_coverage"} <= set(g)
+    assert cal["ends"] == held_out(rows, "ends").summary()
+    bad = CliRunner().invoke(main, ["validate", str(DEV), "--calibrate-on", "middle"])
+    assert bad.exit_code == 1 and "expected lowest | ends" in bad.output
