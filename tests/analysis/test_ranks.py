@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,18 +123,65 @@ def test_cli_compact_view_and_per_rank() -> None:
 
 
 def test_ray_equals_local(tmp_path: Path) -> None:
+    """servescope starts the local Ray itself (analysis/ranks.py `_ray_init`): local-only, so its node address is
+    loopback, usage reporting is off in its processes and their cloud probe goes to a refusing proxy on loopback;
+    this process's environment is as it was."""
     ray = pytest.importorskip("ray", reason="ray not installed (pip install 'servescope[ray]')")
     folder = _folder(tmp_path, {"rank0.json.gz": RANK0, "rank1.json.gz": RANK1, "rank2.json.gz": RANK0})
     local = analyze_trace(folder, workers=1)
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    environ = {k: v for k, v in os.environ.items() if k not in ("RAY_USAGE_STATS_ENABLED",
+                                                               "RAY_USAGE_STATS_PROMPT_ENABLED")}
+    assert not ray.is_initialized()
     try:
         on_ray = analyze_trace(folder, ray_address="local")
+        node = ray._private.worker._global_node
+        assert node.node_ip_address == "127.0.0.1"
+        children = [p.process.pid for infos in node.all_processes.values() for p in infos]
         with pytest.raises(TraceNotFound) as missing:  # a task's own error comes back bare, not in Ray's traceback
             analyze_rank_files([folder / "gone.json", folder / "rank0.json.gz"], ray_address="local")
+        for pid in children if Path("/proc/self/environ").exists() else ():
+            env = dict(e.split("=", 1) for e in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in e)
+            assert env["RAY_USAGE_STATS_ENABLED"] == "0" and env["http_proxy"] == "http://127.0.0.1:1"
+            assert env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0" and "127.0.0.1" in env["no_proxy"]
     finally:
         ray.shutdown()
     assert on_ray == local
     assert str(missing.value) == f"{folder / 'gone.json'}: no such file or folder"
+    assert {k: v for k, v in os.environ.items() if k in environ or k.lower().endswith("proxy")} == environ
+    assert os.environ["RAY_USAGE_STATS_ENABLED"] == "0"
+    assert ray._private.ray_constants.ENABLE_RAY_CLUSTER is True
+
+
+def test_ray_that_cannot_answer_is_one_line_at_once() -> None:
+    pytest.importorskip("ray", reason="ray not installed (pip install 'servescope[ray]')")
+    from servescope.analysis.ranks import _address_problem, _loopback_problem, _run_ray
+    from servescope.errors import ServescopeError
+
+    assert _loopback_problem() is None
+    assert _address_problem("auto", 1.0) is None  # not host:port: Ray finds the cluster itself
+    start = time.monotonic()
+    with pytest.raises(ServescopeError) as refused:
+        _run_ray([str(RANK0)], 10, "127.0.0.1:1")  # nothing listens on port 1
+    assert time.monotonic() - start < 10
+    message = str(refused.value)
+    assert message.startswith("cannot start or join Ray at '127.0.0.1:1': 127.0.0.1:1: ") and "\n" not in message
+    assert message.endswith("run without --ray (worker processes on this machine)")
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="needs unshare and root (a network namespace whose loopback is down)")
+def test_local_ray_without_loopback_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="ray not installed (pip install 'servescope[ray]')")
+    folder = _folder(tmp_path, {"rank0.json.gz": RANK0, "rank1.json.gz": RANK1})
+    start = time.monotonic()
+    out = subprocess.run(["unshare", "-n", sys.executable, "-m", "servescope", "trace", str(folder), "--ray"],
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0 and "unshare" in out.stderr:
+        pytest.skip(f"no network namespace here: {out.stderr.strip()}")
+    assert time.monotonic() - start < 30
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == ("servescope: cannot start or join a local Ray: loopback (127.0.0.1) does not work here "
+                          "(Network is unreachable); run without --ray (worker processes on this machine)\n")
 
 
 def test_skipped_files_fold_into_one_line(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import atexit
 import contextlib
 import io
 import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 from rich.console import Console
 
-from servescope.errors import ServescopeError
+from servescope.errors import OutputError, ServescopeError
 
 # Polars' allocator (jemalloc, read once when Polars loads: the CLI imports it later) keeps freed pages ~10 s by
 # default. The trace loader frees every decoded chunk, so on big inputs those pages become most of the peak: the
@@ -109,10 +110,15 @@ class OneLineGroup(click.Group):
         except BrokenPipeError:  # the reader of stdout left early (`| head`): nothing to report
             _drop_stdout()
             sys.exit(1)
-        except OSError as exc:  # writing the result failed (disk full, device error): one line, not a traceback
+        except OSError as exc:
+            # An OS error no reader turned into a ServescopeError. With a file name it came from opening or reading
+            # a file (output files are written through report.atomic, whose errors are OutputErrors); without
+            # one it came from writing the result to stdout (disk full, device error). One line, not a traceback.
+            if exc.filename:
+                click.echo(f"servescope: cannot read {exc.filename}: {exc.strerror or exc}", err=True)
+                sys.exit(1)
             _drop_stdout()
-            where = f"{exc.filename}: " if exc.filename else ""
-            click.echo(f"servescope: cannot write the output: {where}{exc.strerror or exc}", err=True)
+            click.echo(f"servescope: cannot write the output: {exc.strerror or exc}", err=True)
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
 
@@ -124,6 +130,122 @@ def _drop_stdout() -> None:
         sys.stdout.flush()
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+# --- never overwrite an input -----------------------------------------------------------------------------
+
+
+class InputOption(click.Option):
+    """An option whose value may name a file or folder the command reads although its type is not click.Path
+    (`--model`: a bundled name or a config.json path). When it names an existing path, -o may not be it."""
+
+
+def _is_output(param: click.Parameter) -> bool:
+    return isinstance(param, click.Option) and bool({"-o", "--output"} & set(param.opts))
+
+
+def _label(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return param.human_readable_name
+
+
+def input_paths(ctx: click.Context) -> list[tuple[str, Path]]:
+    """(label, path) for every path the invoked command was given to read: its click.Path parameters (arguments
+    and options), InputOptions, and any other text value that names an existing folder (`trace --ray RANKS/`).
+    Read from the command's declared parameters, so a command added later is covered without code of its own."""
+    found: list[tuple[str, Path]] = []
+    for param in ctx.command.params:
+        if _is_output(param) or param.name is None:
+            continue
+        value = ctx.params.get(param.name)
+        values = value if isinstance(value, tuple | list) else (value,)
+        for v in values:
+            if not isinstance(v, str | os.PathLike) or not str(v):
+                continue
+            declared = isinstance(param.type, click.Path) or isinstance(param, InputOption)
+            if declared or (param.type is click.STRING and _is_dir(Path(v))):
+                found.append((_label(param), Path(v)))
+    return found
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _inside(out: Path, out_st: os.stat_result | None, folder: Path) -> bool:
+    """`out` lies inside `folder` (links resolved) or, existing, is a hard link of a file directly inside it."""
+    real_out, real_folder = os.path.realpath(out), os.path.realpath(folder)
+    if os.path.commonpath([real_out, real_folder]) == real_folder:
+        return True
+    if out_st is None or not stat.S_ISREG(out_st.st_mode) or out_st.st_nlink < 2:
+        return False
+    try:
+        with os.scandir(folder) as entries:
+            return any((st := _stat(Path(e.path))) is not None and _same_file(st, out_st) for e in entries)
+    except OSError:
+        return False
+
+
+def input_collision(out: Path, inputs: Sequence[tuple[str, Path]]) -> str | None:
+    """Why writing `out` would overwrite one of `inputs` ("the same file as PATH", "inside the folder PATH"),
+    or None. Same file: realpath, and st_dev + st_ino when both exist (symlinks and hard links). Devices, FIFOs
+    and sockets are written in place, never replaced: they are no collision."""
+    out_st = _stat(out)
+    if out_st is not None and not stat.S_ISREG(out_st.st_mode) and not stat.S_ISDIR(out_st.st_mode):
+        return None
+    for label, path in inputs:
+        in_st = _stat(path)
+        if in_st is None:
+            continue
+        if stat.S_ISDIR(in_st.st_mode):
+            if _inside(out, out_st, path):
+                return f"inside the folder {label} {path}"
+        elif stat.S_ISREG(in_st.st_mode) and (
+                (out_st is not None and _same_file(out_st, in_st))
+                or os.path.realpath(out) == os.path.realpath(path)):
+            return f"the same file as {label}" if str(path) == str(out) else f"the same file as {label} {path}"
+    return None
+
+
+def refuse_input_as_output(ctx: click.Context) -> None:
+    """Raise a one-line UsageError when the command's -o/--output names one of its inputs; nothing is written."""
+    for param in ctx.command.params:
+        if not _is_output(param) or param.name is None:
+            continue
+        out = ctx.params.get(param.name)
+        if not isinstance(out, str | os.PathLike) or not str(out):
+            continue
+        why = input_collision(Path(out), input_paths(ctx))
+        if why is not None:
+            raise click.UsageError(f"-o {out} is an input of this command ({why}; servescope never modifies its "
+                                   "inputs); choose another output")
+
+
+class GuardedCommand(click.Command):
+    """Every command of `main`: before it runs, -o may not name one of its inputs (refuse_input_as_output)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        refuse_input_as_output(ctx)
+        return super().invoke(ctx)
+
+
+OneLineGroup.command_class = GuardedCommand
+OneLineGroup.group_class = type  # subgroups (`specs`) are OneLineGroups, so their commands are guarded too
 
 
 @click.group(cls=OneLineGroup)
@@ -150,9 +272,11 @@ def exit_now(code: object) -> NoReturn:
     bench/RESULTS.md "interpreter exit"), and the OS frees it all at once. A stdout closed early (`| head`)
     ends with status 1 and no "Exception ignored" lines."""
     status = code if isinstance(code, int) else 0 if code is None else 1
-    if code is not None and not isinstance(code, int):
+    if code is not None and not isinstance(code, int) and sys.stderr is not None:
         print(code, file=sys.stderr)
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with the descriptor closed (`>&-`): nothing was written to it
+            continue
         try:
             stream.flush()
         except BrokenPipeError:  # the reader left early: nothing to say, and no one to say it to on stdout
@@ -190,6 +314,8 @@ class Output:
         unless the text renderer shows them. All rendering happens before anything is written."""
         from servescope.report.render import render
 
+        if self.path is None and sys.stdout is None:  # started with stdout closed (`>&-`): say so, exit 1
+            raise OutputError("cannot write the output: stdout is closed (use -o FILE)")
         if self.format == "text" and text is not None:
             body = self._text(text)
         else:
@@ -229,6 +355,9 @@ def output_options(fn: F) -> F:
     @wraps(fn)
     def wrapper(*args: Any, output_format: str | None, as_json: bool, output_path: Path | None,
                 **kwargs: Any) -> Any:
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and not isinstance(ctx.command, GuardedCommand):  # registered some other way
+            refuse_input_as_output(ctx)
         return fn(*args, out=Output(_pick_format(output_format, as_json, output_path), output_path), **kwargs)
 
     options = [
@@ -276,7 +405,7 @@ def _scenario_options(fn: F, required: bool) -> F:
     # reports the option missing (`servescope model` alone reached the model loader with None).
     optional: dict[str, Any] = {} if required else {"default": None}
     options = [
-        click.option("--model", "model_name", required=required, **optional,
+        click.option("--model", "model_name", cls=InputOption, required=required, **optional,
                      help="Bundled name, Hugging Face id or config.json path."),
         click.option("--gpu", required=required, **optional, help="GPU name (see `servescope specs list`)."),
         click.option("--tp", default=1, show_default=True, help="Tensor parallel degree."),

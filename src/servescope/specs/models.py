@@ -146,13 +146,21 @@ MAX_CONFIG_INT = 2**53  # beyond this an integer in a config.json is damage (and
 
 
 def _int(cfg: dict[str, Any], path: str, *keys: str, default: int = 0, required: bool = False) -> int:
+    """A count or size: an integer (or integral number / numeric string) in 0..MAX_CONFIG_INT. A boolean or a
+    negative value is refused naming the field: no real model has `hidden_size: true` or a size of -8."""
     v = _get(cfg, path, *keys, default=default, required=required)
+    key = next((k for k in keys if cfg.get(k) is not None), keys[0])
+    if isinstance(v, bool):  # int(True) is 1: a boolean would pass as a count
+        raise BadConfig(f"{path}: {key} is a boolean ({json.dumps(v)}), not a count")
     try:
         if abs(int(v)) > MAX_CONFIG_INT:
             raise ValueError(v)
-        return int(v)
+        n = int(v)
     except (TypeError, ValueError, OverflowError):  # OverflowError: Infinity in the JSON
-        raise BadConfig(f"{path}: {keys[0]} is not an integer ({v!r})") from None
+        raise BadConfig(f"{path}: {key} is not an integer ({v!r})") from None
+    if n < 0:
+        raise BadConfig(f"{path}: {key} is negative ({n}); sizes and counts are >= 0")
+    return n
 
 
 _BLOCKS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
@@ -278,7 +286,14 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
     if n > MAX_LAYERS:  # a per-layer tuple is built below; 10**30 layers is damage, not a model
         raise BadConfig(f"{path}: {n} layers is beyond any model (> {MAX_LAYERS:,})")
     nkv = _int(c, path, "num_key_value_heads", default=nh) or nh
+    if nh % nkv:
+        raise BadConfig(f"{path}: num_key_value_heads {nkv} does not divide num_attention_heads {nh} (each KV head "
+                        "serves a whole group of query heads)")
     d = _int(c, path, "head_dim", "attention_head_dim", default=h // nh)
+    if d == 0:
+        given = c.get("head_dim", c.get("attention_head_dim"))
+        raise BadConfig(f"{path}: head_dim is 0" + ("" if given is not None else
+                                                     f" (hidden_size {h} // num_attention_heads {nh})"))
     n_exp = _int(c, path, "n_routed_experts", "num_experts", "num_local_experts", default=0)
     top_k = _int(c, path, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "top_k_experts",
                  "moe_topk", default=0)
@@ -393,15 +408,22 @@ def list_models() -> list[str]:
     return sorted(set(a["aliases"]) | set(a.get("repacks", {})))
 
 
+MAX_CONFIG_BYTES = 64 << 20  # the largest real config.json / hf_quant_config.json is well under 1 MB
+
+
 def _read_text(path: Path) -> str:
     if is_device(path):
         raise BadConfig(f"{path}: a device, not a config file")
     try:
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as f:  # at most one byte past the ceiling: a pipe or a huge file is not read whole
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise BadConfig(f"{path}: over {MAX_CONFIG_BYTES >> 20} MB, not a model config")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise BadConfig(f"{path}: not a text file (invalid UTF-8)") from None
     except OSError as e:
-        raise BadConfig(f"{path}: cannot be read ({e.strerror})") from None
+        raise BadConfig(f"{path}: cannot be read ({e.strerror or e})") from None
 
 
 def _read_json(text: str, path: str) -> dict[str, Any]:
@@ -409,6 +431,8 @@ def _read_json(text: str, path: str) -> dict[str, Any]:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise BadConfig(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:  # the json module recurses once per nesting level (the trace loader guards the same)
+        raise BadConfig(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a model config") from None
     if not isinstance(data, dict):
         raise BadConfig(f"{path}: top level is not a JSON object")
     return data

@@ -10,6 +10,8 @@ What it does not do: decide whether a trace is usable for analysis (a CPU-only t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,12 +50,13 @@ def load_trace(path: str | Path) -> Trace:
     warnings: list[str] = []
     check_path(path)
     piped = not path.is_file()  # a named pipe (`<(zcat trace.json.gz)`): it can be read once, so it is read whole
-    if not piped and is_nsys(path):  # Nsight Systems export or report
-        return load_nsys(path)
-    try:
-        decoded = decode(path, read_bytes(path, warnings), warnings) if piped else _decode(path, warnings)
-    except RecursionError:  # msgspec and the repairs recurse once per nesting level
-        raise NotATrace(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace") from None
+    with read_errors(path):
+        if not piped and is_nsys(path):  # Nsight Systems export or report
+            return load_nsys(path)
+        try:
+            decoded = decode(path, read_bytes(path, warnings), warnings) if piped else _decode(path, warnings)
+        except RecursionError:  # msgspec and the repairs recurse once per nesting level
+            raise NotATrace(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a Kineto trace") from None
     _check_has_events(path, decoded, warnings)
     top = decoded.top
     _check_schema(top, warnings)
@@ -141,9 +144,21 @@ def load_rank_file(path: str | Path) -> list[Trace]:
     """The ranks one file holds: one Trace for a Kineto file, one per (process, GPU) for an Nsight Systems export
     of several GPU processes (`trace.nsys.split_gpu_processes`). The one rule for what a rank file is."""
     path = Path(path)
-    if path.is_file() and is_nsys(path):
-        return load_nsys_ranks(path)
+    with read_errors(path):
+        if path.is_file() and is_nsys(path):
+            return load_nsys_ranks(path)
     return [load_trace(path)]
+
+
+@contextmanager
+def read_errors(path: Path) -> Iterator[None]:
+    """An OS error while opening or reading `path` (permission denied, an I/O error, a file that vanished) is a
+    NotATrace naming the file and the reason: a rank folder skips that file like any damaged rank, and the CLI
+    says "cannot be read", not that an output failed."""
+    try:
+        yield
+    except OSError as exc:
+        raise NotATrace(f"{path}: cannot be read: {exc.strerror or exc}") from None
 
 
 def load_traces(path: str | Path) -> list[Trace]:
