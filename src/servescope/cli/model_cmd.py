@@ -24,9 +24,13 @@ from servescope.errors import UnknownName
 @click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
 @click.option("--simulate", "with_sim", is_flag=True,
               help="Also simulate the engine's scheduler (closed loop) per concurrency: TTFT/TPOT/ITL percentiles.")
+@click.option("--measured", multiple=True,
+              help="What you measured, repeatable: tpot=12.1ms@c1, output=1536tok/s@c128[,isl=1024,osl=1024]; sets "
+                   "the deployment's TPOT levels (one point: the level; two concurrencies: fixed vs per-batch cost) "
+                   "and every point's range from the held-out error of calibrating so.")
 @output_options
 @one_line_errors
-def model(concurrency: str, with_sim: bool, out: Output, **kw: Any) -> None:
+def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
@@ -35,12 +39,21 @@ def model(concurrency: str, with_sim: bool, out: Output, **kw: Any) -> None:
     sc, concs = _scenario(kw), _int_list(concurrency)
     points = predict(sc, concs)
     title = scenario_title(sc)
+    calibration = None
+    if measured:
+        from servescope.calibrate.figures import parse_figures
+        from servescope.calibrate.measured import calibrate_points
+
+        calibration = calibrate_points(sc, points, parse_figures(measured))
+        points = list(calibration.points)
+        for note in calibration.notes:
+            click.echo(f"servescope: note: {note}", err=True)
     simulated = None
     if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
         from servescope.simulate import simulate_points
 
         simulated = dict(zip(concs, simulate_points(sc, concs), strict=True))
-    doc = model_document(points, simulated)
+    doc = model_document(points, simulated, calibration)
     out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))
 
 
@@ -48,6 +61,11 @@ def _model_text(title: str, points: Any, doc: dict[str, Any], console: Any, with
     from servescope.report.model_text import render_points
 
     render_points(title, points, console)
+    cal = doc.get("calibration")
+    if cal and cal["used"]:
+        console.print(f"calibrated on {', '.join(cal['used'])}: TPOT levels ×{cal['tpot_level_fixed']:.3g} fixed, "
+                      f"×{cal['tpot_level_per_batch']:.3g} per batch ({cal['basis']}); TPOT ranges are the held-out "
+                      f"error of calibrating so ({cal['case']}, data-build/calibrated_ranges.py); TTFT as modelled")
     if with_sim:
         from servescope.report.simulate_text import render_model_sim
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from servescope.calibrate.measured import MeasuredModel
 from servescope.perfmodel import TERMS, ServingPoint
 from servescope.report.simulate_doc import model_sim_fields
 from servescope.simulate import SimResult
@@ -15,18 +16,25 @@ from servescope.units import GIGA, MS_PER_S
 SCHEMA = "servescope.model/1"
 
 
-def model_document(points: Sequence[ServingPoint], simulated: Mapping[int, SimResult] | None = None
-                   ) -> dict[str, Any]:
+def model_document(points: Sequence[ServingPoint], simulated: Mapping[int, SimResult] | None = None,
+                   measured: MeasuredModel | None = None) -> dict[str, Any]:
     """The `servescope.model/1` JSON document (pure; the CLI renders it). `simulated` (`model --simulate`): a run
-    per concurrency, whose fields (simulate_doc.model_sim_fields) join the point of that concurrency."""
+    per concurrency, whose fields (simulate_doc.model_sim_fields) join the point of that concurrency. `measured`
+    (`model --measured`): the levels the user's figures set, what was used and what set aside."""
     sims = simulated or {}
-    return {
+    doc: dict[str, Any] = {
         "schema": SCHEMA,
         "points": [
             _point(p) | (model_sim_fields(sims[p.concurrency]) if p.concurrency in sims else {})
             for p in points
         ],
     }
+    if measured is not None:
+        lv = measured.levels
+        doc["calibration"] = {"case": measured.case, "used": list(measured.used), "notes": list(measured.notes),
+                              "tpot_level_fixed": lv.tpot_fixed, "tpot_level_per_batch": lv.tpot_var,
+                              "basis": lv.basis}
+    return doc
 
 
 def _point(p: ServingPoint) -> dict[str, Any]:

@@ -79,3 +79,9 @@ def spec_host() -> dict[str, Any]:
 def error_ranges() -> Any:
     """Cross-validated error quantiles per case and the same-box change error (data-build/validation_report.py)."""
     return read_json("ranges.json")
+
+
+def calibrated_ranges() -> Any:
+    """The 80% range of a prediction calibrated on the user's own points, measured held out on the validation
+    series (data-build/calibrated_ranges.py)."""
+    return read_json("calibrated_ranges.json")
