@@ -62,3 +62,11 @@ def test_cli_calibrate_on(rows) -> None:  # type: ignore[no-untyped-def]
     assert cal["ends"] == held_out(rows, "ends").summary()
     bad = CliRunner().invoke(main, ["validate", str(DEV), "--calibrate-on", "middle"])
     assert bad.exit_code == 1 and "expected lowest | ends" in bad.output
+
+
+def test_the_shipped_calibrated_ranges_are_what_the_script_computes() -> None:
+    from bench_scripts import bench_script
+    from servescope.specs import tables
+
+    built = bench_script("calibrated_ranges").build(DEV)
+    assert built["cases"] == tables.calibrated_ranges()["cases"]
