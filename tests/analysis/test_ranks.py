@@ -154,14 +154,15 @@ def test_ray_equals_local(tmp_path: Path) -> None:
 
 def test_ray_that_cannot_answer_is_one_line_at_once() -> None:
     pytest.importorskip("ray", reason="ray not installed (pip install 'servescope[ray]')")
-    from servescope.analysis.ranks import _address_problem, _loopback_problem, _run_ray
+    from servescope.analysis.ranks import analyze_rank_file
+    from servescope.analysis.ray_tasks import _address_problem, _loopback_problem, run_on_ray
     from servescope.errors import ServescopeError
 
     assert _loopback_problem() is None
     assert _address_problem("auto", 1.0) is None  # not host:port: Ray finds the cluster itself
     start = time.monotonic()
     with pytest.raises(ServescopeError) as refused:
-        _run_ray([str(RANK0)], 10, "127.0.0.1:1")  # nothing listens on port 1
+        run_on_ray(analyze_rank_file, [str(RANK0)], 10, "127.0.0.1:1")  # nothing listens on port 1
     assert time.monotonic() - start < 10
     message = str(refused.value)
     assert message.startswith("cannot start or join Ray at '127.0.0.1:1': 127.0.0.1:1: ") and "\n" not in message
