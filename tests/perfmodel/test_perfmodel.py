@@ -212,3 +212,14 @@ def test_a_gpu_without_measured_serving_rows_says_so_and_its_range_is_wider() ->
     assert nv.tpot_low_s < nv.tpot_s < nv.tpot_high_s
     doc = model_document([amd])["points"][0]
     assert doc["tpot_ms_low"] < doc["tpot_ms"] < doc["tpot_ms_high"] and doc["provenance"]["case"] == "vendor_unseen"
+
+
+def test_provenance_is_the_same_on_every_call() -> None:
+    """A cached provenance once dropped its CPU entry on the second call in one process."""
+    from servescope.perfmodel.ranges import provenance
+
+    sc = Scenario.build(model="llama-3.1-8b", gpu="h100", tp=1)
+    first, second = provenance(sc), provenance(sc)
+    assert first == second and "cpu_overhead" in second
+    overlapped = sc.with_(overlap_scheduler=True)
+    assert provenance(overlapped)["cpu_overhead"] != first["cpu_overhead"]  # the engine's entry is not cached

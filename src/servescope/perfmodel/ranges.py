@@ -98,11 +98,11 @@ _PROV: dict[tuple[int, int, str | None], tuple[object, dict[str, str]]] = {}
 
 def provenance(sc: Scenario) -> dict[str, str]:
     """Where the inputs of this scenario's prediction come from, in words (one entry per input); cached per
-    (GPU object, TP, interconnect), the only scenario fields it depends on."""
+    (GPU object, TP, interconnect), the only scenario fields it depends on, except the CPU entry (the engine's)."""
     key = (id(sc.gpu), sc.tp, sc.interconnect)
     hit = _PROV.get(key)
     if hit is not None and hit[0] is sc.gpu:
-        return dict(hit[1])
+        return {**hit[1], "cpu_overhead": _cpu_provenance(sc)}  # the CPU entry depends on the engine: never cached
     out = _provenance(sc)
     _PROV[key] = (sc.gpu, out)  # keeps the GPU alive so its id stays unique
     return {**out, "cpu_overhead": _cpu_provenance(sc)}
