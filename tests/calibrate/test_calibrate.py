@@ -171,10 +171,11 @@ def test_split_k_on_the_low_occupancy_attention(cal, gpt_oss) -> None:  # type: 
     assert t.details["measured_step_ms_after"] == pytest.approx(expected, rel=1e-3)
 
 
-def test_a_trace_of_another_model_warns_in_text_and_json(trace_breakdown) -> None:  # type: ignore[no-untyped-def]
+def test_a_trace_of_another_model_is_refused_with_the_evidence(trace_breakdown) -> None:  # type: ignore[no-untyped-def]
     """The bundled B200 trace is gpt-oss-120b (36 layers: 73 all-reduces and 73 RMSNorm kernels in its step, counted
-    from the raw JSON here). Calibrated as gpt-oss-20b (24 layers) it still fits — five knobs always can — so the
-    disagreement must be said, in the text and in the JSON."""
+    from the raw JSON here). Calibrated as gpt-oss-20b (24 layers) it would still fit — five knobs always can — but
+    two independent checks (all-reduce calls, RMSNorm kernels) say it is another model: refused in one line that
+    lists both, as a trace of another GPU is."""
     bundled = Path(servescope.__file__).parent / "examples" / "b200_vllm_gptoss_tp8_eager_prefill.json.gz"
     assert bundled.read_bytes() == TRACE.read_bytes()  # the bundled example is this trace
     events = gpu_events(raw_events(TRACE))
@@ -185,12 +186,25 @@ def test_a_trace_of_another_model_warns_in_text_and_json(trace_breakdown) -> Non
                if e.get("name") == "aten::linear" and "Input Dims" in e.get("args", {})}
     assert "[[888, 2880], [128, 2880], [128]]" in routers
     small = Scenario.build("gpt-oss-20b", "b200", tp=8, quant="native", efficiency=Efficiency())
-    cal = calibrate(trace_breakdown, small)
-    assert any("imply ~36 layers" in w and "has 24" in w and "all-reduce" in w for w in cal.warnings)
-    assert any("RMSNorm" in w and "has 24" in w for w in cal.warnings)
-    p = plan(small, concurrency=1, calibration=cal)
-    assert any("imply ~36 layers" in line for line in plan_lines(p))
-    assert any("imply ~36 layers" in w for w in plan_document(p)["warnings"])
+    with pytest.raises(PlanError) as exc:
+        calibrate(trace_breakdown, small)
+    msg = str(exc.value)
+    assert "\n" not in msg and "is not gpt-oss-20b" in msg and "2 independent checks" in msg
+    assert "73 all-reduce calls per step imply ~36 layers" in msg and "73 RMSNorm kernels" in msg
+
+
+def test_a_wrong_model_trace_is_refused_by_plan_and_report() -> None:
+    from click.testing import CliRunner
+
+    from servescope.cli import main
+
+    for cmd in (["plan"], ["report"]):
+        r = CliRunner().invoke(main, [*cmd, str(TRACE), "--model", "gpt-oss-20b", "--gpu", "b200", "--tp", "8",
+                                      *(["--format", "json"] if cmd == ["report"] else [])])
+        assert r.exit_code == 1, r.output
+        assert r.stdout == ""
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "is not gpt-oss-20b" in lines[0] and "RMSNorm" in lines[0], lines
 
 
 def test_gpt_oss_20b_trace_calibrated_as_120b_warns() -> None:
@@ -202,8 +216,9 @@ def test_gpt_oss_20b_trace_calibrated_as_120b_warns() -> None:
     big = Scenario.build("gpt-oss-120b", "mi300x", tp=1, quant="native", isl=1000, osl=1443, efficiency=Efficiency())
     cal = calibrate(b, big, context_len=DECODE_CONTEXT)
     assert any("imply ~24 layers" in w and "gpt-oss-120b has 36" in w for w in cal.warnings)
-    doc = plan_document(plan(big, concurrency=32, calibration=cal))
-    assert any("imply ~24 layers" in w for w in doc["warnings"])
+    p = plan(big, concurrency=32, calibration=cal)
+    assert any("imply ~24 layers" in w for w in plan_document(p)["warnings"])  # one check alone: a warning
+    assert any("imply ~24 layers" in line for line in plan_lines(p))
     # the right config gives no such warning (test_decode_step_under_cuda_graphs: no warnings at all)
 
 

@@ -6,6 +6,7 @@ is skipped, saying why."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 from browser import Page, find_chromium, ink_fraction
 from servescope.analysis.analyze import example_trace
 from servescope.cli import main
+from servescope.report.html_sections import caveats
 
 DATA = Path(__file__).parents[1] / "data/traces"
 DIFF = DATA / "hta/trace_diff"
@@ -26,7 +28,18 @@ PAGES = {
               "int4-w4a16", "--format", "html"],
     "plan": ["plan", "--model", "llama-3.1-8b", "--gpu", "h100", "--format", "html"],
     "diff": ["diff", str(DIFF / "control/control.json.gz"), str(DIFF / "test/test.json.gz"), "--format", "html"],
+    "simulate": ["simulate", "--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant",
+                 "int4-w4a16", "--concurrency", "16", "--num-prompts", "50", "--format", "html"],
+    "sweep": ["sweep", "--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant",
+              "int4-w4a16", "--format", "html"],
 }
+# the warnings block: how many warnings it lists, and whether it is drawn (a box on screen, above the first section)
+WARNINGS_JS = """(function () {
+  var w = document.getElementById('warnings'); if (!w) { return [0, false, false]; }
+  var r = w.getBoundingClientRect(), first = document.querySelector('section:not(#warnings)');
+  return [w.querySelectorAll('li.warning').length, r.height > 0 && r.width > 0,
+          !first || r.top < first.getBoundingClientRect().top];
+})()"""
 # marks Plotly draws for data: bar and marker points, and line paths
 MARKS_JS = """Array.prototype.map.call(document.querySelectorAll('div.chart'), function (d) {
   return [d.id, d.querySelectorAll('g.trace g.point path, g.trace path.point, g.trace path.js-line').length];
@@ -65,6 +78,11 @@ def test_page_in_a_browser(name: str, page: Page, tmp_path: Path) -> None:
     assert len(marks) == int(page.evaluate("document.body.getAttribute('data-charts')"))
     assert len(marks) >= (2 if name in ("report", "model", "plan") else 1)
     assert all(n > 0 for n in marks.values()), marks
+    doc = json.loads(CliRunner().invoke(main, [*[a for a in args if a not in ("--format", "html")], "--format",
+                                               "json"]).stdout)
+    listed, drawn, on_top = page.evaluate(WARNINGS_JS)
+    assert listed == len(caveats(doc))
+    assert listed == 0 or (drawn and on_top)
     ink, colours = ink_fraction(page.screenshot_png())
     assert ink > 0.02 and colours > 8, (ink, colours)
 

@@ -25,7 +25,8 @@ is "fitted, not validated" and the plan keeps the uncalibrated range. Warnings (
 above 90 % of its peak (above 100 %: the model over-counts work), a collective faster than its measured curve, and a
 trace that disagrees with the model config — layers (RMSNorm kernels per step ≈ 2·layers + 1 in vLLM/SGLang, and
 all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
-records message sizes).
+records message sizes). Two or more of these three independent checks disagreeing refuse the trace (PlanError
+listing the evidence, as a trace of another GPU or GPU count is refused): the fit would be of another model.
 The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape's
 efficiency-free parts are built once; bit-for-bit the same numbers as pricing every step at every evaluation).
 Does not: read files (pass a breakdown), or fit anything outside these knobs (memory; the CPU time is measured or
@@ -68,6 +69,7 @@ class CalibratedStep:
     measured_s: dict[str, float]  # per class and "step"
     predicted_s: dict[str, float]
     context_len: float | None = None  # decode: context per sequence the step was priced at
+    idle_share: float | None = None  # share of the step's GPU span (× devices) with no kernel running
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,12 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     measured = [_measured(s) for s in steps]
     pricers = [_pricer(s, scenario, warnings, context_len) for s in steps]
     priced = {p: p(scenario) for p in dict.fromkeys(pricers)}  # each distinct step shape once
+    evidence: dict[str, str] = {}  # independent model-mismatch checks that fired: check -> first evidence
     for s, price in zip(steps, pricers, strict=True):
-        warnings += _check_collectives(s, scenario, priced[price])
-        warnings += _check_shape(s, scenario)
+        for check, warning in (*_check_collectives(s, scenario, priced[price]), *_check_shape(s, scenario)):
+            warnings.append(warning)
+            evidence.setdefault(check, warning)
+    _refuse_another_model(breakdown, scenario, evidence)
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
     shapes = PricedSteps(pricers, scenario)  # efficiency-free parts of each distinct step shape, built once
     eff, knobs = scenario.efficiency, {}
@@ -175,7 +180,7 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
                         if m["step"] > 0)
     ctx = context_len if context_len is not None else scenario.isl + scenario.osl / 2.0
     cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p,
-                                     ctx if s.kind == "decode" else None)
+                                     ctx if s.kind == "decode" else None, _idle_share(s))
                       for s, m, p in zip(steps, measured, predicted, strict=True))
     return Calibration(
         efficiency=replace(eff, source=f"calibrated on {_source(breakdown)}"),
@@ -195,6 +200,11 @@ def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) ->
     picked = {s.index for s in chosen}
     gaps = [g for s, g in gaps_after_steps_us(b.steps) if s.index in picked]
     return (us_to_s(median(gaps)), len(gaps)) if gaps else (None, 0)
+
+
+def _idle_share(s: StepBreakdown) -> float | None:
+    span = s.gpu_span_us * max(1, s.devices)
+    return min(1.0, max(0.0, s.idle_us / span)) if span > 0 else None
 
 
 def _source(b: TraceBreakdown | StepBreakdown) -> str:
@@ -248,7 +258,27 @@ def _check_step(s: StepBreakdown, sc: Scenario, warnings: list[str]) -> None:
                         "expert GEMMs may be classified as gemm")
 
 
-def _check_collectives(s: StepBreakdown, sc: Scenario, pred: StepPrediction) -> list[str]:
+MODEL_MISMATCH_REFUSED = 2  # independent checks that must agree before a trace is refused as another model
+
+
+def _refuse_another_model(b: TraceBreakdown | StepBreakdown, sc: Scenario, evidence: dict[str, str]) -> None:
+    """Two or more independent checks (layers from all-reduce calls, layers from RMSNorm kernels, hidden size
+    from all-reduce message bytes) saying the trace is not this model: PlanError with the evidence, in one line,
+    as a trace of another GPU is refused. One alone stays a warning (a fused norm or an unusual engine can move
+    one count)."""
+    if len(evidence) < MODEL_MISMATCH_REFUSED:
+        return
+    found = "; ".join(_evidence(w) for w in evidence.values())
+    raise PlanError(f"{_source(b)}: the trace is not {sc.model.name} ({len(evidence)} independent checks "
+                    f"disagree: {found}); pass the model the trace ran (--model)")
+
+
+def _evidence(warning: str) -> str:
+    """The measured part of a mismatch warning ("… imply ~36 layers, but M has 24"), without its advice."""
+    return warning.split(": ", 1)[-1].split(": ", 1)[0]
+
+
+def _check_collectives(s: StepBreakdown, sc: Scenario, pred: StepPrediction) -> list[tuple[str, str]]:
     """All-reduces per step against the model's (2 per layer + a few at TP>1, none at TP=1). A trace with
     all-reduces where the model has none, or none where it has some, is another layout: PlanError. Both present
     but different counts: a warning (another model, e.g. fewer layers), with the layer count they imply."""
@@ -262,28 +292,31 @@ def _check_collectives(s: StepBreakdown, sc: Scenario, pred: StepPrediction) -> 
         raise PlanError(f"step {s.index}: {calls} all-reduce calls per step, but {sc.model.name} at TP={sc.tp} "
                         f"makes {expected} ({sc.model.n_layers} layers: 2 per layer + a few for TP>1, none at TP=1)")
     implied = (calls - (expected - 2 * sc.model.n_layers)) / 2
-    return [f"step {s.index}: {calls} all-reduce calls per step imply ~{implied:.0f} layers, but {sc.model.name} "
-            f"has {sc.model.n_layers} ({expected} all-reduces at TP={sc.tp}): the trace is probably another model; "
-            "the fitted efficiencies absorb the difference and mean little"]
+    return [("layers_allreduce",
+             f"step {s.index}: {calls} all-reduce calls per step imply ~{implied:.0f} layers, but {sc.model.name} "
+             f"has {sc.model.n_layers} ({expected} all-reduces at TP={sc.tp}): the trace is probably another model; "
+             "the fitted efficiencies absorb the difference and mean little")]
 
 
-def _check_shape(s: StepBreakdown, sc: Scenario) -> list[str]:
+def _check_shape(s: StepBreakdown, sc: Scenario) -> list[tuple[str, str]]:
     """Layer count from RMSNorm kernels per step (2 per layer + the final norm in vLLM/SGLang) and hidden size
-    from all-reduce message bytes (tokens on the rank × hidden × 2 B), each against the model config."""
-    out = []
+    from all-reduce message bytes (tokens on the rank × hidden × 2 B), each against the model config; each
+    (check, warning)."""
+    out: list[tuple[str, str]] = []
     layers = sc.model.n_layers
     norms = s.class_calls.get("norm", 0) / max(1, s.devices)
     implied = (norms - 1) / 2
     if norms and abs(implied - layers) > max(2.0, 0.1 * layers):
-        out.append(f"step {s.index}: {norms:.0f} RMSNorm kernels per step imply ~{implied:.0f} layers (2 per layer "
-                   f"+ 1), but {sc.model.name} has {layers}: check that the trace is this model")
+        out.append(("layers_norm", f"step {s.index}: {norms:.0f} RMSNorm kernels per step imply ~{implied:.0f} "
+                    f"layers (2 per layer + 1), but {sc.model.name} has {layers}: check that the trace is this model"))
     ar = s.collectives.get("all_reduce")
     tokens = s.tokens or s.batch_size
     if ar is not None and ar.sized_calls and ar.message_bytes_median and tokens:
         hidden = ar.message_bytes_median / (tokens * 2.0)
         if abs(hidden / sc.model.hidden_size - 1.0) > HIDDEN_TOLERANCE:
-            out.append(f"step {s.index}: all-reduce messages of {ar.message_bytes_median:.0f} B over {tokens} tokens "
-                       f"imply hidden size {hidden:.0f} (bf16), but {sc.model.name} has {sc.model.hidden_size}")
+            out.append(("hidden_size", f"step {s.index}: all-reduce messages of {ar.message_bytes_median:.0f} B over "
+                        f"{tokens} tokens imply hidden size {hidden:.0f} (bf16), but {sc.model.name} has "
+                        f"{sc.model.hidden_size}"))
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +25,50 @@ from servescope.cli._app import (
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
 @click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests for the plan.")
+@click.option("--target", default=None, help="The plan's goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
+@click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
+@click.option("--spec-method", default=None,
+              help="eagle3 | eagle | mtp | ngram | draft:MODEL | eagle3:HEAD_CONFIG (the head's config.json).")
+@click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
+@click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
+@click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
 @output_options
 @one_line_errors
-def report_command(path: Path, kind: str | None, objective: str, concurrency: int, out: Output, **kw: Any) -> None:
+def report_command(path: Path, kind: str | None, objective: str, concurrency: int, target: str | None,
+                   forbid: str | None, spec_method: str | None, spec_k: int | None, acceptance: str | None,
+                   acceptance_rate: float | None, out: Output, **kw: Any) -> None:
     """One self-contained HTML page of a trace: findings, time by class per step kind, a step's timeline,
-    collectives, low-occupancy kernels; with --model and --gpu also measured vs modelled, the plan and the
-    latency–throughput curve. Default output: HTML (use -o report.html)."""
+    collectives, low-occupancy kernels; with --model and --gpu also measured vs modelled, the plan (the plan's
+    options: --target, --forbid, --spec-method, --acceptance, ...) and the latency–throughput curve. Default
+    output: HTML, written with -o report.html (never to a terminal)."""
     from servescope.advise import overview
+    from servescope.planner.speculative import spec_from_options
     from servescope.report.overview_doc import overview_document
+    from servescope.report.render import suffix_error
 
+    params = click.get_current_context().params
+    explicit = params.get("output_format") or ("json" if params.get("as_json") else None)
+    if (err := suffix_error(None if out.path is None else str(out.path), explicit)) is not None:
+        raise click.UsageError(err)
+    fmt = out if out.format != "text" else Output("html", out.path)
+    if fmt.path is None and fmt.format == "html" and _stdout_is_terminal():
+        raise click.UsageError("report writes a self-contained HTML page of several MB; not to a terminal: "
+                               "pass -o report.html (or --format json)")
     if (kw["model_name"] is None) != (kw["gpu"] is None):
         raise click.UsageError("--model and --gpu go together (both to add the model and plan, neither for the trace)")
     scenario = _scenario(kw) if kw["model_name"] is not None else None
-    document = overview_document(overview(path, scenario, kind=kind, objective=objective, concurrency=concurrency)
+    spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
+    document = overview_document(overview(path, scenario, kind=kind, objective=objective, concurrency=concurrency,
+                                          target=target, forbid=forbid, spec=spec)
                                  if scenario is not None else overview(path, kind=kind))
-    fmt = out if out.format != "text" else Output("html", out.path)
-    fmt.emit(document, warnings=document["trace"]["warnings"])
+    plan = document.get("plan") or {}
+    shown = list(document["trace"]["warnings"])
+    fmt.emit(document, warnings=[*shown, *(w for w in plan.get("warnings", [])
+                                          if w.removeprefix("trace: ") not in shown)])
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout is not None and sys.stdout.isatty()
+    except (ValueError, OSError):  # closed stdout
+        return False

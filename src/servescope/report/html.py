@@ -1,6 +1,7 @@
 """One self-contained HTML page per document: Jinja2 template, inlined CSS and plotly.min.js, figures as JSON.
 
-Does: turn a document (`servescope.report/1`, `trace/1`, `model/1`, `plan/1`, `diff/1`, any other as generic
+Does: put the scenario the result is about (model, GPU, layout, quantization, engine) and every warning and
+caveat of the command's text output at the top of the page (html_sections.page_header), then turn a document (`servescope.report/1`, `trace/1`, `model/1`, `plan/1`, `diff/1`, any other as generic
 tables) into sections of blocks — findings, tables of preformatted cells, Plotly figures (report/html_charts.py)
 — and render report/templates/page.html.j2. The page fetches nothing: its Content-Security-Policy allows no
 source but the page itself (inline script and style, data: images), so a request would fail and be reported.
@@ -53,9 +54,11 @@ def _json_for_script(value: Any) -> str:
 def document_html(doc: dict[str, Any]) -> str:
     """The page of one document."""
     title, subtitle, secs = sections.for_document(doc)
+    header = sections.page_header(doc)
     figures = [b for s in secs for b in s["blocks"] if b["type"] == "chart"]
     for i, f in enumerate(figures):
         f["id"] = f"fig{i}"
         f["json"] = _json_for_script(f.pop("figure"))
     return str(_template().render(title=title, subtitle=subtitle, sections=secs, plotly_js=plotly_js() if figures else "",
+                                  scenario=header["scenario"], warnings=header["warnings"],
                                   schema=html_lib.escape(str(doc.get("schema", ""))), n_figures=len(figures)))

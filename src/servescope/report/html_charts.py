@@ -17,7 +17,10 @@ CLASS_COLORS = {
     "activation": "#e377c2", "rotary": "#bcbd22", "cast": "#17becf", "sampling": "#7f7f7f", "memory": "#2ca02c",
     "other": "#c7c7c7", "idle": "#eeeeee",
 }
-_BASE_LAYOUT: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "legend": {"orientation": "h"},
+# The legend sits right of the plot area, top-aligned (plotly widens the right margin for it): never over an axis
+# title, as a horizontal legend under the plot is.
+LEGEND: dict[str, Any] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top"}
+_BASE_LAYOUT: dict[str, Any] = {"margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "legend": LEGEND,
                                 "font": {"family": "system-ui, sans-serif", "size": 12}, "height": 380}
 
 
@@ -108,6 +111,45 @@ def latency_throughput(curves: list[dict[str, Any]]) -> Figure:
             for c in curves]
     return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace is given)",
                                             "output tok/s per user (1 / TPOT)", "output tok/s per GPU", height=420)}
+
+
+def pareto(points: list[dict[str, Any]]) -> Figure:
+    """tok/s per GPU against tok/s per user for every (layout, concurrency) point of a sweep, one marker series
+    per layout, and the Pareto front drawn through its points."""
+    layouts = list(dict.fromkeys(p["layout"] for p in points))
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "markers", "name": lay, "marker": {"size": 7, "opacity": 0.6},
+         "x": [p["tok_s_per_user"] for p in points if p["layout"] == lay],
+         "y": [p["tok_s_per_gpu"] for p in points if p["layout"] == lay],
+         "text": [f"{lay}, concurrency {p['concurrency']}" for p in points if p["layout"] == lay],
+         "hoverinfo": "text+x+y"} for lay in layouts]
+    front = sorted((p for p in points if p["on_front"]), key=lambda p: p["tok_s_per_user"])
+    if front:
+        data.append({"type": "scatter", "mode": "lines+markers", "name": "Pareto front",
+                     "x": [p["tok_s_per_user"] for p in front], "y": [p["tok_s_per_gpu"] for p in front],
+                     "text": [f"{p['layout']}, concurrency {p['concurrency']}" for p in front],
+                     "hoverinfo": "text+x+y", "line": {"color": "#000", "width": 2},
+                     "marker": {"color": "#000", "size": 8, "symbol": "diamond"}})
+    return {"data": data, "layout": _layout("Pareto front: throughput per GPU vs speed per user",
+                                            "output tok/s per user (1 / TPOT)", "output tok/s per GPU",
+                                            height=460)}
+
+
+def sim_timeline(tl: dict[str, Any]) -> Figure:
+    """A simulated run over time: sequences in the decode batch (running) and waiting, and the KV cache used
+    (% of capacity, right axis)."""
+    t = tl["t_s"]
+    data = [{"type": "scatter", "mode": "lines", "name": "running (batch)", "x": t, "y": tl["running"],
+             "line": {"color": "#1f77b4"}},
+            {"type": "scatter", "mode": "lines", "name": "waiting", "x": t, "y": tl["waiting"],
+             "line": {"color": "#ff7f0e"}}]
+    if tl.get("kv_used_frac"):
+        data.append({"type": "scatter", "mode": "lines", "name": "KV used %", "x": t, "yaxis": "y2",
+                     "y": [100.0 * f for f in tl["kv_used_frac"]], "line": {"color": "#2ca02c", "dash": "dot"}})
+    layout = _layout("batch and KV cache over time", "s from the first arrival", "sequences", height=400)
+    layout["yaxis2"] = {"title": {"text": "KV used %"}, "overlaying": "y", "side": "right", "range": [0, 105]}
+    layout["legend"] = {**LEGEND, "x": 1.1}  # clear of the right axis title
+    return {"data": data, "layout": layout}
 
 
 def model_terms(points: list[dict[str, Any]]) -> Figure:

@@ -17,6 +17,7 @@ from servescope.report.trace_text import short_names
 from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
+SLOWER = 0.995  # a gain below this is a slowdown, said so
 LOW_OCCUPANCY_BLOCKS_PER_SM = 1.0  # fewer blocks than SMs: part of the GPU idles while the kernel runs
 
 
@@ -29,8 +30,60 @@ def fmt(x: Any, nd: int = 3) -> str:
     if isinstance(x, int):
         return f"{x:,}"
     if isinstance(x, float):
+        if 1e-9 <= abs(x) < 10.0 ** (1 - nd):  # 0.000117 is 0.000117, never 0.000 (below 1e-9: rounding noise)
+            return f"{x:.3g}"
         return f"{x:,.{nd}f}" if abs(x) < 1e6 else f"{x:,.0f}"
     return str(x)
+
+
+def eng_seconds(x: float | None) -> str:
+    """Seconds in engineering units with 3 significant digits: 117 µs, 2.12 ms, 1.65 s."""
+    if x is None:
+        return "–"
+    a = abs(x)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if a >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x * 1e9:.3g} ns"
+
+
+def scenario_text(sc: dict[str, Any] | None) -> str:
+    """What was modelled, in one line: model, GPUs, layout, quantization, lengths and engine."""
+    if not sc:
+        return ""
+    gpu = f"{sc['gpu']} ({sc['gpu_display_name']})" if sc.get("gpu_display_name") else sc["gpu"]
+    q = sc.get("quant") or {}
+    parts = dict(q)
+    quant = ", ".join(f"{k} {v}" for k, v in parts.items()) if parts else "not recorded"
+    graphs = "" if sc.get("cuda_graphs") is None else (", CUDA graphs" if sc["cuda_graphs"] else ", eager")
+    return (f"{sc['model']} on {sc['gpus']}× {gpu} · layout TP={sc['tp']} EP={sc['ep']} PP={sc['pp']} "
+            f"DP={sc['dp']} · quantization: {quant} · ISL {sc['isl']} / OSL {sc['osl']} · engine "
+            f"{sc['backend']}{graphs}")
+
+
+def caveats(doc: dict[str, Any]) -> list[str]:
+    """Every warning and caveat the command's text output prints, for the page's warnings block (in order, once)."""
+    schema = doc.get("schema")
+    out: list[str] = []
+    if schema == "servescope.report/1":
+        trace, plan = doc["trace"], doc.get("plan") or {}
+        out += list(trace.get("warnings", []))
+        out += [w for w in plan.get("warnings", []) if w.removeprefix("trace: ") not in out]
+    elif schema == "servescope.model/1":
+        pts = doc.get("points", [])
+        prov = pts[0].get("provenance", {}) if pts else {}
+        if prov:
+            out.append(f"ranges: 80% from cross-validated error, case {prov.get('case', '?')}: "
+                       f"{prov.get('serving_rows', '')}")
+        if any(p.get("queued") for p in pts):
+            out.append("* = more requests than fit in KV: the rest queue (their wait is in TTFT)")
+        out += list((doc.get("calibration") or {}).get("notes", []))
+    elif schema == "servescope.sweep/1":
+        out += [f"skipped {x}" for x in doc.get("skipped", [])]
+    elif schema == "servescope.simulate/1" and "runs" in doc:
+        out += [w for r in doc["runs"] for w in r.get("warnings", [])]
+    out += [w for w in doc.get("warnings", []) if schema != "servescope.report/1"]
+    return list(dict.fromkeys(out))
 
 
 def table(columns: list[str], rows: list[list[Any]], title: str = "", note: str = "", nd: int = 3) -> dict[str, Any]:
@@ -50,7 +103,6 @@ def _findings(trace: dict[str, Any]) -> Section:
                                               f.get("kind") or "") if x)} for f in trace["findings"]]
     blocks: list[dict[str, Any]] = [{"type": "findings", "items": items}] if items else [
         {"type": "text", "text": "no findings"}]
-    blocks += [{"type": "text", "text": f"warning: {w}"} for w in trace.get("warnings", [])]
     return {"id": "findings", "title": "Findings", "intro": "", "blocks": blocks}
 
 
@@ -129,42 +181,98 @@ def _low_occupancy(trace: dict[str, Any]) -> Section:
             "intro": f"Top kernels with fewer than {LOW_OCCUPANCY_BLOCKS_PER_SM:g} block per SM (duration-weighted)."}
 
 
+def _top_kernels(trace: dict[str, Any]) -> Section:
+    """The kernels that take most of each step kind's GPU time (the trace command's top-kernels table)."""
+    blocks: list[dict[str, Any]] = []
+    for label, _rank, k in _kinds(trace):
+        top = k.get("top_kernels") or []
+        if not top:
+            continue
+        busy = k["gpu_busy_us"] or 0.0
+        names = short_names((t["name"] for t in top), 80)
+        steps = max(k["steps"], 1)
+        rows = [[names[t["name"]], t["class"], t.get("collective") or "–", t["calls"] / steps, t.get("median_us"),
+                 us_to_ms(t["total_us"]) / steps, 100 * t["total_us"] / busy if busy else None] for t in top]
+        blocks.append(table(["kernel", "class", "collective", "calls/step", "median µs/call", "ms per step",
+                             "% of GPU busy"], rows, title=f"{label}: top kernels", nd=3))
+    if not blocks:
+        blocks.append({"type": "text", "text": "no kernels in the trace"})
+    return {"id": "kernels", "title": "Top kernels", "blocks": blocks,
+            "intro": "The kernels with the most GPU time per step kind (summed duration; % of the kind's GPU busy "
+                     "time)."}
+
+
 def _calibration(plan: dict[str, Any]) -> Section | None:
     cal = plan.get("calibration")
     if not cal:
         return None
-    rows = [[r["class"], r["measured_us"], r["model_us"], None if r["residual"] is None else 100 * r["residual"],
-             r["knob"] or "–", r["value"]] for r in cal["classes"]]
+    rows = [[r["class"], r["measured_us"], r["model_us"], None if r["residual"] is None else f"{100 * r['residual']:+.1f}",
+             r["knob"] or "–", _knob_value(r["knob"], r["value"])] for r in cal["classes"]]
     return {"id": "calibration", "title": "Measured vs modelled", "intro": "The model calibrated on the trace's "
             "step: µs per class, residual = (model − measured) / measured.",
             "blocks": [chart(charts.measured_vs_model(cal["classes"])),
                        table(["class", "measured µs", "model µs", "residual %", "fitted knob", "value"], rows)]}
 
 
+def _knob_value(knob: str | None, value: Any) -> Any:
+    """A fitted knob's value: a time (knob `*_s`) in µs/ms, an efficiency to 3 significant digits."""
+    if not isinstance(value, int | float):
+        return value
+    return eng_seconds(float(value)) if knob and knob.endswith("_s") else f"{value:.3g}"
+
+
+def _gain_cell(g: float | None) -> str:
+    """A gain, always a speed-up: `1.60×`, a slowdown `0.88× (slower)`."""
+    if g is None:
+        return "–"
+    return f"{g:.2f}×" + (" (slower)" if g < SLOWER else "")
+
+
+def _range_cell(lo: float | None, hi: float | None, g: float | None) -> str:
+    """A range that rounds to one number is not printed as one (`no change`)."""
+    if lo is None or hi is None or g is None:
+        return "–"
+    if f"{lo:.2f}" == f"{hi:.2f}":
+        return "no change" if f"{g:.2f}" == "1.00" else "no range"
+    return f"{lo:.2f}–{hi:.2f}×"
+
+
 def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = None) -> Section:
     b = plan["baseline"]
+    mem = plan.get("memory_limit")
     head = (f"objective {plan['objective']} at concurrency {plan['concurrency']}; "
             f"{'calibrated on the trace' if plan['calibrated'] else 'uncalibrated (model defaults)'}; baseline "
-            f"TPOT {b['tpot_ms']:.2f} ms, {b['output_tok_s']:,.0f} tok/s, dominant term {b['dominant']}")
-    rows = [[t["kind"], t["gain"], t["gain_low"], t["gain_high"], t["effort"],
+            f"TPOT {b['tpot_ms']:.2f} ms, {b['output_tok_s']:,.0f} tok/s at concurrency {b.get('concurrency', '?')}"
+            + (f", {plan['baseline_source']}" if plan.get("baseline_source") else "") + f", dominant term {b['dominant']}"
+            + (f"; memory limit: max conc. {mem['max_concurrency']:,} (KV for each request at ISL+OSL "
+               f"{mem['context_tokens']:,} tokens)" if mem else ""))
+    rows = [[t["kind"], _gain_cell(t["gain"]), _range_cell(t["gain_low"], t["gain_high"], t["gain"]), t["effort"],
              "; ".join(t["preconditions"]) or "–", t["validate"] or "–", t["why_not"] or ""]
             for t in plan["tracks"]]
     c, ceil = plan["combined"], plan["ceiling"]
-    blocks: list[dict[str, Any]] = [chart(charts.plan_gains(plan["tracks"], plan["objective"])),
-                                    table(["track", "gain ×", "low", "high", "effort", "needs", "verify by", "note"],
-                                          rows, nd=2)]
-    lines = [f"combined: {', '.join(c['tracks']) or 'nothing pays'} → TPOT {c['tpot_ms']:.2f} ms, "
-             f"{c['output_tok_s']:,.0f} tok/s ({c['gain']:.2f}×)",
-             f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s, bound by {ceil['binding']}"]
-    if plan.get("range"):
-        lines.insert(0, plan["range"]["text"])  # where the low/high columns come from (docs/plan.md, Gain range)
+    unit = "TPOT" if plan["objective"] == "tpot" else "output tok/s"
+    prod = plan.get("combined_product")
+    together = (f" together; {' × '.join(f'{g:.2f}×' for g in prod['gains'])} = {prod['product']:.2f}× alone: they "
+                f"{prod['interaction']}" if prod else "")
+    lines = []
     if plan.get("target"):
         t = plan["target"]
-        unit = "ms" if plan["objective"] == "tpot" else "tok/s"
+        tunit = "ms" if plan["objective"] == "tpot" else "tok/s"
         gap = "" if t["reachable"] or t.get("gap") is None else f" ({t['gap']:.2f}× short)"
-        lines.append(f"target {t['value']:g} {unit}: {'reachable' if t['reachable'] else 'not reachable'}{gap}"
-                     + (f" with {', '.join(t['tracks'])}" if t["reachable"] and t["tracks"] else ""))
-    blocks += [{"type": "text", "text": x} for x in lines if x]
+        lines.append(f"target {t['value']:g} {tunit}: {'reachable' if t['reachable'] else 'not reachable'}{gap}"
+                     + (f" with {', '.join(t['tracks'])}" if t["reachable"] and t["tracks"] else "")
+                     + (f" — {t['text']}" if t.get("text") else ""))
+        if t.get("per_user"):
+            lines.append(f"target {t['value']:g} {tunit}: {t['per_user']}")
+    lines += [f"combined: {', '.join(c['tracks']) or 'nothing pays'} → TPOT {c['tpot_ms']:.2f} ms, "
+              f"{c['output_tok_s']:,.0f} tok/s at concurrency {c.get('concurrency', '?')} ({c['gain']:.2f}× on "
+              f"{unit}{together})",
+              f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s at concurrency "
+              f"{ceil.get('concurrency', '?')}, bound by {ceil['binding']}"]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": x} for x in lines if x]
+    blocks += [chart(charts.plan_gains(plan["tracks"], plan["objective"])),
+               table(["track", f"gain on {unit} (> 1 faster)", "80% range", "effort", "needs", "verify by", "note"],
+                     rows, nd=2, note=(plan.get("range") or {}).get("text", ""))]
     if curves:
         blocks.append(chart(charts.latency_throughput(curves)))
     return {"id": "plan", "title": "Plan", "intro": head, "blocks": blocks}
@@ -172,14 +280,12 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
 
 def _report(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     trace, plan, sc = doc["trace"], doc.get("plan"), doc.get("scenario")
-    secs = [_findings(trace), _classes(trace), _timelines(doc), _collectives(trace), _low_occupancy(trace)]
+    secs = [_findings(trace), _classes(trace), _timelines(doc), _top_kernels(trace), _collectives(trace),
+            _low_occupancy(trace)]
     if plan:
         secs += [x for x in (_calibration(plan), plan_section(plan, doc.get("curves"))) if x]
-    sub = _trace_subtitle(trace)
-    if sc:
-        sub += (f" · scenario {sc['model']} on {sc['gpus']}× {sc['gpu']} ({sc['gpu_display_name']}), TP={sc['tp']} "
-                f"EP={sc['ep']} PP={sc['pp']} DP={sc['dp']}, ISL {sc['isl']} / OSL {sc['osl']}, {sc['backend']}")
-    return "servescope report", sub, secs
+    del sc  # the scenario is the page's scenario line (page_header)
+    return "servescope report", _trace_subtitle(trace), secs
 
 
 def _trace_subtitle(trace: dict[str, Any]) -> str:
@@ -228,7 +334,7 @@ def _diff(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
 
 def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     """`verify/1`: before/after, each applied track's prediction and the verdict; `campaign/1`: every change."""
-    warn = [{"type": "text", "text": f"warning: {w}"} for w in doc.get("warnings", [])]
+    warn: list[dict[str, Any]] = []  # the warnings are in the page's warnings block (caveats)
     if "entries" in doc:  # campaign/1
         rows = [[r["n"], " + ".join(r["tracks"]), r["gain"], r["gain_low"], r["gain_high"], r["measured_gain"],
                  r["verdict"], r["before"], r["after"], r["since_start"]] for r in doc["entries"]]
@@ -278,6 +384,79 @@ def _cell(v: Any) -> Any:
         f"{a}={b}" for a, b in v.items()) if isinstance(v, dict) else "; ".join(str(x) for x in v)
 
 
+def _sweep(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    """`sweep/1`: the Pareto chart (every layout's points, the front drawn through) and the front as a table."""
+    pts = doc["points"]
+    front = sorted((p for p in pts if p["on_front"]), key=lambda p: -p["tok_s_per_user"])
+    rows = [[p["layout"], p["concurrency"], p["tok_s_per_user"], p["tok_s_per_gpu"], p["tpot_ms"], p["ttft_ms"],
+             p["output_tok_s"]] for p in front]
+    blocks = [chart(charts.pareto(pts)),
+              table(["layout", "concurrency", "tok/s per user", "tok/s per GPU", "TPOT ms", "TTFT ms",
+                     "output tok/s"], rows, nd=1, title="the Pareto front",
+                    note=f"{len(front)} of {len(pts)} points are on the front: no other point gives more tok/s per "
+                         "GPU at as many tok/s per user; the JSON (--format json) has every point")]
+    return "servescope sweep", f"{doc['n_gpus']} GPUs, closed form", [
+        {"id": "sweep", "title": "Layouts: throughput per GPU against speed per user", "intro": "", "blocks": blocks}]
+
+
+PERCENTILES = ("mean", "p50", "p90", "p99")
+
+
+def _latency_rows(run: dict[str, Any]) -> list[list[Any]]:
+    return [[m.upper(), *[run[f"{m}_ms"][q] for q in PERCENTILES]] for m in ("ttft", "tpot", "itl", "e2e")]
+
+
+def _simulate_run(run: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
+    s = run.get("settings", {})
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": (
+        f"{label}simulated {run['requests']:,} requests ({s.get('arrival')}, concurrency {s.get('concurrency')}): "
+        f"{run['duration_s']:,.1f} s, {run['output_tok_s']:,.1f} output tok/s, {run['request_throughput_per_s']:.3g} "
+        f"req/s, mean {run['mean_in_flight']:.3g} in flight, longest step {run['max_step_ms']:,.2f} ms, KV capacity "
+        f"{run['kv_capacity_tokens']:,} tokens")},
+        table(["metric", *[f"{q} ms" for q in PERCENTILES]], _latency_rows(run), nd=2, title="latency percentiles")]
+    q = run.get("queueing")
+    if q:
+        blocks.append(table(["queued", "mean wait s", "longest wait s", "preemptions", "preempted requests"],
+                            [[q["queued"], q["mean_wait_s"], q["max_wait_s"], q["preemptions"],
+                              q["preempted_requests"]]], nd=2, title="queueing"))
+    tl = run.get("timeline")
+    if tl and tl.get("t_s"):
+        blocks.append(chart(charts.sim_timeline(tl)))
+    rep = run.get("replay")
+    if rep:
+        rows = [[m.upper(), *[(rep["measured"].get(f"{m}_ms") or {}).get(x) for x in PERCENTILES],
+                 *[run[f"{m}_ms"][x] for x in PERCENTILES]] for m in ("ttft", "tpot", "e2e")]
+        blocks.append(table(["metric", *[f"measured {x} ms" for x in PERCENTILES],
+                             *[f"simulated {x} ms" for x in PERCENTILES]], rows, nd=2,
+                            title=f"replayed {rep['requests']:,} requests of {rep['file']} ({rep['format']})"))
+    comp = run.get("comparison")
+    if comp:
+        blocks.append(table(["metric", "measured", "simulated", "error %"],
+                            [[c["metric"], c["measured"], c["simulated"], c["error_pct"]] for c in comp], nd=2,
+                            title=f"vs {run.get('measured', {}).get('label', 'measured')}"))
+    return blocks
+
+
+def _simulate(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
+    """`simulate/1`: the run's percentiles, queueing and the batch / KV-over-time chart (one section per run of
+    a comparison)."""
+    if "runs" in doc:
+        secs = [{"id": f"run{i}", "title": r.get("measured", {}).get("label", f"run {i + 1}"), "intro": "",
+                 "blocks": _simulate_run(r)} for i, r in enumerate(doc["runs"])]
+        return "servescope simulate (vs measured)", "", secs
+    return "servescope simulate", "", [{"id": "simulate", "title": "Simulated run", "intro": "",
+                                        "blocks": _simulate_run(doc)}]
+
+
+def page_header(doc: dict[str, Any]) -> dict[str, Any]:
+    """What every page shows above its sections: the scenario it modelled (when it has one) and every warning
+    and caveat of the command's text output."""
+    sc = doc.get("scenario")
+    if sc is None and isinstance(doc.get("plan"), dict):
+        sc = doc["plan"].get("scenario")
+    return {"scenario": scenario_text(sc), "warnings": caveats(doc)}
+
+
 def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     """(title, subtitle, sections) of a document's page."""
     schema = doc.get("schema")
@@ -285,7 +464,7 @@ def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
         return _report(doc)
     if schema == "servescope.trace/1":
         trace = doc
-        secs = [_findings(trace), _classes(trace), _collectives(trace), _low_occupancy(trace)]
+        secs = [_findings(trace), _classes(trace), _top_kernels(trace), _collectives(trace), _low_occupancy(trace)]
         return "servescope trace", _trace_subtitle(trace), secs
     if schema == "servescope.model/1":
         return _model(doc)
@@ -296,6 +475,10 @@ def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
         return _diff(doc)
     if schema in ("servescope.verify/1", "servescope.campaign/1"):
         return _verify(doc)
+    if schema == "servescope.sweep/1":
+        return _sweep(doc)
+    if schema == "servescope.simulate/1":
+        return _simulate(doc)
     if schema == "servescope.validate/1":
         return _generic({k: v for k, v in doc.items() if k != "rows"} | {
             "note": f"{doc['n_rows']:,} modelled rows; each row's prediction is in the JSON (--format json)"})

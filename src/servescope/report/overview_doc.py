@@ -9,14 +9,14 @@ from typing import Any
 
 from servescope.advise import Overview
 from servescope.analysis.timeline import StepTimeline
-from servescope.perfmodel.scenario import Scenario
 from servescope.planner.curves import Curve
-from servescope.report.plan_doc import plan_document
+from servescope.report.plan_doc import plan_document, scenario_document
 from servescope.report.trace_json import trace_document
 from servescope.report.trace_text import short_name
 from servescope.units import s_to_ms
 
 SCHEMA = "servescope.report/1"
+__all__ = ["SCHEMA", "curves_document", "overview_document", "scenario_document"]
 
 
 def _timeline(rank: int | None, t: StepTimeline) -> dict[str, Any]:
@@ -39,15 +39,6 @@ def _curve(c: Curve) -> dict[str, Any]:
 def curves_document(curves: Sequence[Curve]) -> list[dict[str, Any]]:
     """The `curves` entry of a report (and of a plan's HTML page)."""
     return [_curve(c) for c in curves]
-
-
-def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
-    """The scenario's names and layout, with the resolved GPU spec name (e.g. `h100` → h100_sxm)."""
-    if sc is None:
-        return None
-    return {"model": sc.model.name, "gpu": sc.gpu.name, "gpu_display_name": getattr(sc.gpu, "display_name", ""),
-            "tp": sc.tp, "ep": sc.ep, "pp": sc.pp, "dp": sc.dp, "gpus": sc.n_gpus, "isl": sc.isl, "osl": sc.osl,
-            "backend": sc.backend, "cuda_graphs": sc.cuda_graphs}
 
 
 def overview_document(o: Overview) -> dict[str, Any]:

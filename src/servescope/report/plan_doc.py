@@ -7,7 +7,11 @@ Gains are ratios of the objective (TPOT: baseline / new; throughput: new / basel
 objective tpot and output tokens/s for objective throughput; `gap` is the factor the objective still has to
 improve by (1.0 when reachable). `range` says where the ranges come from: {basis (cross_validated | cross_step |
 rule_of_thumb), case, text, gain_ratio_q10, gain_ratio_q90, pairs, r, baseline_tpot_ms_low, baseline_tpot_ms_high}
-(nulls where a basis has no such number). See docs/plan.md.
+(nulls where a basis has no such number). Added keys: `scenario` (what was planned: model, GPU, layout,
+quantization, engine; scenario_document), `memory_limit` {max_concurrency, context_tokens} (the one memory limit,
+as `servescope model` prints it), `combined_product` {gains, product, interaction (overlap | compound)} (null
+for fewer than two tracks), `baseline_source` (null, or how a calibrated baseline was extrapolated) and
+`calibration.measured_step_idle_share`. See docs/plan.md and docs/json.md.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import math
 from typing import Any
 
 from servescope.calibrate import calibration_table
+from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
+from servescope.report.plan_text import baseline_source, combination_product, memory_limit
 from servescope.units import MS_PER_S
 
 SCHEMA = "servescope.plan/1"
@@ -69,7 +75,25 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "calibration": _calibration(plan),
         "warnings": list(plan.warnings),
         "range": _range(plan),
+        "scenario": scenario_document(plan.scenario),
+        "memory_limit": {"max_concurrency": memory_limit(plan.scenario),
+                         "context_tokens": plan.scenario.isl + plan.scenario.osl},
+        "baseline_source": baseline_source(plan).removeprefix(", ") or None,
+        "combined_product": combination_product(plan),
     }
+
+
+def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
+    """The scenario's names and layout, with the resolved GPU spec name (e.g. `h100` → h100_sxm), its
+    quantization (scheme per model part) and engine: what every page shows above a scenario's numbers."""
+    if sc is None:
+        return None
+    q = sc.quant
+    return {"model": sc.model.name, "gpu": sc.gpu.name, "gpu_display_name": getattr(sc.gpu, "display_name", ""),
+            "tp": sc.tp, "ep": sc.ep, "pp": sc.pp, "dp": sc.dp, "gpus": sc.n_gpus, "isl": sc.isl, "osl": sc.osl,
+            "backend": sc.backend, "cuda_graphs": sc.cuda_graphs,
+            "quant": {"attention": q.attention.name, "dense_mlp": q.dense_mlp.name, "experts": q.experts.name,
+                      "shared_experts": q.shared_experts.name, "lm_head": q.lm_head.name, "kv": q.kv.name}}
 
 
 def _range(plan: Plan) -> dict[str, Any]:
@@ -89,6 +113,7 @@ def _calibration(plan: Plan) -> dict[str, Any] | None:
         return None
     cal = plan.calibration
     return {"measured_step": plan.measured_step, "classes": calibration_table(cal),
+            "measured_step_idle_share": cal.steps[0].idle_share if cal.steps else None,
             "validated": cal.validated, "error_basis": cal.error_basis, "cross_step_error": cal.cross_step_error,
             "step_errors": list(cal.step_errors),
             "step_gap_ms": None if cal.step_gap_s is None else cal.step_gap_s * MS_PER_S,

@@ -3,11 +3,15 @@ the Plan; nothing is planned here. The JSON contract is report/plan_doc.py."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
 from servescope.calibrate import calibration_table
+from servescope.perfmodel.memory import max_concurrency
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
 from servescope.report.titles import scenario_title
@@ -15,18 +19,32 @@ from servescope.units import MS_PER_S
 
 
 def plan_lines(plan: Plan) -> list[str]:
-    """Plain-text lines of a plan (no styling; the report package may render it richer)."""
+    """Plain-text lines of a plan (no styling; the report package may render it richer): the header and the
+    scenario, then one paragraph — baseline, combination, ceiling, verdict — and the warnings, then how the
+    ranges were made and every track."""
     unit = "TPOT" if plan.objective == "tpot" else "output tok/s"
     b = plan.baseline
     head = "uncalibrated (model defaults; no trace)"
     if plan.calibration is not None:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
+    c, ceil = plan.combined, plan.ceiling
     lines = [f"plan for {_objective(plan)}: {head}; {plan.gain_range.basis} ranges (80%)",
              scenario_line(plan.scenario),
              f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, {b.output_tok_s:.0f} tok/s at "
-             f"concurrency {b.concurrency}, dominant term {b.step.dominant}, largest kernel class "
-             f"{plan.dominant_class}",
-             plan.gain_range.text]
+             f"concurrency {b.concurrency}{baseline_source(plan)}; dominant term {b.step.dominant}, largest kernel "
+             f"class {plan.dominant_class}; {memory_limit_text(plan.scenario)}",
+             f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
+             f"{c.outcome.output_tok_s:.0f} tok/s at concurrency {c.outcome.concurrency} ({c.gain:.2f}x on "
+             f"{unit}{combination_text(plan)}){_over_limit(plan, c.outcome.tpot_s)}",
+             f"ceiling: TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, {ceil.outcome.output_tok_s:.0f} tok/s at "
+             f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}"]
+    if plan.target is not None:
+        lines.append(f"target {plan.target.target.text}: {plan.target.text}")
+        if plan.target.per_user:
+            lines.append(f"target {plan.target.target.text}: {plan.target.per_user}")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    lines.append("")
+    lines.append(plan.gain_range.text)
     if plan.tpot_limit_s is not None:
         lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
                      "(--tpot-limit; default: the baseline's TPOT)")
@@ -38,37 +56,126 @@ def plan_lines(plan: Plan) -> list[str]:
         lines.append("calibration (class: measured µs → model µs, residual, fitted knob):")
         for row in calibration_table(plan.calibration):
             residual = "–" if row["residual"] is None else f"{100 * row['residual']:+.1f}%"
-            knob = f"{row['knob']} = {row['value']:.3g}" if row["knob"] else "–"
+            knob = f"{row['knob']} = {knob_text(str(row['knob']), row['value'])}" if row["knob"] else "–"
             lines.append(f"  {row['class']:<14} {row['measured_us']:>10.1f} → {row['model_us']:>10.1f}  "
                          f"{residual:>7}  {knob}")
     if plan.measured_step:
         m = plan.measured_step
         lines.append(f"measured {m['kind']} step {m['index']}: {m['measured_ms']:.2f} ms (model "
-                     f"{m['model_ms']:.2f} ms); gains below also state their effect on it")
+                     f"{m['model_ms']:.2f} ms); a track that changes it says by how much")
+    lines.append(f"tracks (gain on {unit}: > 1 is faster; 80% range):")
+    limit = memory_limit(plan.scenario)
     for t in plan.tracks:
         if t.gain is None:
             lines.append(f"  -  {t.kind}: not applicable: {t.why_not}")
             continue
         on_step = t.details.get("gain_on_measured_step")
-        measured = f"; measured step ×{on_step:.2f}" if on_step else ""
-        extra = f" — {t.why_not}" if t.why_not else (f" — {t.note}" if t.note else "")
+        measured = (f"; on the measured step {speedup_text(on_step)}"
+                    if on_step and f"{on_step:.2f}" != "1.00" else "")
+        note = _one_memory_limit(t, limit)
+        extra = f" — {t.why_not}" if t.why_not else (f" — {note}" if note else "")
         flag = " [precision-lowering]" if t.precision_lowering else ""
-        lines.append(f"  {t.gain:5.2f}x ({t.gain_low:.2f}–{t.gain_high:.2f}) {t.kind} [{t.effort}]{flag}"
-                     f"{measured}{extra}")
+        lines.append(f"  {gain_text(t.gain, t.gain_low, t.gain_high)} {t.kind} [{t.effort}]{flag}{measured}{extra}")
         if t.pays:
             lines.extend(_needs_and_verify(t))
-    c, ceil = plan.combined, plan.ceiling
-    lines.append(f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
-                 f"{c.outcome.output_tok_s:.0f} tok/s at concurrency {c.outcome.concurrency} ({c.gain:.2f}x on "
-                 f"{unit}){_over_limit(plan, c.outcome.tpot_s)}")
-    lines.append(f"ceiling: TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, {ceil.outcome.output_tok_s:.0f} tok/s at "
-                 f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}")
-    if plan.target is not None:
-        lines.append(f"target {plan.target.target.text}: {plan.target.text}")
-        if plan.target.per_user:
-            lines.append(f"target {plan.target.target.text}: {plan.target.per_user}")
-    lines.extend(f"warning: {w}" for w in plan.warnings)
     return lines
+
+
+SLOWER = 0.995  # a gain below this prints as a slowdown ("0.88x (slower)")
+
+
+def speedup_text(g: float) -> str:
+    """A ratio of the objective, always a speed-up: `1.73x`, a slowdown `0.88x (slower)`."""
+    return f"{g:.2f}x" + (" (slower)" if g < SLOWER else "")
+
+
+def gain_text(g: float, lo: float | None, hi: float | None) -> str:
+    """A gain with its range: `1.60x (1.19–2.03)`, `0.88x (slower; 0.69–1.12)`; a range that rounds to one
+    number is not printed as one (`1.00x (no change)`, `1.05x (no range)`)."""
+    flat = lo is None or hi is None or f"{lo:.2f}" == f"{hi:.2f}"
+    span = ("no change" if f"{g:.2f}" == "1.00" else "no range") if flat else f"{lo:.2f}–{hi:.2f}"
+    return f"{g:5.2f}x ({'slower; ' if g < SLOWER else ''}{span})"
+
+
+def combination_text(plan: Plan) -> str:
+    """The combined gain beside the product of its tracks' gains as printed, and the word for the difference:
+    ` together; 1.60x × 1.17x × 1.16x = 2.17x alone: they overlap` (the product exceeds the combined gain: part of
+    the tracks' gains comes off the same time) or `…: they compound` (it does not). Nothing for one track."""
+    p = combination_product(plan)
+    if p is None:
+        return ""
+    return (f" together; {' × '.join(f'{g:.2f}x' for g in p['gains'])} = {p['product']:.2f}x alone: they "
+            f"{p['interaction']}")
+
+
+def combination_product(plan: Plan) -> dict[str, Any] | None:
+    """The combined tracks' gains as printed (2 decimals), their product and whether they overlap (the product
+    exceeds the combined gain) or compound (it does not); None for fewer than two tracks."""
+    gains = [plan.track(k).gain for k in plan.combined.tracks]
+    if len(gains) < 2 or any(g is None for g in gains):
+        return None
+    shown = [round(g, 2) for g in gains if g is not None]
+    product = round(math.prod(shown), 2)
+    return {"gains": shown, "product": product,
+            "interaction": "overlap" if product > round(plan.combined.gain, 2) else "compound"}
+
+
+MOSTLY_IDLE = 0.5  # a calibrated step whose GPU idles more than this share of its span
+
+
+def baseline_source(plan: Plan) -> str:
+    """Where a calibrated baseline comes from, when that is not a busy decode step: extrapolated from a prefill
+    step, or from a mostly idle step (its idle share from the calibration)."""
+    m, cal = plan.measured_step, plan.calibration
+    if not m or cal is None:
+        return ""
+    idle = cal.steps[0].idle_share if cal.steps else None
+    idle_text = f"its GPU idle {idle:.0%} of the span" if idle is not None and idle > MOSTLY_IDLE else ""
+    if all(s.kind == "prefill" for s in cal.steps):
+        n = len(cal.steps)
+        steps = f"one {m['tokens']}-token prefill step" if n == 1 else f"{n} prefill steps"
+        why = "; ".join(x for x in (idle_text, "no decode step measured") if x)
+        return f", extrapolated from {steps} ({why})"
+    if idle_text:
+        return f", calibrated on a mostly idle {m['kind']} step ({idle_text}: host-bound, not the GPU's time)"
+    return ""
+
+
+def memory_limit(sc: Scenario) -> int:
+    """The scenario's memory limit as `servescope model` prints it (max conc.): requests whose KV cache fits
+    at the full length ISL + OSL."""
+    return int(max_concurrency(sc))
+
+
+def memory_limit_text(sc: Scenario) -> str:
+    return f"memory limit: max conc. {memory_limit(sc):,} (KV for each request at ISL+OSL {sc.isl + sc.osl:,} tokens)"
+
+
+def _one_memory_limit(t: Track, limit: int) -> str:
+    """A track's note with the memory limit named once, as the baseline line names it: the speculative track
+    checks its break-even up to the planner's batch cap (KV at the mean context, more than max conc.); a gain
+    that still pays there pays at max conc. too."""
+    checked = t.details.get("max_concurrency_checked")
+    phrase = f"still pays at concurrency {checked} (the memory limit)"
+    if checked is None or phrase not in t.note or checked < limit:
+        return t.note
+    return t.note.replace(phrase, f"still pays at the memory limit (max conc. {limit:,})")
+
+
+def knob_text(knob: str, value: float | str | None) -> str:
+    """A fitted knob's value: seconds in engineering units (117 µs, not 0.000117), others to 3 significant digits."""
+    if not isinstance(value, int | float):
+        return "–"
+    return eng_seconds(float(value)) if knob.endswith("_s") else f"{value:.3g}"
+
+
+def eng_seconds(x: float) -> str:
+    """Seconds as s, ms, µs or ns with 3 significant digits."""
+    a = abs(x)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if a >= scale or unit == "ns":
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g} s"
 
 
 def _objective(plan: Plan) -> str:

@@ -13,6 +13,21 @@ from typing import Any
 import msgspec
 
 FORMATS = ("text", "json", "csv", "html")
+# The -o suffixes a format is picked from (the CLI's output options read the same table: cli._app._SUFFIX_FORMAT)
+SUFFIXES = {".json": "json", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
+
+
+def suffix_error(path: str | None, explicit_format: str | None) -> str | None:
+    """None when `path`'s suffix names a format (or there is no suffix, or --format was given); else the one-line
+    error listing the formats: `-o report.pdf` must not silently write HTML."""
+    if path is None or explicit_format is not None:
+        return None
+    dot = path.rfind(".")
+    suffix = path[dot:].lower() if dot > max(path.rfind("/"), 0) else ""
+    if not suffix or suffix in SUFFIXES:
+        return None
+    return (f"-o {path}: unknown suffix {suffix!r}; the formats are "
+            f"{', '.join(f'{s} ({f})' for s, f in SUFFIXES.items())}, or pass --format {'|'.join(FORMATS)}")
 
 
 def to_json(document: dict[str, Any]) -> str:
