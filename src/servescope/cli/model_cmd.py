@@ -34,6 +34,7 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
+    from servescope.report.plan_doc import scenario_document
     from servescope.report.titles import scenario_title
 
     sc, concs = _scenario(kw), _int_list(concurrency)
@@ -54,6 +55,7 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
 
         simulated = dict(zip(concs, simulate_points(sc, concs), strict=True))
     doc = model_document(points, simulated, calibration)
+    doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
     out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))
 
 

@@ -6,7 +6,7 @@ tables) into sections of blocks — findings, tables of preformatted cells, Plot
 — and render report/templates/page.html.j2. The page fetches nothing: its Content-Security-Policy allows no
 source but the page itself (inline script and style, data: images), so a request would fail and be reported.
 Does not: compute (documents carry every number), or write files (the CLI does).
-Needs the `servescope[html]` extra (jinja2, plotly for its bundled plotly.min.js); OutputError when missing.
+Uses jinja2 and plotly's bundled plotly.min.js (base dependencies); OutputError if an install lacks them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import msgspec
 from servescope.errors import OutputError
 from servescope.report import html_sections as sections
 
-EXTRA = "HTML output needs the html extra: pip install 'servescope[html]'"
+EXTRA = "HTML output needs jinja2 and plotly (base dependencies of servescope): reinstall it (pip install servescope)"
 
 
 @lru_cache(maxsize=1)

@@ -1,7 +1,7 @@
 """From a command's document (its JSON contract, a dict with a `schema` key) to the bytes of one output format.
 
 Does: JSON (msgspec, 2-space indent), CSV (one flat table per schema, report/csv_tables.py) and HTML (one
-self-contained page, report/html.py; needs the `servescope[html]` extra). Terminal text is not made here from the
+self-contained page, report/html.py; jinja2 and plotly are base dependencies). Terminal text is not made here from the
 document: each command's Rich renderer (report/*_text.py) draws its result directly.
 Does not: compute anything, print, or write files (the CLI writes, atomically).
 """
