@@ -57,6 +57,9 @@ CONTRACT = {
     "comm_group_size": pl.Int64,
     "comm_dtype": pl.Utf8,
     "comm_pg": pl.Utf8,
+    "op_input_dims": pl.Utf8,  # record_shapes args of the ops with a cost model (issue 19)
+    "op_input_types": pl.Utf8,
+    "gpu_bytes": pl.Int64,  # args.bytes of memcpy/memset rows
 }
 KINDS = {
     "kernel",

@@ -61,7 +61,9 @@ def _file_warnings(o: RankOutcome, several: bool) -> tuple[str, ...]:
         return (*o.warnings, f"skipped ({str(o.error).removeprefix(f'{o.file}: ')})")
     if o.breakdown is None and several:
         return (*o.warnings, "skipped (no GPU events: a CPU-only or front-end trace)")
-    return o.warnings
+    # The breakdown's own warnings (malformed Input Dims, analysis/roofline.py) after the loader's.
+    extra = tuple(w for w in o.breakdown.warnings if w not in o.warnings) if o.breakdown is not None else ()
+    return (*o.warnings, *extra)
 
 
 def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_address: str | None) -> tuple[

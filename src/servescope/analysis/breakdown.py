@@ -8,13 +8,14 @@ Does not: load files, decide what is a problem (findings), or format anything.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 
 from servescope.analysis.classify import classify
 from servescope.analysis.intervals import grouped_union_length
+from servescope.analysis.roofline import WorkGroup, attach_work, unshaped_us, work_groups
 from servescope.analysis.steps import StepTable, find_steps
 from servescope.analysis.timeline import StepTimeline, step_timelines
 from servescope.trace.types import Trace
@@ -73,6 +74,16 @@ class KernelStats:
     median_us: float
     blocks_per_sm: float | None
     grid_blocks: int | None
+    # Work from the launching op's shapes (analysis/roofline.py): calls with a shape, their µs, FLOPs, bytes,
+    # by (model, dtype, M); waves = duration-weighted grid ÷ SMs (one resident block per SM), tail = waves/⌈waves⌉.
+    shaped_calls: int = 0
+    shaped_us: float = 0.0
+    flops: float | None = None
+    bytes: float | None = None
+    work: tuple[WorkGroup, ...] = ()
+    waves: float | None = None
+    tail_efficiency: float | None = None
+    no_shape: str | None = None  # why calls carry no shape (the reason of most of its unshaped time)
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,8 @@ class StepBreakdown:
     launch_cpu_us: float  # summed duration of those launch calls on the CPU
     devices: int
     top_kernels: tuple[KernelStats, ...] = field(default=())
+    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M)
+    unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
 
     @property
     def generated_tokens(self) -> int | None:
@@ -224,8 +237,21 @@ def _per_s(amount: float | None, dur_us: float | None) -> float | None:
     return float(amount) / us_to_s(float(dur_us))
 
 
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and np.isfinite(x) else None
+
+
 def _top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelStats, ...]]:
     weight = pl.col("dur_us") * pl.col("blocks_per_sm")
+    has_bps = pl.col("dur_us").filter(pl.col("blocks_per_sm").is_not_null()).sum()
+    tail = pl.col("blocks_per_sm") / pl.col("blocks_per_sm").ceil()
+    worked = "shape_status" in gpu.columns
+    shaped = pl.col("shape_status") == "shaped"
+    extra = [
+        shaped.sum().alias("shaped_calls"), pl.col("dur_us").filter(shaped).sum().alias("shaped_us"),
+        pl.col("work_flops").filter(shaped).sum().alias("flops"), pl.col("work_bytes").filter(shaped).sum().alias("bytes"),
+        pl.col("shape_status").filter(~shaped).mode().first().alias("no_shape"),
+    ] if worked else []
     stats = (
         gpu.group_by("step", "name")
         .agg(
@@ -234,21 +260,40 @@ def _top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelStats, 
             pl.len().alias("calls"),
             pl.col("dur_us").sum().alias("total"),
             pl.col("dur_us").median().alias("median"),
-            (weight.sum() / pl.col("dur_us").filter(pl.col("blocks_per_sm").is_not_null()).sum()).alias("bps"),
+            (weight.sum() / has_bps).alias("bps"),
             pl.col("grid_blocks").max().alias("grid"),
+            ((pl.col("dur_us") * tail).filter(pl.col("blocks_per_sm") > 0).sum()
+             / pl.col("dur_us").filter(pl.col("blocks_per_sm") > 0).sum()).alias("tail"),
+            *extra,
         )
         .sort(["step", "total"], descending=[False, True])
         .group_by("step", maintain_order=True)
         .head(top_n)
     )
+    groups = work_groups(gpu.join(stats.select("step", "name"), on=["step", "name"]), ["step", "name"]) if worked else {}
     out: dict[int, list[KernelStats]] = {}
     for r in stats.iter_rows(named=True):
-        bps = r["bps"] if r["bps"] is not None and np.isfinite(r["bps"]) else None
+        bps = _finite(r["bps"])
+        n_shaped = int(r["shaped_calls"]) if worked else 0
         out.setdefault(int(r["step"]), []).append(
             KernelStats(r["name"], r["kernel_class"], r["collective"], int(r["calls"]), float(r["total"]),
-                        float(r["median"]), bps, r["grid"])
+                        float(r["median"]), bps, r["grid"], shaped_calls=n_shaped,
+                        shaped_us=float(r["shaped_us"]) if n_shaped else 0.0,
+                        flops=float(r["flops"]) if n_shaped else None, bytes=float(r["bytes"]) if n_shaped else None,
+                        work=groups.get((r["step"], r["name"]), ()), waves=bps,
+                        tail_efficiency=_finite(r["tail"]) if bps is not None else None,
+                        no_shape=r["no_shape"] if worked else None)
         )
     return {k: tuple(v) for k, v in out.items()}
+
+
+def _work(gpu: pl.DataFrame) -> tuple[dict[int, tuple[WorkGroup, ...]], dict[int, dict[str, float]]]:
+    """Shaped work groups and unshaped µs by reason, per step (empty without `attach_work`'s columns)."""
+    if "shape_status" not in gpu.columns:
+        return {}, {}
+    groups = {int(k[0]): v for k, v in work_groups(gpu, ["step"]).items()}
+    unshaped = {int(k[0]): v for k, v in unshaped_us(gpu, ["step"]).items()}
+    return groups, unshaped
 
 
 def _per_class(gpu: pl.DataFrame) -> dict[int, tuple[dict[str, float], dict[str, int]]]:
@@ -270,6 +315,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     collectives = _collectives(gpu)
     tops = _top_kernels(gpu, top_n)
     classes = _per_class(gpu)
+    work, unshaped = _work(gpu)
     launches = _launch_stats(table.launches)
     per_step = gpu.group_by("step").agg(  # one query: each aggregation is as it was on its own
         pl.col("device").n_unique().alias("devices"),
@@ -301,6 +347,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             comm_exposed_us=exposed, comm_overlapped_us=max(0.0, comm - exposed),
             kernels=int(kernel_counts.get(i, 0)), launches=n_launch, graph_launches=n_graph,
             launch_cpu_us=launch_us, devices=n_dev, top_kernels=tops.get(i, ()),
+            work=work.get(i, ()), unshaped_us=unshaped.get(i, {}),
         ))
     return tuple(out)
 
@@ -315,8 +362,13 @@ def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakd
 
 
 def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
-    """Classify, find steps and break down one rank's trace."""
-    table = find_steps(classify(trace.events))
+    """Classify, find steps, attach each kernel's work from its launching op's shapes, and break down one rank's
+    trace. Malformed `Input Dims` are counted into the warnings."""
+    events = classify(trace.events)
+    table = find_steps(events)
+    gpu, work_warnings = attach_work(events, table.gpu_events)
+    table = replace(table, gpu_events=gpu)
+    del events
     device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.filter(pl.col("step").is_null())
@@ -324,7 +376,7 @@ def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
         file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
         device_name=device.name if device else None, num_sms=device.num_sms if device else None,
         method=table.method, steps=steps, kinds=summarize_by_kind(table, steps, top_n),
-        warnings=trace.warnings, outside_steps_events=outside.height,
+        warnings=(*trace.warnings, *work_warnings), outside_steps_events=outside.height,
         outside_steps_us=float(outside["dur_us"].sum()) if outside.height else 0.0,
         timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
                                  {s.index: s.label for s in steps}),
@@ -356,6 +408,9 @@ class KindSummary:
     graph_launches: int
     launch_cpu_us: float
     top_kernels: tuple[KernelStats, ...]
+    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M) over the kind's steps
+    unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
+    unshaped_kernels: tuple[tuple[str, str, float], ...] = ()  # (name, reason, µs): the most time without a shape
 
     def calls_per_step(self, collective: str) -> float:
         return self.collectives[collective].calls / self.steps if self.steps else 0.0
@@ -384,6 +439,8 @@ def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n:
     step_of_kind = dict(as_one_step.select("kind", "step").unique().iter_rows())
     collectives = _collectives(as_one_step)
     tops = _top_kernels(as_one_step, top_n)
+    work, unshaped = _work(as_one_step)
+    no_shape = _unshaped_kernels(as_one_step)
     out = []
     for kind in sorted({s.kind for s in steps}):
         group = [s for s in steps if s.kind == kind]
@@ -401,5 +458,19 @@ def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n:
             kernels=sum(s.kernels for s in group), launches=sum(s.launches for s in group),
             graph_launches=sum(s.graph_launches for s in group),
             launch_cpu_us=sum(s.launch_cpu_us for s in group), top_kernels=tops.get(k, ()),
+            work=work.get(k, ()), unshaped_us=unshaped.get(k, {}), unshaped_kernels=no_shape.get(k, ()),
         ))
     return tuple(out)
+
+
+def _unshaped_kernels(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[tuple[str, str, float], ...]]:
+    """Per step: the `n` (kernel name, reason) pairs without a shape that hold the most GPU µs."""
+    if "shape_status" not in gpu.columns:
+        return {}
+    stats = (gpu.filter(pl.col("shape_status") != "shaped").group_by("step", "name", "shape_status")
+             .agg(pl.col("dur_us").sum()).sort(["step", "dur_us", "name"], descending=[False, True, False])
+             .group_by("step", maintain_order=True).head(n))
+    out: dict[int, list[tuple[str, str, float]]] = {}
+    for step, name, why, us in stats.iter_rows():
+        out.setdefault(int(step), []).append((str(name), str(why), float(us)))
+    return {k: tuple(v) for k, v in out.items()}

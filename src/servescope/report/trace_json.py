@@ -3,11 +3,20 @@ the analysis and rounded; nothing is computed here beyond unit-free formatting."
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any
 
 from servescope.analysis.analyze import TraceAnalysis
-from servescope.analysis.breakdown import CollectiveStats, KernelStats, KindSummary, StepBreakdown
+from servescope.analysis.breakdown import (
+    CollectiveStats,
+    KernelStats,
+    KindSummary,
+    StepBreakdown,
+    TraceBreakdown,
+)
 from servescope.analysis.findings import Finding
+from servescope.analysis.roofline import Peaks, Roofline, WorkGroup, roofline
 from servescope.report.ranks_json import cross_rank_document
 
 SCHEMA = "servescope.trace/1"
@@ -27,15 +36,85 @@ def _collectives(c: dict[str, CollectiveStats]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _kernel(k: KernelStats) -> dict[str, Any]:
+@lru_cache(maxsize=64)
+def peaks_for(device_name: str | None, num_sms: int | None) -> tuple[Peaks | None, tuple[str, ...]]:
+    """The datasheet peaks of the trace's GPU from servescope's specs (`specs.hardware.load_gpu`), and notes: an
+    unknown GPU gives no peaks (% of peak omitted, never invented); the measured dense-GEMM curve is used only
+    when one was measured on this GPU (`perfmodel.gemm_curve`), else the note says "no measured curve"."""
+    from servescope.errors import UnknownName
+    from servescope.specs import tables
+    from servescope.specs.hardware import load_gpu
+
+    if not device_name:
+        return None, ("the trace names no GPU (deviceProperties): % of peak omitted",)
+    try:
+        g = load_gpu(device_name)
+    except UnknownName:
+        return None, (f"GPU {device_name!r} is not in servescope's specs: % of peak omitted",)
+    curve = None
+    section = tables.gemm_efficiency().get(g.name)
+    if isinstance(section, dict) and {"mem_ratio", "comp_ratio"} <= set(section):  # measured on this GPU
+        # Imported only then: the model's import costs ~0.1 s.
+        from servescope.perfmodel.gemm_curve import curve_for
+
+        curve = curve_for(g)
+    notes = [f"peaks: {g.name} datasheet ({', '.join(f'{d} {v / 1e12:,.0f} TFLOP/s' for d, v in g.flops_per_s.items() if v)}, "
+             f"HBM {g.hbm_bw_bytes_per_s / 1e12:.2f} TB/s; specs/data/gpus/{g.name}.toml)"]
+    ratio: Callable[[float], float] | None = None
+    if curve is None or curve.measured_on != g.name:
+        notes.append(f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)")
+    else:
+        notes.append(f"% of achievable: dense GEMMs against the GEMM curve measured on {g.name} ({curve.kernels} "
+                     "kernels, specs/data/gemm_efficiency.toml); other ops: no measured curve")
+        ratio = lambda m, c=curve: float(c.ratio(m))  # noqa: E731
+    source = curve.source if ratio is not None and curve is not None else None
+    peaks = Peaks(g.name, dict(g.flops_per_s), g.hbm_bw_bytes_per_s, num_sms or g.sm_count,
+                  f"specs/data/gpus/{g.name}.toml", ratio, source)
+    return peaks, tuple(notes)
+
+
+def _pct(x: float | None) -> float | None:
+    return None if x is None else round(100 * x, 2)
+
+
+def _roofline_doc(r: Roofline | None) -> dict[str, Any]:
+    """The roofline keys of a kernel row or a work entry (null when the work has no shape)."""
+    return {
+        "achieved_tflops": _r(r.achieved_flops_per_s / 1e12, 4) if r and r.achieved_flops_per_s is not None else None,
+        "achieved_tbps": _r(r.achieved_bytes_per_s / 1e12, 4) if r and r.achieved_bytes_per_s is not None else None,
+        "pct_of_peak": _pct(r.frac_of_peak) if r else None,
+        "pct_of_achievable": _pct(r.frac_of_achievable) if r else None,
+        "bound": r.bound if r else None,
+    }
+
+
+def _work_doc(groups: Iterable[WorkGroup], peaks: Peaks | None) -> dict[str, Any]:
+    gs = list(groups)
+    r = roofline(gs, peaks)
+    return {"calls": sum(g.calls for g in gs), "shaped_us": _r(sum(g.dur_us for g in gs)),
+            "flops": _r(r.flops, 0) if r else None, "bytes": _r(r.bytes, 0) if r else None, **_roofline_doc(r)}
+
+
+def _work(groups: tuple[WorkGroup, ...], unshaped: dict[str, float], peaks: Peaks | None) -> dict[str, Any]:
+    classes = sorted({g.kernel_class for g in groups})
+    return {"shaped_us": _r(sum(g.dur_us for g in groups)), "unshaped_us": {k: _r(v) for k, v in unshaped.items()},
+            "all": _work_doc(groups, peaks),
+            "classes": {c: _work_doc((g for g in groups if g.kernel_class == c), peaks) for c in classes}}
+
+
+def _kernel(k: KernelStats, peaks: Peaks | None = None) -> dict[str, Any]:
+    r = roofline(k.work, peaks) if k.work else None
     return {
         "name": k.name, "class": k.kernel_class, "collective": k.collective, "calls": k.calls,
         "total_us": _r(k.total_us), "median_us": _r(k.median_us), "blocks_per_sm": _r(k.blocks_per_sm, 4),
         "grid_blocks": k.grid_blocks,
+        "shaped_calls": k.shaped_calls, "flops": _r(k.flops, 0), "bytes": _r(k.bytes, 0), **_roofline_doc(r),
+        "waves": _r(k.waves, 4), "tail_efficiency": _r(k.tail_efficiency, 4),
+        "no_shape": k.no_shape if k.shaped_calls < k.calls else None,
     }
 
 
-def _step(s: StepBreakdown) -> dict[str, Any]:
+def _step(s: StepBreakdown, peaks: Peaks | None = None) -> dict[str, Any]:
     return {
         "index": s.index, "label": s.label, "kind": s.kind, "batch_size": s.batch_size, "tokens": s.tokens,
         "source": s.source, "gpu_busy_us": _r(s.gpu_busy_us), "gpu_span_us": _r(s.gpu_span_us),
@@ -48,11 +127,12 @@ def _step(s: StepBreakdown) -> dict[str, Any]:
         "kernels": s.kernels, "launches": s.launches, "graph_launches": s.graph_launches,
         "launch_cpu_us": _r(s.launch_cpu_us), "gpu_start_us": _r(s.gpu_start_us), "gpu_end_us": _r(s.gpu_end_us),
         "cpu_start_us": _r(s.cpu_start_us), "cpu_end_us": _r(s.cpu_end_us),
-        "top_kernels": [_kernel(k) for k in s.top_kernels],
+        "top_kernels": [_kernel(k, peaks) for k in s.top_kernels],
+        "work": _work(s.work, s.unshaped_us, peaks),
     }
 
 
-def _kind(k: KindSummary) -> dict[str, Any]:
+def _kind(k: KindSummary, peaks: Peaks | None = None) -> dict[str, Any]:
     return {
         "kind": k.kind, "steps": k.steps, "tokens": k.tokens, "generated_tokens": k.generated_tokens,
         "gpu_busy_us": _r(k.gpu_busy_us), "gpu_span_us": _r(k.gpu_span_us), "idle_us": _r(k.idle_us),
@@ -63,7 +143,9 @@ def _kind(k: KindSummary) -> dict[str, Any]:
             for name, doc in _collectives(k.collectives).items()
         },
         "comm_exposed_us": _r(k.comm_exposed_us), "launches": k.launches, "graph_launches": k.graph_launches,
-        "top_kernels": [_kernel(t) for t in k.top_kernels],
+        "top_kernels": [_kernel(t, peaks) for t in k.top_kernels],
+        "work": _work(k.work, k.unshaped_us, peaks),
+        "unshaped_kernels": [{"name": n, "reason": why, "total_us": _r(us)} for n, why, us in k.unshaped_kernels],
     }
 
 
@@ -73,17 +155,26 @@ def _finding(f: Finding) -> dict[str, Any]:
             "kind": f.kind, "mitigations": list(f.mitigations)}
 
 
+def _peaks_doc(peaks: Peaks | None, notes: tuple[str, ...]) -> dict[str, Any]:
+    return {"peaks": None if peaks is None else {
+        "gpu": peaks.name, "source": peaks.source, "flops_per_s": dict(peaks.flops_per_s),
+        "hbm_bw_bytes_per_s": peaks.hbm_bw_bytes_per_s, "sm_count": peaks.sm_count,
+        "gemm_curve": peaks.gemm_curve_source}, "roofline_notes": list(notes)}
+
+
+def _rank(b: TraceBreakdown) -> dict[str, Any]:
+    peaks, notes = peaks_for(b.device_name, b.num_sms)
+    return {"rank": b.rank, "file": b.file, "world_size": b.world_size, "device": b.device_name,
+            "num_sms": b.num_sms, "step_method": b.method, "outside_steps_events": b.outside_steps_events,
+            "outside_steps_us": _r(b.outside_steps_us), "steps": [_step(s, peaks) for s in b.steps],
+            "by_kind": [_kind(k, peaks) for k in b.kinds], **_peaks_doc(peaks, notes)}
+
+
 def trace_document(a: TraceAnalysis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "path": a.path,
-        "ranks": [
-            {"rank": b.rank, "file": b.file, "world_size": b.world_size, "device": b.device_name,
-             "num_sms": b.num_sms, "step_method": b.method, "outside_steps_events": b.outside_steps_events,
-             "outside_steps_us": _r(b.outside_steps_us), "steps": [_step(s) for s in b.steps],
-             "by_kind": [_kind(k) for k in b.kinds]}
-            for b in a.ranks
-        ],
+        "ranks": [_rank(b) for b in a.ranks],
         "cross_rank": cross_rank_document(a.cross_rank),
         "findings": [_finding(f) for f in a.findings],
         "warnings": list(a.warnings),

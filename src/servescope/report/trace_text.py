@@ -15,7 +15,9 @@ from rich.text import Text
 
 from servescope.analysis.analyze import TraceAnalysis
 from servescope.analysis.breakdown import KindSummary, TraceBreakdown
+from servescope.analysis.roofline import SHAPE_STATUS_TEXT, Peaks, roofline
 from servescope.report.ranks_text import render_ranks
+from servescope.report.trace_json import peaks_for
 from servescope.units import GIGA, KILO, MEGA
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -313,6 +315,46 @@ def _kernels_table(k: KindSummary, num_sms: int | None) -> Table:
     return t
 
 
+def _opt(x: float | None, fmt: str, scale: float = 1.0) -> str:
+    return "–" if x is None else format(x * scale, fmt)
+
+
+def _roofline_table(k: KindSummary, peaks: Peaks | None) -> Table | None:
+    """The top kernels that carry a shape: achieved rates, intensity, bound, % of peak and of the measured
+    achievable, waves and tail efficiency (analysis/roofline.py; docs/metrics.md). None when none has a shape."""
+    rows = [(kern, r) for kern in k.top_kernels if kern.work and (r := roofline(kern.work, peaks)) is not None]
+    if not rows:
+        return None
+    t = Table(title=f"{k.kind}: roofline of the top kernels with shapes (work from the launching op's Input Dims)",
+              title_justify="left")
+    for col in ("kernel", "model", "shaped", "TFLOP/s", "TB/s", "FLOP/B", "bound", "% peak", "% achievable", "waves",
+                "tail"):
+        t.add_column(col, justify="left" if col in ("kernel", "model", "bound") else "right", no_wrap=True)
+    labels = short_names(kern.name for kern, _ in rows)
+    for kern, r in rows:
+        models = sorted({f"{g.model} {g.dtype}" if g.dtype else g.model for g in kern.work})
+        t.add_row(escape(labels[kern.name]), ", ".join(models), f"{kern.shaped_calls}/{kern.calls}",
+                  _opt(r.achieved_flops_per_s if r.flops > 0 else None, ".1f", 1e-12), _opt(r.achieved_bytes_per_s, ".2f", 1e-12),
+                  _opt(r.intensity_flops_per_byte if r.flops > 0 else None, ".1f"), r.bound or "–", _opt(r.frac_of_peak, ".1f", 100),
+                  _opt(r.frac_of_achievable, ".1f", 100), _opt(kern.waves, ".2f"), _opt(kern.tail_efficiency, ".2f"))
+    return t
+
+
+def _shape_line(k: KindSummary) -> Text | None:
+    """How much GPU time has a shape, and why the rest has none (summed kernel time)."""
+    shaped = sum(g.dur_us for g in k.work)
+    unshaped = sum(k.unshaped_us.values())
+    if shaped + unshaped <= 0:
+        return None
+    why = ", ".join(f"{SHAPE_STATUS_TEXT.get(r, r)} {us / 1e3:.3f} ms" for r, us in
+                    sorted(k.unshaped_us.items(), key=lambda kv: -kv[1]))
+    if not shaped:
+        return Text(f"no kernel carries a shape: {unshaped / 1e3:.3f} ms of summed GPU time without one ({why})",
+                    style="dim")
+    return Text(f"shapes: {shaped / 1e3:.3f} ms of {(shaped + unshaped) / 1e3:.3f} ms summed GPU time carry one; "
+                f"without: {why}" if why else "shapes: all GPU time carries one", style="dim")
+
+
 def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
     t = Table(title=f"steps ({b.method})", title_justify="left")
     for col in ("#", "kind", "batch", "tokens", "GPU busy ms", "span ms", "comm % busy", "label"):
@@ -330,10 +372,18 @@ def _rank_renderables(b: TraceBreakdown) -> list:
     head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {b.device_name or 'GPU ?'}"
                 f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
     out: list = [head, _steps_table(b)]
+    peaks, notes = peaks_for(b.device_name, b.num_sms)
     for k in b.kinds:
         out.append(Text(f"\n{k.kind}: {k.steps} step(s), GPU busy {k.gpu_busy_us / 1e3:.2f} ms of span "
                         f"{k.gpu_span_us / 1e3:.2f} ms (idle {_pct(k.idle_us, k.gpu_span_us)} of span)", style="bold"))
         out += [x for x in (_classes_table(k), _collectives_table(k), _kernels_table(k, b.num_sms)) if x is not None]
+        table = _roofline_table(k, peaks)
+        if table is not None:
+            table.caption = "; ".join(notes)
+            out.append(table)
+        line = _shape_line(k)
+        if line is not None:
+            out.append(line)
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from servescope.trace._schema import Args, Event
-from servescope.trace._shapes import first_tensor, is_custom_all_reduce
+from servescope.trace._shapes import SHAPED_OPS, first_tensor, is_custom_all_reduce, raw_text
 from servescope.trace.types import GPU_EVENT_KINDS, TimeUnit
 
 # cat (as written by Kineto, old and new) → kind. Anything else is "other".
@@ -71,9 +71,15 @@ SCHEMA = pl.Schema(
         "comm_group_size": pl.Int64(),  # args["Group size"]: ranks in the process group
         "comm_dtype": pl.Utf8(),  # args.dtype as written (Float, BFloat16, ...)
         "comm_pg": pl.Utf8(),  # args["Process Group Name"]
+        # record_shapes args of the ops the cost models size (_shapes.SHAPED_OPS), as JSON text; null elsewhere.
+        "op_input_dims": pl.Utf8(),  # args["Input Dims"]
+        "op_input_types": pl.Utf8(),  # args["Input type"]
+        "gpu_bytes": pl.Int64(),  # args.bytes on memcpy/memset rows
     }
 )
-COMM_COLUMNS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
+# The sparse columns: filled from a few side rows (`_comm_rows`), null on every other row.
+COMM_COLUMNS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg",
+                "op_input_dims", "op_input_types", "gpu_bytes")
 COMM_ROW = "_comm_row"  # row of a collective-arg frame in the concatenated chunk frames
 _NO_ARGS = Args()
 
@@ -125,29 +131,41 @@ def _comm_rows(args: list[Args], names: list[Any], lost: Counter[str]) -> dict[s
     gathers them over all chunks into one small frame (`comm_frame`): never full-length columns, and
     no Polars frame per chunk (~27 KB each, measured). Custom all-reduce ops
     (`_shapes.is_custom_all_reduce`, tested once per distinct name) without collective args get `In
-    msg nelems` and `dtype` from their first tensor input (`_shapes.first_tensor`)."""
+    msg nelems` and `dtype` from their first tensor input (`_shapes.first_tensor`). The ops of
+    `_shapes.SHAPED_OPS` that carry `Input Dims` keep it and `Input type` as JSON text (their comm
+    columns stay null unless they are collective rows too); memcpy/memset rows keep `args.bytes`."""
     rows = [i for i, a in enumerate(args) if a.coll_name is not None or a.group_size is not None]
-    custom = {n for n in set(names) if is_custom_all_reduce(n)}  # plain Python: ~1 ms less per chunk than Polars
+    distinct = set(names)
+    custom = {n for n in distinct if is_custom_all_reduce(n)}  # plain Python: ~1 ms less per chunk than Polars
     sized = [i for i, n in enumerate(names) if n in custom] if custom else []  # rows to size from shapes
-    if sized:
-        rows = sorted(set(rows).union(sized))
-    if not rows:
+    comm_set = set(rows).union(sized)
+    shaped_names = distinct & SHAPED_OPS
+    shaped = {i for i, n in enumerate(names) if n in shaped_names and args[i].input_dims} if shaped_names else set()
+    moved = {i for i, a in enumerate(args) if a.nbytes is not None}
+    every = comm_set | shaped | moved
+    if not every:
         return None
+    rows = sorted(every)
     few = [args[i] for i in rows]
-    in_nelems = [a.in_nelems for a in few]
-    dtypes = [a.dtype for a in few]
+    in_comm = [i in comm_set for i in rows]
+    in_nelems = [a.in_nelems if c else None for a, c in zip(few, in_comm, strict=True)]
+    dtypes = [a.dtype if c else None for a, c in zip(few, in_comm, strict=True)]
     sized_set = set(sized)
     for k, a in enumerate(few):
         if rows[k] in sized_set and a.in_nelems is None and a.coll_name is None:
             in_nelems[k], dtypes[k] = first_tensor(a.input_dims, a.input_type, lost)
+    keep = [i in shaped for i in rows]
     return {
         COMM_ROW: rows,
-        "comm_name": [a.coll_name for a in few],
+        "comm_name": [a.coll_name if c else None for a, c in zip(few, in_comm, strict=True)],
         "comm_in_nelems": in_nelems,
-        "comm_out_nelems": [a.out_nelems for a in few],
-        "comm_group_size": [a.group_size for a in few],
+        "comm_out_nelems": [a.out_nelems if c else None for a, c in zip(few, in_comm, strict=True)],
+        "comm_group_size": [a.group_size if c else None for a, c in zip(few, in_comm, strict=True)],
         "comm_dtype": dtypes,
-        "comm_pg": [a.pg_name for a in few],
+        "comm_pg": [a.pg_name if c else None for a, c in zip(few, in_comm, strict=True)],
+        "op_input_dims": [raw_text(a.input_dims) if k else None for a, k in zip(few, keep, strict=True)],
+        "op_input_types": [raw_text(a.input_type) if k else None for a, k in zip(few, keep, strict=True)],
+        "gpu_bytes": [a.nbytes for a in few],
     }
 
 
@@ -162,6 +180,9 @@ def comm_frame(rows: dict[str, list[Any]], lost: Counter[str]) -> pl.DataFrame:
         "comm_group_size": _series(rows["comm_group_size"], pl.Int64, "args.Group size", lost),
         "comm_dtype": pl.Series(rows["comm_dtype"], dtype=pl.Utf8, strict=False),
         "comm_pg": pl.Series(rows["comm_pg"], dtype=pl.Utf8, strict=False),
+        "op_input_dims": pl.Series(rows["op_input_dims"], dtype=pl.Utf8),
+        "op_input_types": pl.Series(rows["op_input_types"], dtype=pl.Utf8),
+        "gpu_bytes": _series(rows["gpu_bytes"], pl.Int64, "args.bytes", lost),
     })
 
 

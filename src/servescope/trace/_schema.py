@@ -8,7 +8,8 @@ Name`) are read too: they are few (one record_param_comms op and one kernel per 
 `Input Dims` and `Input type` are kept as `msgspec.Raw`: a slice that references the chunk's input
 buffer (no copy, no objects built; measured: 10^5 Raws hold 10^5 references to one buffer), decoded
 by `_frame` only for the custom all-reduce ops that carry no collective args (`vllm::all_reduce`,
-`symm_mem::*all_reduce*`) and then dropped with the chunk, so no Raw outlives its chunk.
+`symm_mem::*all_reduce*`), copied as text for the few op names the cost models size (`_shapes.SHAPED_OPS`),
+and then dropped with the chunk, so no Raw outlives its chunk.
 Scalars are loose unions (`Num`) so one odd value (a string pid, a huge `Comms Id`-sized integer, a
 float where an int was expected) does not fail the whole file; the frame builder casts them.
 What it does not do: validate or convert values — see `_frame.py`.
@@ -46,6 +47,7 @@ class Args(Struct, gc=False):
     group_size: Num = field(default=None, name="Group size")
     dtype: Num = None
     pg_name: Num = field(default=None, name="Process Group Name")
+    nbytes: Num = field(default=None, name="bytes")  # bytes moved, on memcpy/memset rows
     # record_shapes args, as raw JSON (see the module docstring); NO_RAW (empty) when absent.
     input_dims: msgspec.Raw = field(default=NO_RAW, name="Input Dims")
     input_type: msgspec.Raw = field(default=NO_RAW, name="Input type")

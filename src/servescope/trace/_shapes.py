@@ -13,8 +13,12 @@ Op names and signatures (first tensor input):
   csrc/torch_bindings.cpp) and `sgl_kernel::all_reduce` (same signature, sgl-kernel), and the
   `{vllm,sglang}::{inplace,outplace}_all_reduce` custom ops: from the engines' sources, not seen in a
   trace here. Their first input is an int handle (`Input type` "Scalar"), hence "first tensor".
+`SHAPED_OPS` names the ops whose `Input Dims` / `Input type` the loader keeps as JSON text (columns
+`op_input_dims`, `op_input_types`) for the per-kernel cost models of `servescope.analysis.roofline` (GEMMs,
+attention, norms, activations, elementwise, casts); `is_shaped_op` tests a name.
 What it does not do: decode anything for other ops (the Raw slices of all other events are dropped
-unread with their chunk), or know the group size (these ops carry none).
+unread with their chunk), size the shaped ops (analysis.roofline does, once per distinct shape), or know
+the group size (these ops carry none).
 """
 
 from __future__ import annotations
@@ -33,12 +37,36 @@ _CUSTOM_ALL_REDUCE = re.compile(
 )
 BAD_SHAPES = "args.Input Dims/Input type of custom all-reduce ops"
 _NOT_TENSOR_TYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "None")
+# Ops whose record_shapes args are kept for the cost models (analysis.roofline maps each to a model; a name
+# here that has no model there would only cost memory: tests/analysis/test_roofline.py checks both ways).
+SHAPED_OPS: frozenset[str] = frozenset({
+    "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear",
+    "vllm::rocm_unquantized_gemm", "aiter::gemm_a16w16", "_C::cutlass_scaled_mm",
+    "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_cudnn_attention", "aten::scaled_dot_product_attention",
+    "aten::_flash_attention_forward",
+    "_C::rms_norm", "_C::fused_add_rms_norm", "aiter::rmsnorm", "aiter::add_rmsnorm", "aten::native_layer_norm",
+    "_C::silu_and_mul", "_C::gelu_and_mul", "_C::gelu_tanh_and_mul", "sgl_kernel::silu_and_mul",
+    "sgl_kernel::gelu_and_mul", "aten::silu", "aten::gelu", "aten::relu", "aten::sigmoid",
+    "aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::sub", "aten::sub_", "aten::div", "aten::div_",
+    "aten::copy_", "aten::fill_",
+})
 
 
 @functools.lru_cache(maxsize=4096)  # names repeat across chunks
 def is_custom_all_reduce(name: object) -> bool:
     """Whether an op name is a custom / symmetric-memory all-reduce op (`vllm::all_reduce`, ...)."""
     return isinstance(name, str) and _CUSTOM_ALL_REDUCE.match(name) is not None
+
+
+def is_shaped_op(name: object) -> bool:
+    """Whether the loader keeps this op's `Input Dims` / `Input type` (see `SHAPED_OPS`)."""
+    return name in SHAPED_OPS
+
+
+def raw_text(raw: msgspec.Raw) -> str | None:
+    """The raw JSON of an arg as text (None when absent); an undecodable byte becomes U+FFFD."""
+    return bytes(raw).decode("utf-8", "replace") if raw else None
 
 
 def first_tensor(
