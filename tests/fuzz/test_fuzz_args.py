@@ -256,10 +256,64 @@ def _every_option_cases() -> list[object]:
             if not isinstance(param, _click.Option) or param.name in ("help", "output_path"):
                 continue
             opt = max(param.opts, key=len)
-            for v in ([None] if param.is_flag else values):
+            more = HUGE if _numeric(param) else ()  # sizes that fit int64: they reach the allocations
+            for v in ([None] if param.is_flag else (*values, *more)):
                 args = [name, *base, opt, *([] if v is None else [v]), "--json"]
                 cases.append(pytest.param(args, id=f"{name} {opt} {v!r}"))  # ids without temporary paths (xdist)
     return cases
+
+
+HUGE = ("1000000000",)
+
+
+def _numeric(param: object) -> bool:
+    """An option whose value is a number (its type, or its default)."""
+    import click as _click
+
+    if not isinstance(param, _click.Option) or param.is_flag:
+        return False
+    if isinstance(param.type, _click.types.IntParamType | _click.types.FloatParamType):
+        return True
+    return isinstance(param.default, int | float) and not isinstance(param.default, bool)
+
+
+# Numbers inside text options (issue 21: NumPy tracebacks at 7.45 GiB, 8 GB after 145 s); each ends in one line
+# or a result within seconds.
+SIZE_ARGS = [
+    ["simulate", *SCENARIO, "--arrival", "burst:1000000000"],
+    ["simulate", *SCENARIO, "--arrival", "poisson:1e-300", "--num-prompts", "20"],
+    ["simulate", *SCENARIO, "--arrival", "poisson:1e300", "--num-prompts", "20"],
+    ["simulate", *SCENARIO, "--concurrency", "64", "--num-prompts", "1000000"],
+    ["simulate", *SCENARIO, "--concurrency", "8", "--num-prompts", "20", "--max-num-seqs", "1000000000"],
+    ["simulate", *SCENARIO, "--concurrency", "8", "--num-prompts", "20", "--max-num-batched-tokens", "1000000000"],
+    ["simulate", *SCENARIO, "--concurrency", "8", "--num-prompts", "100000", "--max-num-batched-tokens", "1"],
+    ["simulate", *SCENARIO, "--concurrency", "2", "--num-prompts", "2", "--kv-cache-tokens", "1000000000000"],
+    ["model", *SCENARIO, "--simulate", "--concurrency", "1000000"],
+    ["model", *SCENARIO, "--concurrency", "1000000000"],
+    ["sweep", *SCENARIO, "--concurrency", "1000000000"],
+    ["plan", *SCENARIO, "--concurrency", "1000000000"],
+]
+
+
+@pytest.mark.parametrize("args", [pytest.param(a, id=" ".join(a[len(SCENARIO) + 1:])) for a in SIZE_ARGS])
+def test_huge_numbers_in_text_options(args: list[str]) -> None:
+    import time
+
+    start = time.perf_counter()
+    assert check_cli([*args, "--json"]) is None
+    assert time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("command", ["model", "simulate", "sweep", "plan"])
+@pytest.mark.parametrize(("depth", "shape"), [(1001, "list"), (20000, "object")])
+def test_deep_config_is_one_line(tmp_path: Path, command: str, depth: int, shape: str) -> None:
+    """Deep JSON in a config.json (the issue: RecursionError from model, simulate and sweep)."""
+    deep = "[" * depth + "]" * depth if shape == "list" else '{"a":' * depth + "1" + "}" * depth
+    source = (MODELS / "MiniMaxAI--MiniMax-M2.5_config.json").read_text()
+    path = tmp_path / "config.json"
+    path.write_text(source.replace('"num_hidden_layers": 62', f'"num_hidden_layers": 62, "deep": {deep}'))
+    extra = {"simulate": ["--concurrency", "2", "--num-prompts", "4"], "sweep": ["--concurrency", "1"]}.get(command, [])
+    assert check_cli([command, "--model", str(path), "--gpu", "b200_sxm", "--tp", "8", *extra, "--json"]) is None
 
 
 @pytest.mark.parametrize("args", _every_option_cases())

@@ -17,10 +17,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzz_inputs import MUTATIONS, SEEDS, check_cli, mutate, seed_doc
+from servescope.cli import main
 from servescope.errors import ServescopeError
 from servescope.trace import load_trace
 
@@ -196,3 +198,104 @@ def test_absurd_timestamp_is_dropped(tmp_path: Path, ts: str) -> None:
     assert int((trace.events["kind"] == "kernel").sum()) == n_kernels - 1
     expected = "numbers out of range: 1 values" if ts == "1e400" else "beyond 1e+17 µs"  # 1e400: read as null
     assert any(expected in w for w in trace.warnings), trace.warnings
+
+
+# --- size (issue 21 part 6): bombs, repeated members, many identical events, long event counts ------------------
+# Bombs are written without being held: one compressed member repeated (full size, e.g. 4 GB in ~4 MB) or a
+# streamed gzip under a lowered ceiling (trace._gzip constants), so a case costs well under a second.
+
+_EVENT = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"tid":7,"args":{"device":0}}'
+_WS_PLACES = {  # (head, tail) around a run of whitespace
+    "after the last event": (b'{"traceEvents": [' + _EVENT, b"]}"),
+    "between events": (b'{"traceEvents": [' + _EVENT + b",", _EVENT + b"]}"),
+    "inside an event": (b'{"traceEvents": [' + _EVENT[:-1] + b', "x": 1', b"}]}"),
+    "before the document": (b"", b'{"traceEvents": [' + _EVENT + b"]}"),
+    "after the document": (b'{"traceEvents": [' + _EVENT + b"]}", b""),
+    "a bare list": (b"[" + _EVENT, b"]"),
+}
+
+
+def _member(data: bytes) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def _members(path: Path, head: bytes, body: bytes, count: int, tail: bytes) -> Path:
+    one = _member(body)
+    with path.open("wb") as fh:
+        fh.write(_member(head))
+        for _ in range(count):
+            fh.write(one)
+        fh.write(_member(tail))
+    return path
+
+
+def _timed_cli(args: list[str], limit_s: float = 10.0) -> str | None:
+    import time
+
+    start = time.perf_counter()
+    problem = check_cli(args)
+    took = time.perf_counter() - start
+    return problem or (f"took {took:.1f} s (limit {limit_s} s)" if took > limit_s else None)
+
+
+@pytest.mark.parametrize("place", list(_WS_PLACES))
+def test_whitespace_bomb_in_members_is_one_line(tmp_path: Path, place: str) -> None:
+    """4 GB of spaces in 1 MB members (the issue: MemoryError after 22 s, or 120 s with 18 members)."""
+    head, tail = _WS_PLACES[place]
+    bomb = _members(tmp_path / "bomb.json.gz", head, b" " * (1 << 20), 4096, tail)
+    problem = _timed_cli(["trace", str(bomb), "--json"])
+    assert problem is None, f"{place}: {problem}"
+
+
+@settings(FUZZ, max_examples=6 * SCALE)
+@given(st.sampled_from(list(_WS_PLACES)), st.integers(1, 48), st.sampled_from((1, 4, 16)), st.booleans())
+def test_streamed_whitespace_under_a_lowered_ceiling(place: str, mb: int, members: int, as_json: bool) -> None:
+    """Whitespace of 1-48 MB in 1-16 members under a 24 MB floor: a result below it, one line above it."""
+    from unittest import mock
+
+    from servescope.trace import _gzip
+
+    head, tail = _WS_PLACES[place]
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(_gzip, "SIZE_FLOOR_BYTES", 24 << 20), \
+            mock.patch.object(_gzip, "EARLY_BYTES", 4 << 20):
+        path = _members(Path(tmp) / "ws.json.gz", head, b" " * ((mb << 20) // members), members, tail)
+        problem = _timed_cli(["trace", str(path), *(["--json"] if as_json else [])], 5.0)
+    assert problem is None, f"{place}, {mb} MB in {members} members: {problem}"
+
+
+def test_many_identical_events_bomb_is_one_line(tmp_path: Path) -> None:
+    """~2.6 GB of one repeated kernel in ~9 MB (the issue: a Polars PanicException after 45 s at 6.1 GB)."""
+    body = (_EVENT + b",") * 10_000
+    bomb = _members(tmp_path / "many.json.gz", b'{"traceEvents": [', body, 2_600_000_000 // len(body), _EVENT + b"]}")
+    assert _timed_cli(["trace", str(bomb), "--json"]) is None
+
+
+@pytest.mark.parametrize("n_events", [1, 50_000])
+def test_long_event_counts_give_a_result(tmp_path: Path, n_events: int) -> None:
+    """Identical events well under the ceiling (a real, if dull, trace): a result, in members or not."""
+    one = _EVENT + b","
+    path = _members(tmp_path / "n.json.gz", b'{"traceEvents": [', one * 1000, n_events // 1000, _EVENT + b"]}")
+    result = CliRunner().invoke(main, ["trace", str(path), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert check_cli(["trace", str(path), "--json"]) is None
+
+
+def test_repeated_seed_members_and_a_rank_folder_with_a_bomb(tmp_path: Path) -> None:
+    """A real seed split over many members loads like the seed; a bomb among good ranks is skipped with its
+    reason, never sinking the folder."""
+    text = json.dumps(seed_doc(2)).encode()
+    step = max(1, len(text) // 200)
+    split = tmp_path / "split.json.gz"
+    split.write_bytes(b"".join(gzip.compress(text[i:i + step], 1) for i in range(0, len(text), step)))
+    assert load_trace(split).events.height == load_trace(SEEDS[2]).events.height
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    shutil.copyfile(SEEDS[2], folder / "rank0.json.gz")
+    _members(folder / "rank1.json.gz", *_WS_PLACES["between events"][:1], b" " * (1 << 20), 4096,
+             _WS_PLACES["between events"][1])
+    result = CliRunner().invoke(main, ["trace", str(folder), "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "decompresses beyond" in result.stdout + result.stderr

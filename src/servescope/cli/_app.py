@@ -30,7 +30,8 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -79,8 +80,18 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
+INTERRUPTED = "servescope: interrupted; nothing written"
+
+
 def one_line_errors(fn: F) -> F:
-    """Turn library errors into `servescope: <message>` on stderr and exit code 1, without a traceback."""
+    """Turn library errors into `servescope: <message>` on stderr and exit code 1, without a traceback.
+
+    The last line of defence, in the same style: Ctrl-C (KeyboardInterrupt) is status 130 and one line (an -o
+    file is written only at the end, through report.atomic, which removes its temporary file on any exception);
+    a MemoryError (NumPy's _ArrayMemoryError included) or a panic inside Polars (pyo3_runtime.PanicException, a
+    BaseException) is one line and status 1. The readers and the simulation refuse what will not fit before they
+    allocate (issue 21); these catch what a budget did not foresee."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -89,8 +100,42 @@ def one_line_errors(fn: F) -> F:
         except ServescopeError as exc:
             click.echo(f"servescope: {exc}", err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            interrupted()
+        except MemoryError as exc:
+            click.echo(f"servescope: out of memory{_detail(exc)}; nothing written", err=True)
+            sys.exit(1)
+        except BaseException as exc:
+            if not is_library_panic(exc):
+                raise
+            click.echo(f"servescope: internal error in Polars (a panic: {_first_line(exc)}), most often out of "
+                       "memory; nothing written", err=True)
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def interrupted() -> NoReturn:
+    """Ctrl-C: one line, status 130."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(INTERRUPTED, err=True)
+    sys.exit(INTERRUPTED_STATUS)
+
+
+def is_library_panic(exc: BaseException) -> bool:
+    """A Rust panic surfaced through pyo3 (Polars): `pyo3_runtime.PanicException`, which derives from
+    BaseException so that `except Exception` does not swallow it."""
+    return any(cls.__name__ == "PanicException" for cls in type(exc).__mro__)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+def _detail(exc: MemoryError) -> str:
+    text = _first_line(exc) if str(exc).strip() else ""
+    return f" ({text})" if text else ""
 
 
 class OneLineGroup(click.Group):
@@ -104,9 +149,13 @@ class OneLineGroup(click.Group):
         except click.ClickException as exc:
             click.echo(f"servescope: {exc.format_message()}", err=True)
             sys.exit(1)
-        except click.Abort:
+        except click.Abort as exc:  # Click turns a KeyboardInterrupt outside a command's body into Abort
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                interrupted()
             click.echo("servescope: aborted", err=True)
             sys.exit(1)
+        except KeyboardInterrupt:
+            interrupted()
         except BrokenPipeError:  # the reader of stdout left early (`| head`): nothing to report
             _drop_stdout()
             sys.exit(1)
@@ -262,6 +311,10 @@ def run() -> NoReturn:
         main()
     except SystemExit as exc:
         exit_now(exc.code)
+    except KeyboardInterrupt:  # Ctrl-C before a command ran or after it ended
+        with contextlib.suppress(OSError, ValueError):
+            os.write(2, f"{INTERRUPTED}\n".encode())
+        exit_now(INTERRUPTED_STATUS)
     exit_now(0)
 
 
@@ -370,6 +423,30 @@ def output_options(fn: F) -> F:
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def progress_bar(total: int, label: str, enabled: bool = True, min_total: int = 1) -> Iterator[Callable[[int], None] | None]:
+    """A transient Rich progress bar on stderr — done/total, elapsed time and an estimate of the time left —
+    when `enabled`, `total` >= `min_total` and stderr is a terminal; yields `update(done)`, else None (nothing
+    is drawn: pipes, files, CI logs and --json runs stay as they are)."""
+    if not enabled or total < max(min_total, 1) or sys.stderr is None or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("left"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda done: bar.update(task, completed=done)
 
 
 def _console() -> Console:

@@ -3,7 +3,6 @@ to measured `vllm bench serve` / `sglang.bench_serving` result files (`--compare
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,7 @@ from servescope.cli._app import (
     main,
     one_line_errors,
     output_options,
+    progress_bar,
     scenario_options,
 )
 
@@ -31,16 +31,10 @@ MAX_PROMPTS = 1_000_000
 
 @contextmanager
 def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient Rich progress bar on stderr when it is a terminal and the run is long; else None."""
-    if not enabled or total < LONG_RUN_PROMPTS or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import Progress
-
-    with Progress(console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("simulating", total=total)
-        yield lambda done, _total: bar.update(task, completed=done)
+    """A transient Rich progress bar on stderr when it is a terminal and the run is long (`_app.progress_bar`);
+    else None. Yields the simulation's `Progress(done, total)` callback."""
+    with progress_bar(total, "simulating", enabled, LONG_RUN_PROMPTS) as update:
+        yield None if update is None else (lambda done, _total: update(done))
 
 
 @main.command()
@@ -106,9 +100,17 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     lengths = read_lengths(lengths_file) if lengths_file is not None else None
     with _progress(num_prompts, out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
-                             kv, progress)
+                             kv, progress, memory_limit())
     doc = simulate_document(res)
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def memory_limit() -> int:
+    """The memory a simulation may take here (simulate.budget.limit_for the machine's available memory)."""
+    from servescope._paths import available_memory_bytes
+    from servescope.simulate.budget import limit_for
+
+    return limit_for(available_memory_bytes())
 
 
 def _logged_kv(path: Path) -> int | None:
@@ -131,7 +133,7 @@ def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_c
     requests = read_requests(path)
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
     with _progress(wl.n, out.format == "text" or out.path is not None) as progress:
-        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress)
+        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit())
     doc = replay_document(res, requests)
     out.emit(doc, text=lambda console: render_replay(title, doc, console), warnings=res.warnings)
 
@@ -155,7 +157,8 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
     pairs = []
     for run in read_bench(path):
         sc_run = sc.with_(isl=max(1, round(run.mean_isl)), osl=max(1, round(run.mean_osl)))
-        res = simulate_workload(sc_run, bench_workload(run, seed), engine, kv_cache_tokens)
+        res = simulate_workload(sc_run, bench_workload(run, seed), engine, kv_cache_tokens,
+                                memory_limit_bytes=memory_limit())
         pairs.append((run, res, compare(run, flat_metrics(res))))
     doc = compare_document(pairs)
     out.emit(doc, text=lambda console: render_compare(title, doc, console))

@@ -13,12 +13,14 @@ prefill/decode, or several engine instances behind a router.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from servescope.perfmodel.scenario import Scenario
+from servescope.simulate.budget import check_memory, run_shape
 from servescope.simulate.engine import EngineConfig, engine_defaults
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
@@ -45,10 +47,15 @@ def engine_for(sc: Scenario, max_num_seqs: int | None = None, max_num_batched_to
 
 
 def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = None,
-                      kv_cache_tokens: int | None = None, progress: Progress | None = None) -> SimResult:
+                      kv_cache_tokens: int | None = None, progress: Progress | None = None,
+                      memory_limit_bytes: int | None = None) -> SimResult:
     """Simulate a prepared workload (sc: perfmodel Scenario). kv_cache_tokens overrides the modelled KV
-    capacity (e.g. the 'GPU KV cache size: N tokens' an engine logs)."""
+    capacity (e.g. the 'GPU KV cache size: N tokens' an engine logs). A run whose estimated memory
+    (simulate.budget) is above `memory_limit_bytes` (None: budget.DEFAULT_LIMIT_BYTES) is refused first."""
     cfg = engine or engine_for(sc)
+    check_memory(run_shape(wl.n, float(np.mean(wl.isl)), float(np.mean(wl.osl)), int((wl.isl + wl.osl).max()),
+                           wl.max_in_flight, cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp)),
+                 memory_limit_bytes)
     blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
     raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks)
     knobs = {k: v for k, v in asdict(cfg).items() if k != "sources"}
@@ -60,15 +67,25 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
 def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int | None = None, num_prompts: int = 1000,
              lengths: tuple[np.ndarray, np.ndarray] | None = None, range_ratio: float = 1.0, seed: int = 0,
              engine: EngineConfig | None = None, kv_cache_tokens: int | None = None,
-             progress: Progress | None = None) -> SimResult:
+             progress: Progress | None = None, memory_limit_bytes: int | None = None) -> SimResult:
     """One simulated benchmark run. Lengths: the given (isl, osl) arrays (cycled), else sc.isl/sc.osl, drawn
-    uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded)."""
+    uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory is estimated before any
+    per-request array exists (simulate.budget; `burst:1000000000` is refused here, not by NumPy)."""
     arr = arrival if isinstance(arrival, Arrival) else Arrival.parse(arrival)
+    n = arr.burst if arr.kind == "burst" else num_prompts
+    cfg = engine or engine_for(sc)
     if lengths is None:
-        n = arr.burst if arr.kind == "burst" else num_prompts
+        mean_isl, mean_osl, longest = float(sc.isl), float(sc.osl), int(sc.isl) + int(sc.osl)  # upper bounds
+    else:
+        mean_isl, mean_osl = float(np.mean(lengths[0])), float(np.mean(lengths[1]))
+        longest = int(np.max(lengths[0] + lengths[1])) if len(lengths[0]) == len(lengths[1]) else 0
+    cap = None if arr.kind == "burst" else concurrency
+    check_memory(run_shape(max(n, 1), mean_isl, mean_osl, longest, cap, cfg.max_num_seqs, cfg.max_num_batched_tokens,
+                           int(sc.dp)), memory_limit_bytes)
+    if lengths is None:
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
     wl = build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed)
-    return simulate_workload(sc, wl, engine, kv_cache_tokens, progress)
+    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes)
 
 
 def points_prompts(concurrency: int) -> int:
@@ -76,6 +93,19 @@ def points_prompts(concurrency: int) -> int:
     return max(4 * concurrency, 200)
 
 
-def simulate_points(sc: Scenario, concurrency: list[int], engine: EngineConfig | None = None) -> list[SimResult]:
-    """A closed-loop simulation at each concurrency (sc.isl/sc.osl fixed lengths), for `model --simulate`."""
-    return [simulate(sc, "closed", c, points_prompts(c), engine=engine) for c in concurrency]
+def simulate_points(sc: Scenario, concurrency: list[int], engine: EngineConfig | None = None,
+                    progress: Callable[[int], None] | None = None,
+                    memory_limit_bytes: int | None = None) -> list[SimResult]:
+    """A closed-loop simulation at each concurrency (sc.isl/sc.osl fixed lengths), for `model --simulate`. Every
+    point's memory is estimated before the first one runs (a list ending in 1000000 fails at once, not after the
+    others); `progress(points done)` after each."""
+    cfg = engine or engine_for(sc)
+    for c in concurrency:
+        check_memory(run_shape(points_prompts(c), float(sc.isl), float(sc.osl), int(sc.isl) + int(sc.osl), c,
+                               cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp)), memory_limit_bytes)
+    out = []
+    for done, c in enumerate(concurrency, 1):
+        out.append(simulate(sc, "closed", c, points_prompts(c), engine=engine, memory_limit_bytes=memory_limit_bytes))
+        if progress is not None:
+            progress(done)
+    return out

@@ -21,6 +21,7 @@ import numpy as np
 from servescope.errors import ScenarioError
 from servescope.perfmodel.memory import engine_kv_bytes_per_gpu, kv_bytes_per_seq
 from servescope.perfmodel.scenario import Scenario
+from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
 from servescope.simulate.scheduler import SchedState
 from servescope.simulate.stepcost import StepCost
@@ -127,7 +128,9 @@ class _Loop:
         self.wl, self.progress, self.cfg = wl, progress, cfg
         self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)))
         max_tokens = max(self.st.budget, self.st.max_seqs) + 1
-        self.cost = StepCost(sc, cfg, max_tokens, int((wl.isl + wl.osl).max()) + 1)
+        longest = int((wl.isl + wl.osl).max())
+        reach = step_tokens(self.st.budget, self.st.max_seqs, wl.n, longest) + 1  # no step carries more tokens
+        self.cost = StepCost(sc, cfg, max_tokens, longest + 1, table_tokens=reach)
         self.cl = _Client(wl, self.cost.setup_s)
         n = wl.n
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)

@@ -48,10 +48,14 @@ def _f(a: dict[str, Any], key: str) -> np.ndarray:
 class StepCost:
     """Step times of one scenario under one engine config, with tables built once (vectorised)."""
 
-    def __init__(self, sc: Scenario, cfg: EngineConfig, max_tokens: int, max_ctx: int):
+    def __init__(self, sc: Scenario, cfg: EngineConfig, max_tokens: int, max_ctx: int, table_tokens: int | None = None):
+        """Tables for steps of up to `max_tokens` tokens (the engine's budget; the chunk grid spans it) at contexts
+        up to `max_ctx`; the per-step-size tables stop at `table_tokens` when the caller knows no step carries
+        more (loop.py: `--max-num-seqs 1000000000` needs no billion-entry table)."""
         self.sc, self.cfg, self.dp = sc, cfg, max(1, int(sc.dp))
         eff = sc.efficiency
-        t = np.maximum(np.arange(0, max_tokens + 1, dtype=float), 1.0) / self.dp
+        top = max_tokens if table_tokens is None else max(1, min(max_tokens, table_tokens))
+        t = np.maximum(np.arange(0, top + 1, dtype=float), 1.0) / self.dp
         dec, pf = step_arrays(sc, self.dp, 0, t), step_arrays(sc, self.dp, 0, t, prefill=True)
         # per step size T: gemm + moe + communication + kernel launches; decode steps may run as padded graphs
         self.tok_dec_s = _f(dec, "gemm") + _f(dec, "moe") + _f(dec, "communication") + _f(dec, "kernels")

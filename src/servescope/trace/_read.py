@@ -28,11 +28,11 @@ from typing import Any
 import msgspec
 import polars as pl
 
-from servescope._paths import is_device
+from servescope._paths import available_memory_bytes, is_device
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
 from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame
-from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
+from servescope.trace._gzip import Ceiling, GzipBomb, GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
     EVENTS_DECODER,
@@ -78,8 +78,15 @@ def check_path(path: Path) -> None:
 
 
 def read_bytes(path: Path, warnings: list[str]) -> Buffer:
-    """The whole file's JSON bytes: gunzipped when it is gzip; raises for missing or non-trace files."""
+    """The whole file's JSON bytes: gunzipped when it is gzip (under the ceiling of `_gzip.Ceiling`, the
+    machine's available memory included); raises for missing or non-trace files, and for a plain file larger
+    than the memory available (it would be held whole)."""
     check_path(path)
+    size = path.stat().st_size
+    available = available_memory_bytes()
+    if available is not None and size > available:
+        raise NotATrace(f"{path}: {size / 1e9:,.1f} GB to read whole, more than the {available / 1e9:,.1f} GB of "
+                        "memory available; not read")
     raw = path.read_bytes()
     if raw.startswith(SQLITE_MAGIC):
         raise NotATrace(f"{path}: Nsight Systems SQLite export, not JSON: load it with load_trace() (trace.nsys)")
@@ -94,8 +101,10 @@ def _gunzip(path: Path, raw: bytes, warnings: list[str]) -> bytearray:
     repair does the rest."""
     out = bytearray()
     try:
-        for piece in inflate_members(raw):
+        for piece in inflate_members(raw, Ceiling.for_input(len(raw), held_whole=True)):
             out += piece
+    except GzipBomb as bomb:
+        raise NotATrace(f"{path}: {bomb.args[0]}; not read") from None
     except zlib.error as exc:
         if not out:
             raise NotATrace(f"{path}: gzip file is corrupt ({exc})") from None
@@ -137,6 +146,8 @@ def fast_decode(path: Path, warnings: list[str]) -> Decoded | None:
             result = _decode_chunks(splitter.chunks())
     except _split.BadSplit:
         return None
+    except GzipBomb as bomb:
+        raise NotATrace(f"{path}: {bomb.args[0]}; not read") from None
     assert splitter.top is not None  # set when chunks() is exhausted
     return _finish(splitter.top, result, warnings)
 

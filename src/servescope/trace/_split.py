@@ -22,13 +22,15 @@ from pathlib import Path
 
 import msgspec
 
-from servescope.trace._gzip import GzipCutOff, GzipTrailingJunk, inflate_members
+from servescope.trace._gzip import Ceiling, GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import RAW_DOC_DECODER, TopLevel
 
 BLOCK_BYTES = 2 << 20  # read / inflate size; chunks are cut at the last event end of a block
 CHUNK_BYTES = 1 << 20  # cut once this much is pending
 HEAD_LIMIT_BYTES = 16 << 20  # "traceEvents" must start within this many bytes
+SEP_SPAN_BYTES = 4096  # longest `},{` separator (whitespace included) a cut is made at
+MAX_EVENT_BYTES = 256 << 20  # pending bytes without an event end beyond which the fast path gives up
 BOM = b"\xef\xbb\xbf"
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
@@ -52,9 +54,10 @@ def file_blocks(path: Path) -> Iterator[bytes]:
 
 def gzip_blocks(path: Path) -> Iterator[bytes]:
     """Inflated blocks of every gzip member; a cut-off, corrupt or junk-trailed stream raises BadSplit (the
-    exact path then reports and repairs it)."""
+    exact path then reports and repairs it); one that inflates past its ceiling raises _gzip.GzipBomb."""
+    raw = path.read_bytes()
     try:
-        yield from inflate_members(path.read_bytes())
+        yield from inflate_members(raw, Ceiling.for_input(len(raw), held_whole=False))
     except (zlib.error, GzipCutOff, GzipTrailingJunk):
         raise BadSplit from None
 
@@ -74,14 +77,21 @@ class Splitter:
 
     def chunks(self) -> Iterator[bytearray]:
         head, pending = self._head()
+        searched = 0  # bytes of `pending` already searched for an event end without one found after the last
         for block in self._blocks:
             pending += block
             while len(pending) >= CHUNK_BYTES:
-                cut = _last_event_end(pending)
+                # Only the new bytes, and a separator straddling them: a search over all pending bytes per block
+                # was quadratic in a long event (or a long run of whitespace after one).
+                cut = _last_event_end(pending, max(0, searched - SEP_SPAN_BYTES))
                 if cut is None:  # one event longer than the pending bytes: read on
+                    if len(pending) > MAX_EVENT_BYTES:
+                        raise BadSplit  # no profiler writes such an event; the exact path reads (or refuses) it
+                    searched = len(pending)
                     break
                 yield _chunk(pending, cut[0])
                 del pending[: cut[1]]
+                searched = len(pending)
         close, self.top = _close(head, pending)
         if pending[:close].strip():
             yield _chunk(pending, close)
@@ -105,14 +115,15 @@ class Splitter:
         raise BadSplit
 
 
-def _last_event_end(pending: bytearray) -> tuple[int, int] | None:
-    """(end of the last complete event, start of the next one) in `pending`, or None."""
+def _last_event_end(pending: bytearray, floor: int = 0) -> tuple[int, int] | None:
+    """(end of the last complete event, start of the next one) in `pending` at or after `floor`, or None. A
+    separator longer than SEP_SPAN_BYTES (whitespace) is not taken as one: the event reads on."""
     pos = len(pending)
     for _ in range(_CUT_TRIES):
-        pos = pending.rfind(b"}", 0, pos)
+        pos = pending.rfind(b"}", floor, pos)
         if pos < 0:
             return None
-        sep = _EVENT_SEP.match(pending, pos)
+        sep = _EVENT_SEP.match(pending, pos, min(len(pending), pos + SEP_SPAN_BYTES))
         if sep is not None:
             return pos + 1, sep.end()
     return None
