@@ -2,19 +2,32 @@
 
 Data under `specs/data/` derived from ai-dynamo/aiconfigurator (measured collectives, model configs) is
 Apache-2.0 (`specs/data/LICENSE-Apache-2.0.txt`); provenance per file in the folders' READMEs.
+The names below load lazily: a trace analysis that only needs a GPU's peaks imports `specs.hardware` alone.
 """
 
-from servescope.specs.collectives import (
-    COLLECTIVES,
-    CollectiveCurve,
-    CollectiveCurves,
-    collective_time_s,
-    curve_time_s,
-    load_collectives,
-)
-from servescope.specs.hardware import GpuSpec, list_gpus, load_gpu, resolve_gpu_name
-from servescope.specs.models import ModelSpec, list_models, load_model
+from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servescope.specs.collectives import (
+        COLLECTIVES,
+        CollectiveCurve,
+        CollectiveCurves,
+        collective_time_s,
+        curve_time_s,
+        load_collectives,
+    )
+    from servescope.specs.hardware import GpuSpec, list_gpus, load_gpu, resolve_gpu_name
+    from servescope.specs.models import ModelSpec, list_models, load_model
+
+_LAZY = {
+    **dict.fromkeys(("COLLECTIVES", "CollectiveCurve", "CollectiveCurves", "collective_time_s", "curve_time_s",
+                     "load_collectives"), "collectives"),
+    **dict.fromkeys(("GpuSpec", "list_gpus", "load_gpu", "resolve_gpu_name"), "hardware"),
+    **dict.fromkeys(("ModelSpec", "list_models", "load_model"), "models"),
+}
 __all__ = [
     "COLLECTIVES",
     "CollectiveCurve",
@@ -30,3 +43,13 @@ __all__ = [
     "load_model",
     "resolve_gpu_name",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"servescope.specs.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'servescope.specs' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
