@@ -51,9 +51,13 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
             click.echo(f"servescope: note: {note}", err=True)
     simulated = None
     if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
+        from servescope.cli._app import progress_bar
+        from servescope.cli.simulate_cmd import memory_limit
         from servescope.simulate import simulate_points
 
-        simulated = dict(zip(concs, simulate_points(sc, concs), strict=True))
+        with progress_bar(len(concs), "simulating points", min_total=2) as update:
+            runs = simulate_points(sc, concs, progress=update, memory_limit_bytes=memory_limit())
+        simulated = dict(zip(concs, runs, strict=True))
     doc = model_document(points, simulated, calibration)
     doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
     out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))

@@ -73,6 +73,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
              replay_file: Path | None, compare_file: Path | None, out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
+    from servescope.report.plan_doc import scenario_document
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
     from servescope.simulate import simulate as run_simulation
@@ -102,6 +103,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
                              kv, progress, memory_limit())
     doc = simulate_document(res)
+    doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
 
 
@@ -125,6 +127,7 @@ def _logged_kv(path: Path) -> int | None:
 
 def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_cache_tokens: int | None,
             title: str, out: Output) -> None:
+    from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import replay_document
     from servescope.report.simulate_text import render_replay
     from servescope.simulate import replay_workload, simulate_workload
@@ -135,6 +138,7 @@ def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_c
     with _progress(wl.n, out.format == "text" or out.path is not None) as progress:
         res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit())
     doc = replay_document(res, requests)
+    doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     out.emit(doc, text=lambda console: render_replay(title, doc, console), warnings=res.warnings)
 
 
@@ -177,6 +181,7 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
     against tok/s per user."""
     from servescope.cli._app import _int_list
     from servescope.planner.sweep import sweep as run_sweep
+    from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import sweep_document
     from servescope.report.simulate_text import render_sweep
     from servescope.report.titles import scenario_title
@@ -188,5 +193,6 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
         return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})
 
     doc = sweep_document(run_sweep(build, n, _int_list(concurrency), base.model.is_moe))
+    doc["scenario"] = scenario_document(base)  # the model and GPU swept (layouts vary per point)
     title = scenario_title(base, layout=False, backend=True, n_gpus=n)
     out.emit(doc, text=lambda console: render_sweep(title, doc, console, all_points))
