@@ -343,7 +343,6 @@ def exit_now(code: object) -> NoReturn:
 
 
 FORMATS = ("text", "json", "csv", "html")
-_SUFFIX_FORMAT = {".json": "json", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
 TEXT_FILE_WIDTH = 120  # text written with -o: tables as wide as a piped terminal
 
 
@@ -399,7 +398,14 @@ def _pick_format(fmt: str | None, as_json: bool, path: Path | None) -> str:
         return "json"
     if fmt is not None:
         return fmt
-    return _SUFFIX_FORMAT.get(path.suffix.lower(), "text") if path is not None else "text"
+    if path is None:
+        return "text"
+    from servescope.errors import OutputError
+    from servescope.report.render import SUFFIXES, suffix_error  # noqa: I001  (the one suffix table)
+
+    if (error := suffix_error(str(path), fmt)) is not None:  # -o plan.pdf must not silently write text
+        raise OutputError(error)
+    return SUFFIXES.get(path.suffix.lower(), "text")
 
 
 def output_options(fn: F) -> F:
@@ -411,7 +417,12 @@ def output_options(fn: F) -> F:
         ctx = click.get_current_context(silent=True)
         if ctx is not None and not isinstance(ctx.command, GuardedCommand):  # registered some other way
             refuse_input_as_output(ctx)
-        return fn(*args, out=Output(_pick_format(output_format, as_json, output_path), output_path), **kwargs)
+        try:
+            fmt = _pick_format(output_format, as_json, output_path)
+        except ServescopeError as exc:  # a bad -o suffix: one line, as every library error (one_line_errors)
+            click.echo(f"servescope: {exc}", err=True)
+            sys.exit(1)
+        return fn(*args, out=Output(fmt, output_path), **kwargs)
 
     options = [
         click.option("--format", "output_format", type=click.Choice(FORMATS), default=None,

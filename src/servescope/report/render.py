@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 FORMATS = ("text", "json", "csv", "html")
-# The -o suffixes a format is picked from (the CLI's output options read the same table: cli._app._SUFFIX_FORMAT)
+# The -o suffixes a format is picked from: the one table (the CLI's output options read it; an unknown suffix is an error)
 SUFFIXES = {".json": "json", ".csv": "csv", ".html": "html", ".htm": "html", ".txt": "text"}
 
 
