@@ -9,3 +9,7 @@ from hypothesis import settings
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# Piped text is 120 columns unless COLUMNS says otherwise (cli._app._console): tests that read tables expect the
+# default, whatever the shell running them exports; tests of COLUMNS set it themselves.
+os.environ.pop("COLUMNS", None)

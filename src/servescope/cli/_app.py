@@ -461,11 +461,15 @@ def progress_bar(total: int, label: str, enabled: bool = True, min_total: int = 
 
 
 def _console() -> Console:
-    """A terminal console; when output is piped, 120 columns so tables stay readable in files and CI logs."""
+    """A terminal console; when output is piped, 120 columns so tables stay readable in files and CI logs, unless
+    COLUMNS says otherwise (a positive integer)."""
     from servescope.report.fit import FittingConsole
 
     console = FittingConsole()
-    return console if console.is_terminal else FittingConsole(width=120)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "")
+    return FittingConsole(width=int(columns) if columns.isdigit() and int(columns) > 0 else 120)
 
 
 def _int_list(text: str) -> list[int]:
@@ -508,7 +512,8 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
                      help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM "
                           "--async-scheduling); default: the backend's default as the model prices it (TRT-LLM on)."),
-        click.option("--backend", default="vllm", show_default=True, type=click.Choice(["vllm", "sglang", "trtllm"])),
+        click.option("--backend", default="vllm", show_default=True,
+                     type=click.Choice(["vllm", "sglang", "trtllm"], case_sensitive=False)),
         click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
         click.option("--isl", default=1024, show_default=True, help="Input (prompt) length, tokens."),
         click.option("--osl", default=512, show_default=True, help="Output length, tokens."),
@@ -520,11 +525,15 @@ def _scenario_options(fn: F, required: bool) -> F:
 
 def _scenario(kw: dict[str, Any]) -> Scenario:
     from servescope.perfmodel import Scenario
+    from servescope.specs.quant import alias_note
 
+    for option, value in (("--quant", kw["quant"]), ("--moe-quant", kw["moe_quant"])):
+        if (note := alias_note(value)) is not None:
+            click.echo(f"servescope: note: {option} {value} is read as {note}", err=True)
     sc = Scenario.build(
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
-        isl=kw["isl"], osl=kw["osl"], backend=kw["backend"], interconnect=kw["interconnect"],
+        isl=kw["isl"], osl=kw["osl"], backend=kw["backend"].lower(), interconnect=kw["interconnect"],
     )
     overlap = kw.get("overlap_scheduler")
     return sc if overlap is None else sc.with_(overlap_scheduler=bool(overlap))

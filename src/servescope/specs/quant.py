@@ -59,6 +59,16 @@ _ALIASES = {
 }
 
 
+# Aliases that pick one of several real formats: the CLI says which it picked.
+_AMBIGUOUS = {"fp4": "nvfp4 (e2m1, fp8 scale per 16); pass mxfp4 for the OCP microscaling format (e8m0 per 32)",
+              "int4": "int4-w4a16 (int4 weights with group scales, 16-bit activations); int4 W4A8 is not modelled"}
+
+
+def alias_note(name: str | None) -> str | None:
+    """What an ambiguous alias was read as (`fp4` → nvfp4), or None for a scheme named exactly."""
+    return None if name is None else _AMBIGUOUS.get(name.strip().lower())
+
+
 def scheme(name: str) -> QuantScheme:
     """Look up a scheme by name or alias; UnknownName lists the known ones."""
     key = name.strip().lower()
