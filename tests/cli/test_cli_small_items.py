@@ -27,3 +27,12 @@ def test_an_ambiguous_quant_alias_says_what_it_picked() -> None:
     assert result.exit_code == 0 and "--quant fp4 is read as nvfp4" in result.stderr
     exact = CliRunner().invoke(main, [*MODEL, "--quant", "nvfp4", "--json"])
     assert exact.stderr == "" and exact.stdout == result.stdout
+
+
+def test_top_level_help_does_not_cut_the_descriptions() -> None:
+    text = CliRunner().invoke(main, ["--help"]).output
+    assert "..." not in text
+    flat = " ".join(text.split())
+    for name in ("model", "plan", "verify", "sweep"):
+        sentence = " ".join((main.commands[name].help or "").split()).split(". ")[0]
+        assert sentence.rstrip(".") in flat, name

@@ -293,6 +293,25 @@ class GuardedCommand(click.Command):
         return super().invoke(ctx)
 
 
+def _first_sentence(cmd: click.Command) -> str:
+    """A command's summary for `--help`: its short help, else the first sentence of its docstring, never cut."""
+    if cmd.short_help:
+        return cmd.short_help
+    text = " ".join((cmd.help or "").split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def _format_commands(self: click.Group, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    """The commands of `--help`, each with its whole first sentence (wrapped, not cut at Click's ~45 columns)."""
+    rows = [(name, _first_sentence(cmd)) for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+    if rows:
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+OneLineGroup.format_commands = _format_commands  # type: ignore[method-assign]
 OneLineGroup.command_class = GuardedCommand
 OneLineGroup.group_class = type  # subgroups (`specs`) are OneLineGroups, so their commands are guarded too
 
