@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from servescope.cli import main
 
-MODEL = ["model", "--model", "llama-3.1-8b", "--gpu", "h100", "--concurrency", "1"]
+MODEL = ["model", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrency", "1"]
 
 
 def test_columns_sets_the_width_of_piped_text() -> None:
@@ -37,3 +37,16 @@ def test_top_level_help_does_not_cut_the_descriptions() -> None:
     for name in ("model", "plan", "verify", "sweep"):
         sentence = " ".join((main.commands[name].help or "").split()).split(". ")[0]
         assert sentence.rstrip(".") in flat, name
+
+
+def test_a_short_gpu_name_with_several_variants_says_which_it_picked() -> None:
+    args = ["model", "--model", "llama-3.1-8b", "--concurrency", "1", "--json"]
+    short = CliRunner().invoke(main, [*args, "--gpu", "h100"])
+    assert short.exit_code == 0 and "--gpu h100 is read as h100_sxm (also bundled: h100_pcie)" in short.stderr
+    assert CliRunner().invoke(main, [*args, "--gpu", "h100_sxm"]).stderr == ""
+
+
+def test_notes_never_lengthen_an_error() -> None:
+    bad = CliRunner().invoke(main, ["model", "--model", "llama-3.1-8b", "--gpu", "h100", "--quant", "fp4",
+                                    "--tp", "3"])
+    assert bad.exit_code == 1 and len(bad.stderr.strip().splitlines()) == 1 and "note" not in bad.stderr

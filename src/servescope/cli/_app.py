@@ -84,6 +84,16 @@ INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a command ended by 
 INTERRUPTED = "servescope: interrupted; nothing written"
 
 
+# Notes on how options were read (`--quant fp4` is nvfp4, `--gpu h100` is h100_sxm): printed on stderr after the
+# result (Output.emit), dropped when the command fails (its error stays one line).
+_NOTES: list[str] = []
+
+
+def note(message: str) -> None:
+    """A note for stderr, said once the command's result is written."""
+    _NOTES.append(message)
+
+
 def one_line_errors(fn: F) -> F:
     """Turn library errors into `servescope: <message>` on stderr and exit code 1, without a traceback.
 
@@ -95,9 +105,11 @@ def one_line_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _NOTES.clear()  # notes belong to this command only (library callers may run several in one process)
         try:
             return fn(*args, **kwargs)
         except ServescopeError as exc:
+            _NOTES.clear()  # an error is one line: notes about how the options were read would only add lines
             click.echo(f"servescope: {exc}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
@@ -398,6 +410,9 @@ class Output:
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
+        for n in _NOTES:  # what the command read its options as: said once the result is out
+            click.echo(f"servescope: note: {n}", err=True)
+        _NOTES.clear()
 
     def _text(self, draw: Callable[[Console], None]) -> str:
         if self.path is None:
@@ -542,13 +557,25 @@ def _scenario_options(fn: F, required: bool) -> F:
     return fn
 
 
+def _gpu_choice(name: str) -> str | None:
+    from servescope.errors import UnknownName
+    from servescope.specs.hardware import gpu_choice_note
+
+    try:
+        return gpu_choice_note(name)
+    except UnknownName:  # Scenario.build says it, with the known names
+        return None
+
+
 def _scenario(kw: dict[str, Any]) -> Scenario:
     from servescope.perfmodel import Scenario
     from servescope.specs.quant import alias_note
 
     for option, value in (("--quant", kw["quant"]), ("--moe-quant", kw["moe_quant"])):
-        if (note := alias_note(value)) is not None:
-            click.echo(f"servescope: note: {option} {value} is read as {note}", err=True)
+        if (said := alias_note(value)) is not None:
+            note(f"{option} {value} is read as {said}")
+    if isinstance(kw["gpu"], str) and (choice := _gpu_choice(kw["gpu"])) is not None:
+        note(f"--gpu {kw['gpu']} is read as {choice}")
     sc = Scenario.build(
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],

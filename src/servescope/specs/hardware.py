@@ -234,6 +234,17 @@ def resolve_gpu_name(name: str) -> str:
     raise UnknownName(f"unknown GPU '{name}'; {hint}known: {', '.join(sorted(specs))}")
 
 
+def gpu_choice_note(name: str) -> str | None:
+    """When a short name picks one of several bundled variants (`h100` → h100_sxm, with h100_pcie bundled too;
+    `rtx pro 6000` → the Server Edition), what it was read as and the others; None for an exact or unique name."""
+    specs, _ = _registry()
+    key, canonical = normalize_name(name), resolve_gpu_name(name)
+    if key == canonical:
+        return None
+    others = [g for g in sorted(specs) if g != canonical and g.startswith(key + "_")]
+    return f"{canonical} (also bundled: {', '.join(others)})" if others else None
+
+
 def load_gpu(name: str) -> GpuSpec:
     """The bundled `GpuSpec` for a GPU name or alias; raises UnknownName listing the known names."""
     return _registry()[0][resolve_gpu_name(name)]
