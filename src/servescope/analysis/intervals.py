@@ -14,15 +14,8 @@ def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
     """Length of the union of intervals [start, end): overlapping kernels count once."""
     if starts.size == 0:
         return 0.0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    running_end = np.maximum.accumulate(e)
-    new_segment = np.empty(s.size, dtype=bool)
-    new_segment[0] = True
-    new_segment[1:] = s[1:] > running_end[:-1]
-    first = np.flatnonzero(new_segment)
-    seg_end = np.maximum.reduceat(e, first)
-    return float(np.sum(seg_end - s[first]))
+    seg_start, seg_end, _ = union_segments(starts, ends)
+    return float(np.sum(seg_end - seg_start))
 
 
 def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.ndarray) -> dict[int, float]:

@@ -33,17 +33,7 @@ def _objects(path: Path) -> list[tuple[int, dict[str, object]]]:
             return [(1, whole)]
     except json.JSONDecodeError:
         pass
-    out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BenchFileError(f"{path}:{no}: not JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise BenchFileError(f"{path}:{no}: expected a JSON object per line")
-        out.append((no, obj))
+    out = _jsonl_objects(path, text, BenchFileError)
     if not out:
         raise BenchFileError(f"{path}: no benchmark runs in the file")
     return out
@@ -155,18 +145,23 @@ def _vllm_detailed(p: Path, d: dict[str, object]) -> Requests:
 
 
 def _jsonl_rows(p: Path, text: str) -> list[dict[str, object]]:
-    rows = []
+    return [obj for _, obj in _jsonl_objects(p, text, ScenarioError)]
+
+
+def _jsonl_objects(path: Path, text: str, error: type[Exception]) -> list[tuple[int, dict[str, object]]]:
+    """(line number, object) of each non-blank line of a JSONL text; `error` naming the file and line otherwise."""
+    out = []
     for no, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise ScenarioError(f"{p}:{no}: not JSON ({e.msg})") from None
+            raise error(f"{path}:{no}: not JSON ({e.msg})") from None
         if not isinstance(obj, dict):
-            raise ScenarioError(f"{p}:{no}: expected a JSON object per line")
-        rows.append(obj)
-    return rows
+            raise error(f"{path}:{no}: expected a JSON object per line")
+        out.append((no, obj))
+    return out
 
 
 def _csv_rows(p: Path, text: str) -> list[dict[str, object]]:
