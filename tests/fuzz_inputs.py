@@ -243,3 +243,24 @@ def check_cli(args: list[str]) -> str | None:
             return f"exit 1 without exactly one error line: {err_lines[:3]}"
         return None
     return f"exit code {result.exit_code}: {err_lines[:3]}"
+
+
+# --- size: gzip bombs written member by member (a test never holds the inflated bytes) -----------------------
+
+def gzip_member(data: bytes) -> bytes:
+    """One gzip member of `data`, at the best ratio."""
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def repeated_members(path: Path, head: bytes, body: bytes, count: int, tail: bytes) -> Path:
+    """head, then `body` `count` times (one member each, compressed once), then tail: count × len(body) bytes."""
+    one = gzip_member(body)
+    with path.open("wb") as fh:
+        fh.write(gzip_member(head))
+        for _ in range(count):
+            fh.write(one)
+        fh.write(gzip_member(tail))
+    return path

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_inputs import MUTATIONS, SEEDS, check_cli, mutate, seed_doc
+from fuzz_inputs import MUTATIONS, SEEDS, check_cli, mutate, repeated_members, seed_doc
 from servescope.cli import main
 from servescope.errors import ServescopeError
 from servescope.trace import load_trace
@@ -215,23 +215,6 @@ _WS_PLACES = {  # (head, tail) around a run of whitespace
 }
 
 
-def _member(data: bytes) -> bytes:
-    import zlib
-
-    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return c.compress(data) + c.flush()
-
-
-def _members(path: Path, head: bytes, body: bytes, count: int, tail: bytes) -> Path:
-    one = _member(body)
-    with path.open("wb") as fh:
-        fh.write(_member(head))
-        for _ in range(count):
-            fh.write(one)
-        fh.write(_member(tail))
-    return path
-
-
 def _timed_cli(args: list[str], limit_s: float = 10.0) -> str | None:
     import time
 
@@ -245,7 +228,7 @@ def _timed_cli(args: list[str], limit_s: float = 10.0) -> str | None:
 def test_whitespace_bomb_in_members_is_one_line(tmp_path: Path, place: str) -> None:
     """4 GB of spaces in 1 MB members (the issue: MemoryError after 22 s, or 120 s with 18 members)."""
     head, tail = _WS_PLACES[place]
-    bomb = _members(tmp_path / "bomb.json.gz", head, b" " * (1 << 20), 4096, tail)
+    bomb = repeated_members(tmp_path / "bomb.json.gz", head, b" " * (1 << 20), 4096, tail)
     problem = _timed_cli(["trace", str(bomb), "--json"])
     assert problem is None, f"{place}: {problem}"
 
@@ -261,7 +244,7 @@ def test_streamed_whitespace_under_a_lowered_ceiling(place: str, mb: int, member
     head, tail = _WS_PLACES[place]
     with tempfile.TemporaryDirectory() as tmp, mock.patch.object(_gzip, "SIZE_FLOOR_BYTES", 24 << 20), \
             mock.patch.object(_gzip, "EARLY_BYTES", 4 << 20):
-        path = _members(Path(tmp) / "ws.json.gz", head, b" " * ((mb << 20) // members), members, tail)
+        path = repeated_members(Path(tmp) / "ws.json.gz", head, b" " * ((mb << 20) // members), members, tail)
         problem = _timed_cli(["trace", str(path), *(["--json"] if as_json else [])], 5.0)
     assert problem is None, f"{place}, {mb} MB in {members} members: {problem}"
 
@@ -269,7 +252,7 @@ def test_streamed_whitespace_under_a_lowered_ceiling(place: str, mb: int, member
 def test_many_identical_events_bomb_is_one_line(tmp_path: Path) -> None:
     """~2.6 GB of one repeated kernel in ~9 MB (the issue: a Polars PanicException after 45 s at 6.1 GB)."""
     body = (_EVENT + b",") * 10_000
-    bomb = _members(tmp_path / "many.json.gz", b'{"traceEvents": [', body, 2_600_000_000 // len(body), _EVENT + b"]}")
+    bomb = repeated_members(tmp_path / "many.json.gz", b'{"traceEvents": [', body, 2_600_000_000 // len(body), _EVENT + b"]}")
     assert _timed_cli(["trace", str(bomb), "--json"]) is None
 
 
@@ -277,7 +260,7 @@ def test_many_identical_events_bomb_is_one_line(tmp_path: Path) -> None:
 def test_long_event_counts_give_a_result(tmp_path: Path, n_events: int) -> None:
     """Identical events well under the ceiling (a real, if dull, trace): a result, in members or not."""
     one = _EVENT + b","
-    path = _members(tmp_path / "n.json.gz", b'{"traceEvents": [', one * 1000, n_events // 1000, _EVENT + b"]}")
+    path = repeated_members(tmp_path / "n.json.gz", b'{"traceEvents": [', one * 1000, n_events // 1000, _EVENT + b"]}")
     result = CliRunner().invoke(main, ["trace", str(path), "--json"])
     assert result.exit_code == 0, result.stderr
     assert check_cli(["trace", str(path), "--json"]) is None
@@ -294,7 +277,7 @@ def test_repeated_seed_members_and_a_rank_folder_with_a_bomb(tmp_path: Path) -> 
     folder = tmp_path / "ranks"
     folder.mkdir()
     shutil.copyfile(SEEDS[2], folder / "rank0.json.gz")
-    _members(folder / "rank1.json.gz", *_WS_PLACES["between events"][:1], b" " * (1 << 20), 4096,
+    repeated_members(folder / "rank1.json.gz", *_WS_PLACES["between events"][:1], b" " * (1 << 20), 4096,
              _WS_PLACES["between events"][1])
     result = CliRunner().invoke(main, ["trace", str(folder), "--json"])
     assert result.exit_code == 0, result.stderr

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import gzip
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 
+from fuzz_inputs import gzip_member, repeated_members
 from independent import DATA
 from servescope.errors import NotATrace
 from servescope.trace import _gzip, _read, _split, load_trace
@@ -21,23 +21,6 @@ from servescope.trace import _gzip, _read, _split, load_trace
 SMALL = DATA / "traces" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
 EVENT = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"tid":7,"args":{"device":0}}'
 MB = 1 << 20
-
-
-def member(data: bytes) -> bytes:
-    """One gzip member of `data`, at the best ratio."""
-    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    return c.compress(data) + c.flush()
-
-
-def repeated_members(path: Path, head: bytes, body: bytes, count: int, tail: bytes) -> Path:
-    """head, then `body` `count` times (one member each, compressed once), then tail: count × len(body) bytes."""
-    one = member(body)
-    with path.open("wb") as fh:
-        fh.write(member(head))
-        for _ in range(count):
-            fh.write(one)
-        fh.write(member(tail))
-    return path
 
 
 def streamed_whitespace(path: Path, head: bytes, mb: int, tail: bytes) -> Path:
@@ -142,7 +125,7 @@ def test_truncated_bomb_is_refused_not_repaired(tmp_path: Path) -> None:
 
 def test_piece_sizes_shrink_with_the_ratio() -> None:
     """No single inflate call may hand back more than ~PIECE_BYTES (a 256 KB feed of a bomb was 264 MB)."""
-    raw = member(b" " * (64 * MB))
+    raw = gzip_member(b" " * (64 * MB))
     biggest = max(len(piece) for piece in _gzip.inflate_members(raw))
     assert biggest <= 2 * _gzip.PIECE_BYTES
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -16,6 +17,25 @@ from servescope.cli._app import (
     scenario_options,
 )
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def plan_goal_options(fn: F) -> F:
+    """The plan's goal and speculative-decoding options, shared by `plan` and `report` (its page's plan):
+    --target, --forbid, --spec-method, --spec-k, --acceptance, --acceptance-rate."""
+    options = [
+        click.option("--target", default=None, help="Goal, e.g. 8ms (tpot) or 1000tok/s (throughput)."),
+        click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization."),
+        click.option("--spec-method", default=None,
+                     help="eagle3 | eagle | mtp | ngram | draft:MODEL | eagle3:HEAD_CONFIG (the head's config.json)."),
+        click.option("--spec-k", default=None, type=int, help="Drafted tokens per step."),
+        click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi)."),
+        click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
 
 @main.command("plan")
 @click.argument("trace_path", required=False, type=click.Path(path_type=Path))
@@ -23,15 +43,9 @@ from servescope.cli._app import (
 @click.option("--objective", type=click.Choice(["tpot", "throughput"]), default=None,
               help="Default: throughput when --target is a rate (tok/s), else tpot.")
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests.")
-@click.option("--target", default=None, help="Goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
 @click.option("--tpot-limit", default=None,
               help="Objective throughput: the TPOT each user must keep, e.g. 50ms (default: the baseline's TPOT).")
-@click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
-@click.option("--spec-method", default=None,
-              help="eagle3 | eagle | mtp | ngram | draft:MODEL | eagle3:HEAD_CONFIG (the head's config.json).")
-@click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
-@click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
-@click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
+@plan_goal_options
 @click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The engine's log: the per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices "
                    "speculative decoding instead of a published curve (--acceptance wins).")

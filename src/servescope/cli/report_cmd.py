@@ -17,6 +17,7 @@ from servescope.cli._app import (
     optional_scenario_options,
     output_options,
 )
+from servescope.cli.plan_cmd import plan_goal_options
 
 
 @main.command("report")
@@ -25,13 +26,7 @@ from servescope.cli._app import (
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
 @click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests for the plan.")
-@click.option("--target", default=None, help="The plan's goal, e.g. 8ms (tpot) or 1000tok/s (throughput).")
-@click.option("--forbid", default=None, help="Comma-separated tracks never to recommend, e.g. quantization.")
-@click.option("--spec-method", default=None,
-              help="eagle3 | eagle | mtp | ngram | draft:MODEL | eagle3:HEAD_CONFIG (the head's config.json).")
-@click.option("--spec-k", default=None, type=int, help="Drafted tokens per step.")
-@click.option("--acceptance", default=None, help="Per-position acceptance P1,P2,… (mean accepted 1+ΣPi).")
-@click.option("--acceptance-rate", default=None, type=float, help="Constant per-token acceptance rate A.")
+@plan_goal_options
 @output_options
 @one_line_errors
 def report_command(path: Path, kind: str | None, objective: str, concurrency: int, target: str | None,
@@ -44,12 +39,7 @@ def report_command(path: Path, kind: str | None, objective: str, concurrency: in
     from servescope.advise import overview
     from servescope.planner.speculative import spec_from_options
     from servescope.report.overview_doc import overview_document
-    from servescope.report.render import suffix_error
 
-    params = click.get_current_context().params
-    explicit = params.get("output_format") or ("json" if params.get("as_json") else None)
-    if (err := suffix_error(None if out.path is None else str(out.path), explicit)) is not None:
-        raise click.UsageError(err)
     fmt = out if out.format != "text" else Output("html", out.path)
     if fmt.path is None and fmt.format == "html" and _stdout_is_terminal():
         raise click.UsageError("report writes a self-contained HTML page of several MB; not to a terminal: "
