@@ -16,6 +16,7 @@ import math
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from servescope.trace._schema import Args, Event
@@ -46,6 +47,15 @@ KIND_BY_CAT = {
 }
 # Rows on a GPU timeline (device and stream from their args): GPU work, GPU-side annotations and syncs.
 GPU_ROW_KINDS = (*GPU_EVENT_KINDS, "gpu_user_annotation", "sync")
+# Until the sort, `kind` is a code into KINDS and `name` a code into the names seen so far (`_read` keeps them): one
+# or four bytes a row where text costs 16 or more (a Polars string view, and the bytes again per row), so a trace of
+# millions of tiny events holds ~its final table while it loads. The sorted columns are gathered from the distinct
+# values, so every row's view points at one copy of its text.
+KINDS = tuple(sorted({*KIND_BY_CAT.values(), "other"}))
+_KIND_CODE = {cat: KINDS.index(kind) for cat, kind in KIND_BY_CAT.items()}
+_OTHER_CODE = KINDS.index("other")
+_GPU_ROW_CODES = [KINDS.index(kind) for kind in GPU_ROW_KINDS]
+NAME_TEXT = "_name_text"  # column of the frame of distinct names (`names_frame`), in code order
 # ts above this cannot be epoch µs (it would be past the year 5000): the file is in ns.
 NS_TS_THRESHOLD = 1e17
 
@@ -89,17 +99,19 @@ def empty_events() -> pl.DataFrame:
 
 
 def chunk_frame(
-    events: list[Event], lost: Counter[str]
+    events: list[Event], lost: Counter[str], name_codes: dict[str, int]
 ) -> tuple[pl.DataFrame, dict[str, list[Any]] | None]:
     """Raw columns of one chunk of kept events (complete, non-python_function); values that do not
-    cast are counted into `lost` by column. `finish_events` derives the final table. Second: the few
-    rows with collective args as lists (`_comm_rows`; `comm_frame` makes them a frame), or None."""
+    cast are counted into `lost` by column. `kind` and `name` are codes (KINDS; `name_codes`, which grows with
+    names not seen before). `finish_events` derives the final table. Second: the few rows with collective args as
+    lists (`_comm_rows`; `comm_frame` makes them a frame), or None."""
     args = [e.args or _NO_ARGS for e in events]
     names = [e.name for e in events]
+    cats = pl.Series([e.cat for e in events], dtype=pl.Utf8, strict=False)
     frame = pl.DataFrame(
         {
-            "cat": pl.Series([e.cat for e in events], dtype=pl.Utf8, strict=False),
-            "name": pl.Series(names, dtype=pl.Utf8, strict=False),
+            "kind": cats.replace_strict(_KIND_CODE, default=_OTHER_CODE, return_dtype=pl.UInt8),
+            "name": _name_codes(names, name_codes),
             "ts_us": _series([e.ts for e in events], pl.Float64, "ts", lost),
             "dur_us": _series([e.dur for e in events], pl.Float64, "dur", lost),
             **_id_columns("pid", [e.pid for e in events]),
@@ -123,6 +135,28 @@ def chunk_frame(
         }
     )
     return frame, _comm_rows(args, names, lost)
+
+
+def _name_codes(names: list[Any], codes: dict[str, int]) -> pl.Series:
+    """Each name's code in `codes` (null for a null name), adding names not seen before. A chunk holding a name
+    that is not text (1, 2.5: damage) converts it as Polars casts it to text first: 1 and 1.0 are one key in a
+    dict, and "1" and "1.0" two names."""
+    distinct = set(names)
+    if all(type(v) is str for v in distinct if v is not None):
+        for name in distinct:
+            if name is not None:
+                codes.setdefault(name, len(codes))
+        return pl.Series(list(map(codes.get, names)), dtype=pl.UInt32)
+    text = pl.Series(names, dtype=pl.Utf8, strict=False)
+    values = text.drop_nulls().unique().to_list()
+    for name in values:
+        codes.setdefault(name, len(codes))
+    return text.replace_strict(values, [codes[v] for v in values], default=None, return_dtype=pl.UInt32)
+
+
+def names_frame(codes: dict[str, int]) -> pl.DataFrame:
+    """The distinct names of `chunk_frame`'s codes, in code order, as the one-column frame `finish_events` reads."""
+    return pl.DataFrame({NAME_TEXT: pl.Series(list(codes), dtype=pl.Utf8)})
 
 
 def _comm_rows(args: list[Args], names: list[Any], lost: Counter[str]) -> dict[str, list[Any]] | None:
@@ -191,29 +225,32 @@ def finish_events(
 ) -> tuple[pl.DataFrame, TimeUnit]:
     """The events table, sorted by ts_us, from the chunk frames; `num_sms` (device → SM count)
     fills blocks_per_sm. `parts` may hold collective-arg frames (those with a `COMM_ROW` column, its
-    row counted over all chunk frames before it, see `_read`), applied to those rows. Also returns the unit the
-    file's timestamps were written in (the table is in µs either way)."""
+    row counted over all chunk frames before it, see `_read`), applied to those rows, and holds the frame of
+    distinct names (`names_frame`) the chunks' name codes point into. `parts` is emptied: each chunk is freed
+    as soon as the table no longer needs it. Also returns the unit the file's timestamps were written in (the
+    table is in µs either way)."""
     comm_parts = [p for p in parts if COMM_ROW in p.columns]
-    parts = [p for p in parts if COMM_ROW not in p.columns]
+    names = next((p[NAME_TEXT] for p in parts if NAME_TEXT in p.columns), pl.Series(NAME_TEXT, [], pl.Utf8))
+    chunks = [p for p in parts if COMM_ROW not in p.columns and NAME_TEXT not in p.columns]
+    parts.clear()
     for what, n_lost in lost.items():
         warnings.append(
             f"{n_lost:,} values of {what} could not be read as numbers and were set to null"
         )
-    if not parts:  # load_trace raises EmptyTrace first; kept for direct callers
+    if not chunks:  # load_trace raises EmptyTrace first; kept for direct callers
         return empty_events(), "us"
-    frame = pl.concat(parts, how="vertical", rechunk=False)
-    frame = frame.with_columns(
-        kind=pl.col("cat").replace_strict(KIND_BY_CAT, default="other", return_dtype=pl.Utf8)
-    )
     empty = pl.DataFrame(schema={COMM_ROW: pl.Int64, **{c: SCHEMA[c] for c in COMM_COLUMNS}})
     comm = pl.concat([empty, *comm_parts]) if comm_parts else empty
-    return _finish(frame, comm, num_sms, warnings)
+    return _finish(chunks, comm, names, num_sms, warnings)
 
 
 def _finish(
-    frame: pl.DataFrame, comm: pl.DataFrame, num_sms: dict[int, int], warnings: list[str]
+    chunks: list[pl.DataFrame], comm: pl.DataFrame, names: pl.Series, num_sms: dict[int, int], warnings: list[str]
 ) -> tuple[pl.DataFrame, TimeUnit]:
-    """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort."""
+    """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort; `kind` and `name` from their
+    codes last. `chunks` is emptied (no frame outside this function holds the raw columns)."""
+    frame = pl.concat(chunks, how="vertical", rechunk=False)
+    chunks.clear()
     n_no_ts = frame["ts_us"].null_count()
     if n_no_ts:
         warnings.append(f"{n_no_ts:,} events without a readable timestamp were dropped")
@@ -226,7 +263,7 @@ def _finish(
     n_neg = int((frame["dur_us"] < 0).sum())
     if n_neg:
         warnings.append(f"{n_neg:,} events with a negative duration set to 0")
-    gpu = pl.col("kind").is_in(GPU_ROW_KINDS)
+    gpu = pl.col("kind").is_in(_GPU_ROW_CODES)
     device = pl.when(gpu).then(pl.coalesce("arg_device", "pid_num"))
     # A device missing from deviceProperties (ROCm traces list device 0 but run on device 9) gets
     # the node's SM count when every listed device has the same one.
@@ -240,17 +277,38 @@ def _finish(
         blocks_per_sm=pl.coalesce("arg_bps", derived_bps),
     )
     dense = [c for c in SCHEMA if c not in COMM_COLUMNS]
-    order = frame.select(pl.arg_sort_by("ts_us", maintain_order=True)).to_series()  # = a stable sort
-    frame = frame.select(dense).cast({c: SCHEMA[c] for c in dense}).gather(order)
-    return _with_comm(frame, comm, order), unit
+    frame = frame.select(dense).cast({c: SCHEMA[c] for c in dense if c not in ("kind", "name")})
+    ts = frame["ts_us"].to_numpy()
+    in_order = bool(np.all(ts[1:] >= ts[:-1]))  # a stable sort of sorted rows changes nothing: skip its copies
+    del ts
+    order = None if in_order else frame.select(pl.arg_sort_by("ts_us", maintain_order=True)).to_series()
+    columns = frame.get_columns()
+    del frame
+    out = _gathered(columns, order)
+    kind, name = dense.index("kind"), dense.index("name")
+    out[kind] = pl.Series(KINDS, dtype=pl.Utf8).gather(out[kind]).alias("kind")
+    out[name] = names.gather(out[name]).alias("name")
+    return _with_comm(pl.DataFrame(out), comm, order), unit
 
 
-def _with_comm(frame: pl.DataFrame, comm: pl.DataFrame, order: pl.Series) -> pl.DataFrame:
-    """`frame` (sorted by `order`) with the COMM_COLUMNS: null, except the rows of `comm`. The
-    full-length columns are made here, after the sort, so the sort never copies them."""
+def _gathered(columns: list[pl.Series], order: pl.Series | None) -> list[pl.Series]:
+    """`columns` in `order` (None: as they are), one column at a time, each source freed once gathered: the table
+    exists about once, not twice as in a whole-frame gather. `columns` is emptied."""
+    out = []
+    while columns:
+        column = columns.pop(0)
+        out.append(column if order is None else column.gather(order))
+        del column
+    return out
+
+
+def _with_comm(frame: pl.DataFrame, comm: pl.DataFrame, order: pl.Series | None) -> pl.DataFrame:
+    """`frame` (sorted by `order`; None: in its rows' order) with the COMM_COLUMNS: null, except the rows of
+    `comm`. The full-length columns are made here, after the sort, so the sort never copies them."""
     columns = [pl.repeat(None, frame.height, dtype=SCHEMA[c], eager=True).alias(c) for c in COMM_COLUMNS]
     if comm.height:
-        rows = order.arg_sort().gather(comm[COMM_ROW])  # the inverse permutation: old row → sorted row
+        # The inverse permutation: old row → sorted row.
+        rows = comm[COMM_ROW] if order is None else order.arg_sort().gather(comm[COMM_ROW])
         for column in columns:
             column.scatter(rows, comm[column.name].cast(SCHEMA[column.name]))
     return frame.with_columns(columns).select(list(SCHEMA))

@@ -31,7 +31,7 @@ import polars as pl
 from servescope._paths import available_memory_bytes, is_device
 from servescope.errors import NotATrace, TraceNotFound
 from servescope.trace import _repair, _split
-from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame
+from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame, names_frame
 from servescope.trace._gzip import Ceiling, GzipBomb, GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
@@ -125,7 +125,9 @@ class Decoded:
     in casting."""
 
     top: TopLevel
-    parts: list[pl.DataFrame]  # chunk frames, then one small collective-arg frame (COMM_ROW) if any rows have such args
+    # Chunk frames, then one small collective-arg frame (COMM_ROW) if any rows have such args, then the distinct
+    # names the chunks' codes point into (`_frame.names_frame`); empty when no event was kept.
+    parts: list[pl.DataFrame]
     lost: Counter[str]
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
@@ -218,6 +220,8 @@ def _finish(top: TopLevel, result: _Chunked, warnings: list[str]) -> Decoded:
         warnings.append(f"{result.n_bad:,} events with unreadable fields were skipped")
     if result.comm:
         result.parts.append(comm_frame(result.comm, result.lost))
+    if result.parts:
+        result.parts.append(names_frame(result.names))
     return Decoded(
         top, result.parts, result.lost, result.n_events, has_events_key=True, any_ph=result.any_ph
     )
@@ -232,6 +236,7 @@ class _Chunked:
     n_bad: int = 0  # events skipped as unreadable
     n_rows: int = 0  # rows in the chunk frames of `parts` so far
     comm: dict[str, list[Any]] = field(default_factory=dict)  # collective-arg rows of all chunks (_frame._comm_rows)
+    names: dict[str, int] = field(default_factory=dict)  # distinct names → the code the chunk frames carry
 
 
 def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> _Chunked:
@@ -255,7 +260,7 @@ def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> 
         kept = [e for e in events if e.ph == "X" and e.cat not in DROPPED_CATS]
         del events
         if kept:
-            frame, comm = chunk_frame(kept, out.lost)
+            frame, comm = chunk_frame(kept, out.lost, out.names)
             if comm is not None:  # rows counted over the chunk frames before this one
                 comm[COMM_ROW] = [row + out.n_rows for row in comm[COMM_ROW]]
                 for name, values in comm.items():
