@@ -44,9 +44,10 @@ LABEL = "execute_context_0(0)_generation_64(64)"  # vLLM's step annotation: a de
 
 
 def _kernel(i: int, ts: float, correlation: int) -> str:
-    dur = 1 + (i * 7919) % 20
-    return (f'{{"ph":"X","cat":"kernel","name":{json.dumps(NAMES[(i * 31) % len(NAMES)])},"pid":0,"tid":{7 + i % 4},'
-            f'"ts":{ts:.0f},"dur":{dur},"args":{{"correlation":{correlation},"stream":{7 + i % 4}}}}}')
+    name = (i * 31) % len(NAMES)
+    dur = 1 + (i * 7919) % 20 + name / 1000  # + ns per name: no two names tie on total time (no tie in top kernels)
+    return (f'{{"ph":"X","cat":"kernel","name":{json.dumps(NAMES[name])},"pid":0,"tid":{7 + i % 4},'
+            f'"ts":{ts:.0f},"dur":{dur:.3f},"args":{{"correlation":{correlation},"stream":{7 + i % 4}}}}}')
 
 
 def _step(ts: float, span: float, correlation: int) -> str:

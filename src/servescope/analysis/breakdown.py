@@ -7,15 +7,23 @@ Does not: load files, decide what is a problem (findings), or format anything.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from servescope.analysis.classify import classify
+from servescope.analysis.classify import classify_gpu
+from servescope.analysis.gpu_rows import split_events, take_split
 from servescope.analysis.intervals import grouped_union_length
-from servescope.analysis.roofline import WorkGroup, attach_work, unshaped_us, work_groups
+from servescope.analysis.roofline import (
+    WORK_COLUMNS,
+    WorkGroup,
+    attach_work,
+    unshaped_us,
+    work_groups,
+)
 from servescope.analysis.steps import StepTable, find_steps
 from servescope.analysis.timeline import StepTimeline, step_timelines
 from servescope.trace.types import Trace
@@ -168,20 +176,43 @@ def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
     return {int(s): (int(n), int(g), float(c)) for s, n, g, c in stats.iter_rows()}
 
 
-def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
-    """Union µs per (step, key value), unions taken per device and summed over devices."""
-    cols = ["step", "device"] + ([key] if key else [])
-    frame = gpu.select(*cols, "ts_us", "dur_us").with_columns(pl.col("device").fill_null(-1))
-    if key:
-        frame = frame.with_columns(pl.col(key).fill_null("?"))
-    frame = frame.with_columns(pl.struct(cols).rank("dense").alias("gid"))
-    lengths = grouped_union_length(frame["gid"].to_numpy(), frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy())
-    keys = frame.select(*cols, "gid").unique("gid")
+def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) -> dict[tuple[int, str], float]:
+    """Union µs per (step, key value), unions taken per device and summed over devices; over the rows `where` holds
+    (default: all), filtered after selecting the columns read, so no other column is copied."""
+    if where is not None:
+        gpu = gpu.lazy().filter(where).select("step", "device", "ts_us", "dur_us", *([key] if key else [])).collect()
+    if gpu.height == 0:
+        return {}
+    parts = [gpu["step"], gpu["device"].fill_null(-1), *([gpu[key].fill_null("?")] if key else [])]
+    gid, values = _group_ids(parts)
+    lengths = grouped_union_length(gid, gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy())
     out: dict[tuple[int, str], float] = {}
-    for row in keys.iter_rows(named=True):
-        k = (int(row["step"]), str(row[key]) if key else "")
-        out[k] = out.get(k, 0.0) + lengths[int(row["gid"])]
+    for g, length in lengths.items():
+        step, _, *rest = values(g)
+        k = (int(step), str(rest[0]) if key else "")
+        out[k] = out.get(k, 0.0) + length
     return out
+
+
+def _group_ids(parts: list[pl.Series]) -> tuple[np.ndarray, Callable[[int], list[Any]]]:
+    """One int64 id per row for the combination of its values in `parts` (no nulls), ordered as the rows' value
+    tuples sort (the order of a dense rank of their struct, so the interval arithmetic runs in the same order),
+    and the function from an id back to its values. Codes per column and one product: no struct of millions of
+    rows is sorted."""
+    columns = [sorted(p.unique().to_list()) for p in parts]
+    gid = np.zeros(len(parts[0]), dtype=np.int64)
+    for part, uniq in zip(parts, columns, strict=True):
+        gid *= len(uniq)
+        gid += part.replace_strict(uniq, list(range(len(uniq))), return_dtype=pl.Int64).to_numpy()
+
+    def values(g: int) -> list[Any]:
+        out = []
+        for uniq in reversed(columns):
+            g, code = divmod(g, len(uniq))
+            out.append(uniq[code])
+        return out[::-1]
+
+    return gid, values
 
 
 def _with_bus_bytes(comm: pl.DataFrame) -> pl.DataFrame:
@@ -270,7 +301,10 @@ def _top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelStats, 
         .group_by("step", maintain_order=True)
         .head(top_n)
     )
-    groups = work_groups(gpu.join(stats.select("step", "name"), on=["step", "name"]), ["step", "name"]) if worked else {}
+    groups = {}
+    if worked:  # only shaped rows make work groups: filtered before the join, which copies the rows it keeps
+        rows = gpu.filter(shaped).select("step", "name", "kernel_class", *WORK_COLUMNS, "dur_us")
+        groups = work_groups(rows.join(stats.select("step", "name"), on=["step", "name"]), ["step", "name"])
     out: dict[int, list[KernelStats]] = {}
     for r in stats.iter_rows(named=True):
         bps = _finite(r["bps"])
@@ -308,10 +342,10 @@ def _per_class(gpu: pl.DataFrame) -> dict[int, tuple[dict[str, float], dict[str,
 
 def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, ...]:
     """One StepBreakdown per step of `table` (GPU rows must carry kernel_class and collective)."""
-    gpu = table.gpu_events.filter(pl.col("step").is_not_null())
+    gpu = _in_steps(table.gpu_events)
     busy = _unions(gpu, None)
     by_class = _unions(gpu, "kernel_class")
-    compute = _unions(gpu.filter(pl.col("kernel_class") != COMMUNICATION), None)
+    compute = _unions(gpu, None, where=pl.col("kernel_class") != COMMUNICATION)
     collectives = _collectives(gpu)
     tops = _top_kernels(gpu, top_n)
     classes = _per_class(gpu)
@@ -327,6 +361,9 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     devices, kernel_sums, kernel_counts, spans = (
         dict(zip(per_step["step"], per_step[c], strict=True)) for c in ("devices", "kernel_sum", "kernels", "span")
     )
+    step_classes: dict[int, dict[str, float]] = {}
+    for (st, c), v in sorted(by_class.items()):  # once, not once per step
+        step_classes.setdefault(st, {})[c] = v
     out = []
     for s in table.steps.iter_rows(named=True):
         i = int(s["step"])
@@ -342,7 +379,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             source=s["source"], cpu_start_us=s["cpu_start_us"], cpu_end_us=s["cpu_end_us"],
             gpu_start_us=s["gpu_start_us"], gpu_end_us=s["gpu_end_us"], gpu_span_us=span, gpu_busy_us=b,
             idle_us=max(0.0, span * n_dev - b), kernel_sum_us=float(kernel_sums.get(i, 0.0)),
-            classes_us={c: v for (st, c), v in sorted(by_class.items()) if st == i},
+            classes_us=step_classes.get(i, {}),
             class_sum_us=sums, class_calls=calls, collectives=collectives.get(i, {}),
             comm_exposed_us=exposed, comm_overlapped_us=max(0.0, comm - exposed),
             kernels=int(kernel_counts.get(i, 0)), launches=n_launch, graph_launches=n_graph,
@@ -350,6 +387,11 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             work=work.get(i, ()), unshaped_us=unshaped.get(i, {}),
         ))
     return tuple(out)
+
+
+def _in_steps(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The GPU rows attributed to a step (all of them, uncopied, when every row is)."""
+    return gpu if gpu["step"].null_count() == 0 else gpu.filter(pl.col("step").is_not_null())
 
 
 def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakdown, float]]:
@@ -364,11 +406,38 @@ def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakd
 def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
     """Classify, find steps, attach each kernel's work from its launching op's shapes, and break down one rank's
     trace. Malformed `Input Dims` are counted into the warnings."""
-    events = classify(trace.events)
-    table = find_steps(events)
-    gpu, work_warnings = attach_work(events, table.gpu_events)
+    return _breakdown(trace, *split_events(trace.events), top_n)
+
+
+def breakdown_taking(traces: list[Trace], top_n: int = 10) -> TraceBreakdown:
+    """`breakdown` of `traces[0]`, which is popped: when the list held the only reference to it, its events table
+    is freed column by column as the GPU rows are split from the rest (`gpu_rows.take_split`), so the breakdown's
+    peak is about one table, not a table and its GPU rows."""
+    trace = traces.pop(0)
+    holder = [trace.events]
+    trace = replace(trace, events=holder[0].clear())
+    return _breakdown(trace, *take_split(holder), top_n)
+
+
+# GPU-row columns attach_work reads; those the breakdown reads no more once steps and classes are attached, and
+# once the work is too.
+_WORK_INPUTS = ("kind", "correlation", "external_id", "ts_us", "dur_us", "gpu_bytes")
+_DONE_WITH_STEPS = ("launch_ts_us", "collective_source", "comm_name", "comm_in_nelems", "comm_out_nelems",
+                    "comm_group_size", "comm_dtype", "comm_pg")
+_DONE_WITH_WORK = ("kind", "correlation", "external_id", "gpu_bytes")
+
+
+def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int) -> TraceBreakdown:
+    """The breakdown of `trace` from its GPU rows and its other rows (`gpu_rows`); `trace.events` is not read."""
+    table = find_steps(others, gpu=classify_gpu(gpu, others))
+    del gpu
+    table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
+    work, work_warnings = attach_work(others, table.gpu_events.select(_WORK_INPUTS))
+    del others
+    gpu = table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS)))
+    del work
     table = replace(table, gpu_events=gpu)
-    del events
+    del gpu
     device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.filter(pl.col("step").is_null())
@@ -434,7 +503,9 @@ def _sum_optional(values: list[int | None]) -> int | None:
 def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n: int = 10) -> tuple[KindSummary, ...]:
     """Sum steps per kind; collective medians and top kernels come from the raw calls of those steps."""
     kinds = table.steps.select("step", "kind")
-    gpu = table.gpu_events.filter(pl.col("step").is_not_null()).drop("kind").join(kinds, on="step")
+    gpu = _in_steps(table.gpu_events).drop("kind", strict=False)
+    # Each row's step kind; every step of the GPU rows is a row of `steps`, so this is the inner join on step.
+    gpu = gpu.with_columns(gpu["step"].replace_strict(kinds["step"], kinds["kind"], default=None).alias("kind"))
     as_one_step = gpu.with_columns(pl.col("kind").rank("dense").cast(pl.Int64).alias("step"))
     step_of_kind = dict(as_one_step.select("kind", "step").unique().iter_rows())
     collectives = _collectives(as_one_step)

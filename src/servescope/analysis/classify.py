@@ -41,8 +41,8 @@ from servescope.errors import TraceError
 from servescope.trace.types import GPU_EVENT_KINDS
 
 __all__ = [
-    "CAST_OPS", "COLLECTIVES", "KERNEL_CLASSES", "OP_COLLECTIVES", "classify", "classify_name", "link_collectives",
-    "name_head",
+    "CAST_OPS", "COLLECTIVES", "KERNEL_CLASSES", "OP_COLLECTIVES", "classify", "classify_gpu", "classify_name",
+    "link_collectives", "name_head",
 ]
 
 KERNEL_CLASSES: tuple[str, ...] = (
@@ -114,13 +114,44 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
     Existing `kernel_class`/`collective` columns are replaced. Raises `TraceError` when `kind` or
     `name` is missing; without `external_id`/`correlation` columns no op linkage is done.
     """
+    frame = _drop_derived(events)
+    inputs = [c for c in _GPU_INPUTS if c in frame.columns]
+    gpu = _classified(frame, frame.lazy().with_row_index(_GPU_ROW).filter(_IS_GPU).select(_GPU_ROW, *inputs).collect())
+    rows = gpu[_GPU_ROW]
+    full = {name: pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
+            for name, dtype in {**DERIVED_COLUMNS, **LINKED_COLUMNS}.items()}
+    return frame.with_columns(series.scatter(rows, gpu[name]) for name, series in full.items())
+
+
+def classify_gpu(gpu: pl.DataFrame, others: pl.DataFrame) -> pl.DataFrame:
+    """`gpu` (the GPU rows of an events frame: kernel, memcpy, memset) with the columns `classify` adds, the values
+    `classify` gives those rows; `others`: the frame's other rows (or the whole frame), whose launches and CPU ops
+    the kernels are linked through. For a caller that holds the GPU rows apart (`analysis.breakdown`): no
+    full-length columns that are null on every other row. `gpu` needs kind and name; what else the rules read
+    (ids, collective args) is used when present."""
+    return _classified(_drop_derived(others), _drop_derived(gpu))
+
+
+# Derived columns `classify` adds (LINKED_COLUMNS after them); GPU-row columns its rules read.
+DERIVED_COLUMNS: dict[str, type[pl.DataType]] = {"kernel_class": pl.Utf8, "collective": pl.Utf8}
+_IS_GPU = pl.col("kind").is_in(GPU_EVENT_KINDS)
+_GPU_ROW = "_gpu_row"
+_GPU_INPUTS = ("kind", "name", "external_id", "correlation", *("comm_name", "comm_in_nelems", "comm_out_nelems",
+               "comm_group_size", "comm_dtype", "comm_pg"))
+
+
+def _drop_derived(events: pl.DataFrame) -> pl.DataFrame:
     missing = [column for column in ("kind", "name") if column not in events.columns]
     if missing:
         raise TraceError(f"events frame: missing column(s) {', '.join(missing)}")
-    derived = ("kernel_class", "collective", *LINKED_COLUMNS)
-    frame = events.drop([c for c in derived if c in events.columns])
-    is_gpu = pl.col("kind").is_in(GPU_EVENT_KINDS)
-    names = frame.filter(is_gpu & pl.col("name").is_not_null())["name"].unique().to_list()
+    derived = (*DERIVED_COLUMNS, *LINKED_COLUMNS)
+    return events.drop([c for c in derived if c in events.columns])
+
+
+def _classified(frame: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
+    """`gpu` (GPU rows of `frame`) with DERIVED_COLUMNS and LINKED_COLUMNS; `frame` (every row) gives the launches
+    and CPU ops that kernels are linked to."""
+    names = gpu.filter(pl.col("name").is_not_null())["name"].unique().to_list()
     labels = [classify_name(name) for name in names]
     by_name = pl.col("name").replace_strict(
         names, [label[0] for label in labels], default=None, return_dtype=pl.Utf8
@@ -137,13 +168,13 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
         .then(by_name.fill_null("other"))  # a kernel without a name is still GPU time
         .otherwise(pl.lit(None, dtype=pl.Utf8))
     )
-    frame = frame.with_columns(kernel_class.alias("kernel_class")).with_columns(
+    gpu = gpu.with_columns(kernel_class.alias("kernel_class")).with_columns(
         pl.when(pl.col("kernel_class") == "communication")
         .then(collective_by_name)
         .otherwise(pl.lit(None, dtype=pl.Utf8))
         .alias("collective")
     )
-    return link_collectives(frame)
+    return _link(frame, gpu)
 
 
 def _cast_linked(frame: pl.DataFrame) -> pl.Expr:
@@ -188,15 +219,23 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
     docs/metrics.md) and `group_size` (ranks), from the kernel's args else its op's. Input columns are
     left as they are.
     """
+    return _link(frame, frame)
+
+
+def _link(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` (some rows of `frame`, with `kernel_class` and `collective`) with the collectives of their
+    communication kernels linked (`link_collectives`) and LINKED_COLUMNS; `frame` gives launches and ops."""
     is_comm = pl.col("kernel_class") == "communication"
-    if not frame.select(is_comm.any()).item():
-        return frame.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in LINKED_COLUMNS.items())
+    if not rows.select(is_comm.any()).item():
+        return rows.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in LINKED_COLUMNS.items())
     # A frame without collective args, timing or ids (Nsight, synthetic) links what it can.
     missing = {**COMM_COLUMNS, **_LINK_COLUMNS}
     work = frame.with_columns(
         pl.lit(None, dtype).alias(name) for name, dtype in missing.items() if name not in frame.columns
     )
-    comm = work.lazy().with_row_index("_row").filter(is_comm).collect()
+    comm = (rows.lazy().with_row_index("_row").filter(is_comm)
+            .with_columns(pl.lit(None, dtype).alias(name) for name, dtype in missing.items() if name not in rows.columns)
+            .select("_row", "correlation", "external_id", "collective", *COMM_COLUMNS).collect())
     linked = _linked_ops(work, comm)
     own = _collective_expr(comm, "comm_name")
     collective = pl.coalesce(own, "op_collective", "collective")
@@ -211,11 +250,11 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
         .pipe(lambda f: f.with_columns(_message_bytes(f).alias("message_bytes")))
         .select("_row", "collective", "collective_source", "message_bytes", pl.col("comm_group_size").alias("group_size"))
     )
-    rows = comm["_row"]
-    nulls = {name: pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
+    at = comm["_row"]
+    nulls = {name: pl.repeat(None, rows.height, dtype=dtype, eager=True).alias(name)
              for name, dtype in LINKED_COLUMNS.items()}
-    columns = {"collective": frame["collective"].clone(), **nulls}
-    return frame.with_columns(series.scatter(rows, comm[name]) for name, series in columns.items())
+    columns = {"collective": rows["collective"].clone(), **nulls}
+    return rows.with_columns(series.scatter(at, comm[name]) for name, series in columns.items())
 
 
 def _by_value(frame: pl.DataFrame, column: str, fn: Callable[[str], T], dtype: type[pl.DataType]) -> pl.Expr:

@@ -27,18 +27,27 @@ def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.n
     """
     if starts.size == 0:
         return {}
-    rel = starts - float(np.min(starts))
-    span = float(np.max(rel + durations)) + 1.0
+    # In place where an array is done with (same operations in the same order): ~5 arrays of the input's length
+    # alive at once, not ~10 (a trace of millions of kernels).
+    s = starts - float(np.min(starts))  # relative starts
+    e = s + durations  # relative ends
+    span = float(np.max(e)) + 1.0
     uniq, inverse = np.unique(groups, return_inverse=True)
-    offset = inverse.astype(np.float64) * span
-    s = rel + offset
-    e = rel + durations + offset
+    offset = inverse.astype(np.float64)
+    offset *= span
+    s += offset
+    e += offset
+    del offset
     order = np.argsort(s, kind="stable")
-    s, e, g = s[order], e[order], inverse[order]
+    s = s[order]
+    e = e[order]
+    g = inverse[order]
+    del order, inverse
     running_end = np.maximum.accumulate(e)
     new_segment = np.empty(s.size, dtype=bool)
     new_segment[0] = True
-    new_segment[1:] = s[1:] > running_end[:-1]
+    np.greater(s[1:], running_end[:-1], out=new_segment[1:])
+    del running_end
     first = np.flatnonzero(new_segment)
     seg_len = np.maximum.reduceat(e, first) - s[first]
     totals = np.bincount(g[first], weights=seg_len, minlength=uniq.size)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
 
-from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown
+from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown_taking
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
 from servescope.errors import EmptyTrace, NotATrace, TraceError
@@ -50,8 +50,13 @@ def analyze_rank_file(path: str, top_n: int = 10) -> list[RankOutcome]:
         traces = load_rank_file(path)
     except (NotATrace, EmptyTrace) as exc:
         return [RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)]
-    return [RankOutcome(path, t.rank, breakdown(t, top_n) if t.has_gpu_events else None, t.warnings)
-            for t in traces]
+    outcomes = []
+    while traces:  # each trace handed to its breakdown, which frees its table as it goes (breakdown_taking)
+        rank, warnings, has_gpu = traces[0].rank, traces[0].warnings, traces[0].has_gpu_events
+        outcomes.append(RankOutcome(path, rank, breakdown_taking(traces, top_n) if has_gpu else None, warnings))
+        if not has_gpu:
+            traces.pop(0)
+    return outcomes
 
 
 def default_workers(files: Sequence[str]) -> int:

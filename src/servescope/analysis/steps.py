@@ -121,8 +121,8 @@ class StepTable:
 
     `steps`: one row per step: step, label, kind, batch_size, tokens, cpu_start_us, cpu_end_us, gpu_start_us,
     gpu_end_us, source. `gpu_events`: the GPU rows (kernel, memcpy, memset) of the events frame with a `step`
-    column (null for events outside every step). `launches`: launch rows (runtime/driver) with `step`.
-    `method`: how steps were found, in words, for the report.
+    column (null for events outside every step). `launches`: launch rows (runtime/driver) with `step` (and the
+    LAUNCH_COLUMNS of the events frame). `method`: how steps were found, in words, for the report.
     """
 
     steps: pl.DataFrame
@@ -220,11 +220,28 @@ def _launch_times(launches: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _attribute_labelled(events: pl.DataFrame, labels: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+# What `launches` keeps of a launch row: a launch's own columns, not the GPU or collective ones (all null on it).
+LAUNCH_COLUMNS = ("kind", "name", "pid", "tid", "ts_us", "dur_us", "correlation", "external_id")
+
+
+def _launch_rows(events: pl.DataFrame) -> pl.DataFrame:
+    """The launch rows (runtime/driver) of `events`, LAUNCH_COLUMNS only (those `events` has)."""
+    columns = [c for c in LAUNCH_COLUMNS if c in events.columns]
+    return events.lazy().filter(pl.col("kind").is_in(LAUNCH_KINDS)).select(columns).collect()
+
+
+def _by_correlation(gpu: pl.DataFrame, values: pl.DataFrame, column: str) -> pl.Series:
+    """`values[column]` of each GPU row's correlation (`values` holds one row per correlation), null when none:
+    a left join's column without copying the GPU rows."""
+    return gpu["correlation"].replace_strict(values["correlation"], values[column], default=None,
+                                             return_dtype=values.schema[column]).alias(column)
+
+
+def _attribute_labelled(events: pl.DataFrame, gpu: pl.DataFrame, labels: pl.DataFrame) -> tuple[
+        pl.DataFrame, pl.DataFrame]:
     """Attribute GPU rows to labelled steps by launch time; GPU rows with no launch go by their own start."""
-    gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS))
-    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))  # once: used for times and steps below
-    gpu = gpu.join(_launch_times(launches), on="correlation", how="left")
+    launches = _launch_rows(events)  # once: used for times and steps below
+    gpu = gpu.with_columns(_by_correlation(gpu, _launch_times(launches), "launch_ts_us"))
     starts = labels["cpu_start_us"].to_numpy()
     ends = labels["cpu_end_us"].to_numpy()
     launch_ts = gpu["launch_ts_us"].fill_null(np.nan).to_numpy()
@@ -283,8 +300,11 @@ def idle_gap_threshold_us(gpu: pl.DataFrame) -> float:
     return max(1000.0, 20.0 * median_gap)
 
 
-def _attribute_gaps(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS)).sort("ts_us")
+def _attribute_gaps(events: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    ts = gpu["ts_us"].to_numpy()
+    if not bool(np.all(ts[1:] >= ts[:-1])):  # rows of a loaded trace are in order already: no copy then
+        gpu = gpu.sort("ts_us")
+    del ts
     threshold = idle_gap_threshold_us(gpu)
     gpu = gpu.with_columns(series("step", _gap_segments(gpu, threshold), pl.Int64))
     per_step = gpu.group_by("step").agg(
@@ -308,8 +328,8 @@ def _attribute_gaps(events: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, p
 def _launches_for(events: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     """Launch rows with the step of the GPU rows they launched (null when they launched nothing seen)."""
     corr_step = gpu.filter(pl.col("correlation").is_not_null()).group_by("correlation").agg(pl.col("step").min())
-    launches = events.filter(pl.col("kind").is_in(LAUNCH_KINDS))
-    return launches.join(corr_step, on="correlation", how="left")
+    launches = _launch_rows(events)
+    return launches.with_columns(_by_correlation(launches, corr_step, "step"))
 
 
 def _gpu_spans(gpu: pl.DataFrame) -> pl.DataFrame:
@@ -329,17 +349,21 @@ _STEP_COLUMNS = [
 ]
 
 
-def find_steps(events: pl.DataFrame) -> StepTable:
-    """Find steps from labels (engine labels, else ProfilerStep#N), else from GPU idle gaps."""
+def find_steps(events: pl.DataFrame, gpu: pl.DataFrame | None = None) -> StepTable:
+    """Find steps from labels (engine labels, else ProfilerStep#N), else from GPU idle gaps. `gpu`: the GPU rows
+    of `events`, when the caller holds them already (classified, or only the columns it reads on;
+    `analysis.classify.classify_gpu`), and then `events` needs only the other rows; default: `events`' own."""
+    if gpu is None:
+        gpu = events.filter(pl.col("kind").is_in(GPU_EVENT_KINDS))
     labels = _label_rows(events)
     if labels.height:
-        gpu, launches = _attribute_labelled(events, labels)
+        gpu, launches = _attribute_labelled(events, gpu, labels)
         steps = labels.with_row_index("step").with_columns(pl.col("step").cast(pl.Int64))
         steps = steps.join(_gpu_spans(gpu), on="step", how="left")
         source = labels["source"][0]
         method = f"{labels.height} step label(s) ({source}); kernels attributed by their launch's correlation"
     else:
-        steps, gpu, launches = _attribute_gaps(events)
+        steps, gpu, launches = _attribute_gaps(events, gpu)
         method = (
             "no step labels in the trace: steps are GPU segments separated by idle gaps of at least "
             f"{idle_gap_threshold_us(gpu):.0f} µs"
