@@ -1,8 +1,9 @@
-"""Write a valid Kineto trace of N tiny kernels (default 5 M, ~660 MB of JSON), deterministically, for memory benches.
+"""Write a valid Kineto trace of N tiny kernels (default 5 M: 716 MB of JSON), deterministically, for memory benches.
 
 What it does: streams `{"traceEvents": [...]}` to OUT (plain JSON, or gzip when OUT ends in .gz) without holding
-it: every kernel is one `cat: kernel` complete event ~130 bytes long (no grid/block args) on GPU pid 0, one of 4 streams, named after
-one of 16 kernel names (GEMMs, attention, norms, elementwise, NCCL), 1–20 µs long and 2 µs apart, with its
+it: every kernel is one `cat: kernel` complete event of ~143 bytes (no grid/block args) on GPU pid 0, one of 4
+streams, named after one of 16 short real kernel names (GEMMs, attention, norms, elementwise, NCCL, a memcpy
+kernel), 1–20 µs long (plus a ns per name, so that no two names tie on total time) and 2 µs apart, with its
 correlation id. Every 4,096 kernels form one vLLM decode step: a `user_annotation` step label and one
 `cudaGraphLaunch` whose correlation all the step's kernels carry (a CUDA graph replay, as vLLM decodes), so steps
 and classes are found as in a real capture. The same N always writes the same bytes.

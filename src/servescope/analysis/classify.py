@@ -98,10 +98,20 @@ def name_head(name: str) -> str:
     return stripped  # unbalanced: keep the whole name
 
 
+# Longest kernel name (without its argument list) the rules read; a longer one is "other" unread. Real names stay
+# under ~5,000 characters; each rule scans the whole name, so a 150 MB name took minutes (issue 21).
+MAX_CLASSIFIED_CHARS = 16_384
+
+
 @lru_cache(maxsize=65536)
 def classify_name(name: str) -> tuple[str, str | None]:
-    """`(kernel_class, collective or None)` for one kernel name, from name rules only."""
+    """`(kernel_class, collective or None)` for one kernel name, from name rules only; "other" for a name whose head
+    is longer than MAX_CLASSIFIED_CHARS (no real kernel's is), unread past its length when over 4x that."""
+    if len(name) > 4 * MAX_CLASSIFIED_CHARS:  # name_head would walk back through an argument list no rule reads
+        return "other", None
     head = name_head(name)
+    if len(head) > MAX_CLASSIFIED_CHARS:
+        return "other", None
     for pattern, kernel_class, collective in _COMPILED:
         if pattern.search(head):
             return kernel_class, collective

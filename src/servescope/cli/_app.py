@@ -30,7 +30,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import wraps
@@ -394,25 +394,42 @@ class Output:
     def emit(self, document: dict[str, Any], text: Callable[[Console], None] | None = None,
              warnings: Sequence[str] = ()) -> None:
         """Render the document (or, for text, call `text` with a console) and write it; warnings to stderr
-        unless the text renderer shows them. All rendering happens before anything is written."""
-        from servescope.report.render import render
+        unless the text renderer shows them. All rendering happens before anything is written, except for JSON
+        too big to hold twice (`report.render.streams`: a 1 M-row validation), written in pieces as it is made."""
+        from servescope.report.render import json_pieces, render, streams
 
         if self.path is None and sys.stdout is None:  # started with stdout closed (`>&-`): say so, exit 1
             raise OutputError("cannot write the output: stdout is closed (use -o FILE)")
-        if self.format == "text" and text is not None:
-            body = self._text(text)
+        as_json = self.format == "json" or (self.format == "text" and text is None)
+        if as_json and streams(document):
+            self._write_pieces(json_pieces(document))
         else:
-            body = render(document, "json" if self.format == "text" else self.format)
-        if self.path is not None:
-            write_atomically(self.path, body if body.endswith("\n") else body + "\n")
-        elif body:
-            click.echo(body.rstrip("\n"))
+            body = self._text(text) if self.format == "text" and text is not None else render(
+                document, "json" if self.format == "text" else self.format)
+            if self.path is not None:
+                write_atomically(self.path, body if body.endswith("\n") else body + "\n")
+            elif body:
+                click.echo(body.rstrip("\n"))
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
         for n in _NOTES:  # what the command read its options as: said once the result is out
             click.echo(f"servescope: note: {n}", err=True)
         _NOTES.clear()
+
+    def _write_pieces(self, pieces: Iterable[str]) -> None:
+        """Write text pieces and a final newline to `path` (atomically: report.atomic) or stdout."""
+        if self.path is None:
+            for piece in pieces:
+                click.echo(piece, nl=False)
+            click.echo("")
+            return
+        from servescope.report.atomic import atomic_binary
+
+        with atomic_binary(self.path) as fh:
+            for piece in pieces:
+                fh.write(piece.encode())
+            fh.write(b"\n")
 
     def _text(self, draw: Callable[[Console], None]) -> str:
         if self.path is None:

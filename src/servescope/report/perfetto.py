@@ -9,6 +9,8 @@ with integer pids above Linux's pid range (so they never collide with Kineto's C
     that class's kernels on that GPU (overlapping or touching kernels merge), named by the class.
 Timestamps are written in the trace's own unit (µs; ns traces are scaled back). The output is gzip JSON when its
 name ends in .gz, plain JSON otherwise, written atomically (temporary file + rename) and never over the input.
+The input's text is streamed to the output (read a second time, gunzipped in pieces), not held: memory is the
+events table's, as for `servescope trace`.
 Adds O(steps + class intervals) events: at most one per GPU event, usually far fewer.
 Does not: repair damaged traces (export needs an intact file: it keeps every byte), or read rank folders.
 """
@@ -17,21 +19,24 @@ from __future__ import annotations
 
 import gzip
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from servescope.analysis.classify import classify
+from servescope.analysis.classify import classify_gpu
+from servescope.analysis.gpu_rows import take_split
 from servescope.analysis.intervals import union_segments
 from servescope.analysis.steps import find_steps
-from servescope.errors import NotATrace, OutputError
+from servescope.errors import NotATrace, OutputError, TraceError
 from servescope.report.atomic import atomic_binary
 from servescope.trace._nsys_read import is_sqlite
 from servescope.trace._read import read_bytes
-from servescope.trace.load import load_trace
+from servescope.trace.load import json_blocks, load_trace, load_trace_and_layout
+from servescope.trace.types import Trace
 
 STEPS_PID = 10_000_001  # > 2**22 (Linux pid_max): no Kineto CPU pid or GPU ordinal uses it
 CLASSES_PID = 10_000_002
@@ -114,18 +119,30 @@ def class_intervals(gpu: pl.DataFrame) -> pl.DataFrame:
     return pl.concat(parts)
 
 
-def _class_events(gpu: pl.DataFrame, scale: float) -> tuple[list[dict[str, Any]], int]:
+def _class_events(gpu: pl.DataFrame, scale: float) -> tuple[list[dict[str, Any]], int, pl.DataFrame, dict[Any, int]]:
+    """The kernel-class process and thread names, the number of tracks, and the intervals (one slice each,
+    `_class_slices`) with the thread of each track: a trace of millions of kernels has millions of intervals,
+    encoded in batches rather than held as events."""
     events = [_meta(CLASSES_PID, None, "process_name", "servescope kernel classes")]
     intervals = class_intervals(gpu)
     tracks = intervals.select("device", "kernel_class").unique().sort("device", "kernel_class").rows()
     tid_of = {key: i + 1 for i, key in enumerate(tracks)}
     for (device, cls), tid in tid_of.items():
         events.append(_meta(CLASSES_PID, tid, "thread_name", f"GPU {device} {cls}"))
-    for device, cls, start, end, n in intervals.iter_rows():
-        events.append({"ph": "X", "cat": "servescope.class", "name": cls, "pid": CLASSES_PID,
-                       "tid": tid_of[(device, cls)], "ts": round(start * scale, 3),
-                       "dur": round((end - start) * scale, 3), "args": {"kernels": n}})
-    return events, len(tracks)
+    return events, len(tracks), intervals, tid_of
+
+
+ENCODE_BATCH = 65536  # class slices encoded at once
+
+
+def _class_slices(intervals: pl.DataFrame, tid_of: dict[Any, int], scale: float) -> Iterator[bytes]:
+    """The class slices as JSON array elements (no brackets), ENCODE_BATCH at a time."""
+    for start in range(0, intervals.height, ENCODE_BATCH):
+        batch = [{"ph": "X", "cat": "servescope.class", "name": cls, "pid": CLASSES_PID,
+                  "tid": tid_of[(device, cls)], "ts": round(begin * scale, 3),
+                  "dur": round((end - begin) * scale, 3), "args": {"kernels": n}}
+                 for device, cls, begin, end, n in intervals.slice(start, ENCODE_BATCH).iter_rows()]
+        yield msgspec.json.encode(batch)[1:-1]
 
 
 def _array_start(buf: bytes | bytearray | memoryview, path: Path) -> int:
@@ -164,7 +181,7 @@ def _check_intact(path: Path, buf: bytes | bytearray, warnings: list[str]) -> in
         raise NotATrace(f"{path}: damaged JSON ({exc}); export copies every byte and needs an intact trace") from None
 
 
-def _write(out: Path, pieces: list[bytes | memoryview]) -> None:
+def _write(out: Path, pieces: Iterable[bytes | memoryview]) -> None:
     """Write pieces to `out` atomically (report.atomic), gzip-compressed when its name ends in .gz."""
     with atomic_binary(out) as raw:
         if out.suffix == ".gz":
@@ -176,8 +193,57 @@ def _write(out: Path, pieces: list[bytes | memoryview]) -> None:
                 raw.write(piece)
 
 
+def _spliced(blocks: Iterable[bytes | memoryview], at: int, body: Iterable[bytes]) -> Iterator[bytes | memoryview]:
+    """`blocks` (a text in pieces) with the pieces of `body` inserted at offset `at`."""
+    pos = 0
+    for block in blocks:
+        if pos <= at < pos + len(block):
+            yield block[: at - pos]
+            yield from body
+            yield block[at - pos :]
+        else:
+            yield block
+        pos += len(block)
+
+
+def _body(head: bytes, slices: Iterable[bytes], before_more: bool) -> Iterator[bytes]:
+    """The new events as array elements: `head`, each batch of slices, and a comma when original events follow."""
+    yield head
+    for piece in slices:
+        yield b","
+        yield piece
+    if before_more:
+        yield b","
+
+
+@dataclass
+class _Source:
+    """The trace, its number of events, where its event array starts, and its JSON text again in blocks."""
+
+    trace: Trace
+    n_events: int
+    array_start: int
+    blocks: Callable[[], Iterable[bytes | memoryview]]
+
+
+def _source(path: Path) -> _Source:
+    """Read `path` once as a stream (load_trace_and_layout: intact JSON, the text read again to write it); a file
+    the stream cannot vouch for (odd layout, damage) is read whole and checked as before."""
+    try:
+        trace, layout = load_trace_and_layout(path)
+    except TraceError:
+        trace, layout = None, None
+    if trace is not None and layout is not None:
+        return _Source(trace, layout.n_events, layout.array_start, lambda: json_blocks(path))
+    read_warnings: list[str] = []
+    buf = read_bytes(path, read_warnings)
+    n_original = _check_intact(path, buf, read_warnings)
+    return _Source(trace or load_trace(path), n_original, _array_start(buf, path), lambda: [memoryview(buf)])
+
+
 def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
-    """Write `path`'s trace plus servescope's step and kernel-class tracks to `out` (see the module docstring)."""
+    """Write `path`'s trace plus servescope's step and kernel-class tracks to `out` (see the module docstring).
+    Holds the events table (GPU rows apart, `analysis.gpu_rows`), not the file's text: that is streamed to `out`."""
     path, out = Path(path), Path(out)
     if path.is_dir():
         raise NotATrace(f"{path}: is a folder; export takes one trace file (one rank)")
@@ -188,19 +254,24 @@ def export_perfetto(path: str | Path, out: str | Path) -> ExportResult:
     if path.is_file() and is_sqlite(path):
         raise NotATrace(f"{path}: an Nsight Systems SQLite export; export annotates Kineto JSON traces (open the "
                         ".nsys-rep in Nsight Systems instead)")
-    read_warnings: list[str] = []
-    buf = read_bytes(path, read_warnings)
-    n_original = _check_intact(path, buf, read_warnings)
-    trace = load_trace(path)
-    table = find_steps(classify(trace.events))
+    source = _source(path)
+    trace = source.trace
+    source.trace = replace(trace, events=trace.events.clear())
+    holder = [trace.events]
+    del trace
+    gpu, others = take_split(holder)
+    table = find_steps(others, gpu=classify_gpu(gpu, others))
+    del gpu, others
+    trace = source.trace
     scale = 1e3 if trace.source_time_unit == "ns" else 1.0  # write back in the file's own unit
     step_events = _step_events(table.steps, scale)
-    class_events, n_tracks = _class_events(table.gpu_events, scale)
-    added = step_events + class_events
-    at = _array_start(buf, path)
-    empty = buf[at:].lstrip()[:1] == b"]"
-    body = msgspec.json.encode(added)[1:-1] + (b"" if empty else b",")
-    view = memoryview(buf)
-    _write(out, [view[:at], body, view[at:]])
+    gpu = table.gpu_events.select("device", "kernel_class", "ts_us", "dur_us")  # the rest is freed here
+    del table
+    class_events, n_tracks, intervals, tid_of = _class_events(gpu, scale)
+    del gpu
+    head = step_events + class_events
+    body = _body(msgspec.json.encode(head)[1:-1], _class_slices(intervals, tid_of, scale), source.n_events > 0)
+    _write(out, _spliced(source.blocks(), source.array_start, body))
     n_steps = sum(1 for e in step_events if e["ph"] == "X")
-    return ExportResult(str(path), str(out), n_original, len(added), n_steps, n_tracks, trace.warnings)
+    return ExportResult(str(path), str(out), source.n_events, len(head) + intervals.height, n_steps, n_tracks,
+                        trace.warnings)

@@ -8,6 +8,7 @@ Does not: compute anything, print, or write files (the CLI writes, atomically).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -33,6 +34,40 @@ def suffix_error(path: str | None, explicit_format: str | None) -> str | None:
 def to_json(document: dict[str, Any]) -> str:
     """The document as indented JSON (no trailing newline)."""
     return msgspec.json.format(msgspec.json.encode(document), indent=2).decode()
+
+
+STREAM_ITEMS = 10_000  # a document with a top-level list longer than this is written in pieces (`json_pieces`)
+_BATCH = 2_000  # list items formatted at once
+
+
+def streams(document: dict[str, Any]) -> bool:
+    """Whether `document` is big enough to be written in pieces: a top-level list of over STREAM_ITEMS items."""
+    return any(isinstance(v, list) and len(v) > STREAM_ITEMS for v in document.values())
+
+
+def json_pieces(document: dict[str, Any]) -> Iterator[str]:
+    """`to_json(document)` in pieces, the same text: each top-level value formatted on its own (nested lines one
+    indent deeper) and a top-level list a batch of items at a time, so that no piece holds the whole output (a
+    1 M-row `validate` document is ~0.5 GB of text). JSON strings hold no raw newline, so re-indenting is a
+    replace of every newline."""
+    if not document:
+        yield "{}"
+        return
+    yield "{\n"
+    last = len(document) - 1
+    for i, (key, value) in enumerate(document.items()):
+        yield f"  {msgspec.json.encode(key).decode()}: "
+        if isinstance(value, list) and value:
+            yield "[\n"
+            for start in range(0, len(value), _BATCH):
+                text = msgspec.json.format(msgspec.json.encode(value[start : start + _BATCH]), indent=2).decode()
+                more = start + _BATCH < len(value)
+                yield "  " + text[2:-2].replace("\n", "\n  ") + (",\n" if more else "\n")  # without its [ and ]
+            yield "  ]"
+        else:
+            yield msgspec.json.format(msgspec.json.encode(value), indent=2).decode().replace("\n", "\n  ")
+        yield ",\n" if i < last else "\n"
+    yield "}"
 
 
 def to_csv(document: dict[str, Any]) -> str:

@@ -56,6 +56,11 @@ _KIND_CODE = {cat: KINDS.index(kind) for cat, kind in KIND_BY_CAT.items()}
 _OTHER_CODE = KINDS.index("other")
 _GPU_ROW_CODES = [KINDS.index(kind) for kind in GPU_ROW_KINDS]
 NAME_TEXT = "_name_text"  # column of the frame of distinct names (`names_frame`), in code order
+# Characters of an event name kept (the longest real kernel or op name seen is ~5,000): a longer one is cut here,
+# with a warning, so that per-name work later (classification, labels, reports) is bounded by this, not by the file.
+MAX_NAME_CHARS = 65_536
+CUT_MARK = "…"
+NAMES_CUT = "_names_cut"  # key in the `lost` counter: rows whose name was cut (a warning of its own)
 # ts above this cannot be epoch µs (it would be past the year 5000): the file is in ns.
 NS_TS_THRESHOLD = 1e17
 
@@ -111,7 +116,7 @@ def chunk_frame(
     frame = pl.DataFrame(
         {
             "kind": cats.replace_strict(_KIND_CODE, default=_OTHER_CODE, return_dtype=pl.UInt8),
-            "name": _name_codes(names, name_codes),
+            "name": _name_codes(names, name_codes, lost),
             "ts_us": _series([e.ts for e in events], pl.Float64, "ts", lost),
             "dur_us": _series([e.dur for e in events], pl.Float64, "dur", lost),
             **_id_columns("pid", [e.pid for e in events]),
@@ -137,11 +142,18 @@ def chunk_frame(
     return frame, _comm_rows(args, names, lost)
 
 
-def _name_codes(names: list[Any], codes: dict[str, int]) -> pl.Series:
-    """Each name's code in `codes` (null for a null name), adding names not seen before. A chunk holding a name
-    that is not text (1, 2.5: damage) converts it as Polars casts it to text first: 1 and 1.0 are one key in a
-    dict, and "1" and "1.0" two names."""
+def _name_codes(names: list[Any], codes: dict[str, int], lost: Counter[str]) -> pl.Series:
+    """Each name's code in `codes` (null for a null name), adding names not seen before; a name longer than
+    MAX_NAME_CHARS is cut there (counted into `lost` under NAMES_CUT). A chunk holding a name that is not text (1,
+    2.5: damage) converts it as Polars casts it to text first: 1 and 1.0 are one key in a dict, and "1" and "1.0"
+    two names."""
     distinct = set(names)
+    long = [v for v in distinct if type(v) is str and len(v) > MAX_NAME_CHARS]
+    if long:
+        cut = {v: v[:MAX_NAME_CHARS] + CUT_MARK for v in long}
+        lost[NAMES_CUT] += sum(1 for v in names if v in cut)
+        names = [cut.get(v, v) if type(v) is str else v for v in names]
+        distinct = set(names)
     if all(type(v) is str for v in distinct if v is not None):
         for name in distinct:
             if name is not None:
@@ -233,10 +245,14 @@ def finish_events(
     names = next((p[NAME_TEXT] for p in parts if NAME_TEXT in p.columns), pl.Series(NAME_TEXT, [], pl.Utf8))
     chunks = [p for p in parts if COMM_ROW not in p.columns and NAME_TEXT not in p.columns]
     parts.clear()
+    n_cut = lost.pop(NAMES_CUT, 0)
     for what, n_lost in lost.items():
         warnings.append(
             f"{n_lost:,} values of {what} could not be read as numbers and were set to null"
         )
+    if n_cut:
+        warnings.append(f"{n_cut:,} event name(s) longer than {MAX_NAME_CHARS:,} characters cut there (marked "
+                        f"{CUT_MARK!r}); no real kernel or op name is that long")
     if not chunks:  # load_trace raises EmptyTrace first; kept for direct callers
         return empty_events(), "us"
     empty = pl.DataFrame(schema={COMM_ROW: pl.Int64, **{c: SCHEMA[c] for c in COMM_COLUMNS}})

@@ -35,6 +35,7 @@ from servescope.trace._frame import COMM_ROW, chunk_frame, comm_frame, names_fra
 from servescope.trace._gzip import Ceiling, GzipBomb, GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import (
+    EVENT_DECODER,
     EVENTS_DECODER,
     RAW_DOC_DECODER,
     RAW_LIST_DECODER,
@@ -132,6 +133,9 @@ class Decoded:
     n_events: int  # all events in the file, dropped ones included
     has_events_key: bool
     any_ph: bool = False  # False: no element has a "ph" key (a JSON list of something else)
+    # Offset in the JSON text just after the `[` of the event array: set by `fast_decode`, which read the text as
+    # written (no repair) and vouches that it is intact JSON.
+    array_start: int | None = None
 
 
 def fast_decode(path: Path, warnings: list[str]) -> Decoded | None:
@@ -151,7 +155,9 @@ def fast_decode(path: Path, warnings: list[str]) -> Decoded | None:
     except GzipBomb as bomb:
         raise NotATrace(f"{path}: {bomb.args[0]}; not read") from None
     assert splitter.top is not None  # set when chunks() is exhausted
-    return _finish(splitter.top, result, warnings)
+    decoded = _finish(splitter.top, result, warnings)
+    decoded.array_start = splitter.array_start
+    return decoded
 
 
 def decode(path: Path, buf: Buffer, warnings: list[str], try_fast: bool = True) -> Decoded:
@@ -208,11 +214,25 @@ def _top_only(doc: RawDoc) -> TopLevel:
 def _decode_raws(top: TopLevel, raws: list[msgspec.Raw] | None, warnings: list[str]) -> Decoded:
     if raws is None:
         return Decoded(top, [], Counter(), 0, has_events_key=False)
-    chunks = (
-        b"[" + b",".join(raws[i : i + CHUNK_EVENTS]) + b"]"
-        for i in range(0, len(raws), CHUNK_EVENTS)
-    )
-    return _finish(top, _decode_chunks(chunks, exact=True), warnings)
+    return _finish(top, _decode_chunks(_raw_chunks(raws), exact=True), warnings)
+
+
+LONE_EVENT_BYTES = 16 << 20  # an event this long is decoded on its own, from its slice of the text: no copy
+
+
+def _raw_chunks(raws: list[msgspec.Raw]) -> Iterator[bytes | msgspec.Raw]:
+    """`[ev,...]` chunks of CHUNK_EVENTS raw events; an event over LONE_EVENT_BYTES (no profiler writes one; a
+    1 GB name) comes alone as its Raw, so its bytes are not copied into a chunk (twice, with the brackets)."""
+    for i in range(0, len(raws), CHUNK_EVENTS):
+        part = raws[i : i + CHUNK_EVENTS]
+        lone = [k for k, raw in enumerate(part) if len(raw) > LONE_EVENT_BYTES]
+        start = 0
+        for k in [*lone, len(part)]:
+            if k > start:
+                yield b"[" + b",".join(part[start:k]) + b"]"
+            if k < len(part):
+                yield part[k]
+            start = k + 1
 
 
 def _finish(top: TopLevel, result: _Chunked, warnings: list[str]) -> Decoded:
@@ -239,16 +259,18 @@ class _Chunked:
     names: dict[str, int] = field(default_factory=dict)  # distinct names → the code the chunk frames carry
 
 
-def _decode_chunks(chunks: Iterable[bytes | bytearray], exact: bool = False) -> _Chunked:
-    """Decode each chunk, keep complete non-python_function events and turn them into a column
-    frame right away, so their Python objects are freed chunk by chunk."""
+def _decode_chunks(chunks: Iterable[bytes | bytearray | msgspec.Raw], exact: bool = False) -> _Chunked:
+    """Decode each chunk (an array of events, or one event as a Raw), keep complete non-python_function events
+    and turn them into a column frame right away, so their Python objects are freed chunk by chunk."""
     out = _Chunked()
     for chunk in chunks:
+        lone = isinstance(chunk, msgspec.Raw)
         try:
             try:
-                events = EVENTS_DECODER.decode(chunk)
+                events = [EVENT_DECODER.decode(chunk)] if lone else EVENTS_DECODER.decode(chunk)
             except msgspec.ValidationError:  # a type msgspec cannot accept, maybe before bad syntax
-                events, bad = _convert_events(msgspec.json.decode(chunk))
+                untyped = msgspec.json.decode(chunk)
+                events, bad = _convert_events([untyped] if lone else untyped)
                 out.n_bad += bad
         except msgspec.DecodeError:
             if exact:

@@ -137,3 +137,4 @@ class RawDoc(TopLevel, gc=False):
 RAW_DOC_DECODER = msgspec.json.Decoder(RawDoc)
 RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 EVENTS_DECODER = msgspec.json.Decoder(list[Event])
+EVENT_DECODER = msgspec.json.Decoder(Event)

@@ -15,6 +15,7 @@ What it does not do: decode events (`_read.py`) or repair anything (`_repair.py`
 
 from __future__ import annotations
 
+import itertools
 import re
 import zlib
 from collections.abc import Iterable, Iterator
@@ -34,7 +35,10 @@ MAX_EVENT_BYTES = 256 << 20  # pending bytes without an event end beyond which t
 BOM = b"\xef\xbb\xbf"
 _KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _EVENT_SEP = re.compile(rb"\}\s*,\s*(?=\{)")
-_ARRAY_END = re.compile(rb"(?:^|\})\s*\]")
+# The array's end: `]` at the start (an empty array) or after an event's `}`. Two patterns, not `(?:^|\})`: one that
+# starts with a literal is searched for that byte first (~15x faster over a long last event).
+_EMPTY_END = re.compile(rb"\s*\]")
+_ARRAY_END = re.compile(rb"\}\s*\]")
 _LEAD = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n]*")
 _PAD = b" \t\r\n\x00"
 _CUT_TRIES = 64
@@ -74,6 +78,7 @@ class Splitter:
     def __init__(self, blocks: Iterable[bytes | memoryview]) -> None:
         self._blocks = iter(blocks)
         self.top: TopLevel | None = None
+        self.array_start: int | None = None  # offset just after the array's `[`, once found
 
     def chunks(self) -> Iterator[bytearray]:
         head, pending = self._head()
@@ -104,11 +109,13 @@ class Splitter:
             lead = match.end() if (match := _LEAD.match(buf)) else 0
             first = buf[lead : lead + 1]
             if first == b"[":
+                self.array_start = lead + 1
                 return b"[", buf[lead + 1 :]
             if first not in (b"", b"{"):
                 break
             key = _KEY.search(buf, lead)
             if key is not None:
+                self.array_start = key.end()
                 return bytes(buf[lead : key.end()]), buf[key.end() :]
             if len(buf) > HEAD_LIMIT_BYTES:
                 break
@@ -146,7 +153,9 @@ def _close(head: bytes, pending: bytearray) -> tuple[int, TopLevel]:
         if pending[end - 1 : end] != b"]":
             raise BadSplit
         return end - 1, TopLevel()
-    for n_try, match in enumerate(_ARRAY_END.finditer(pending, 0, end)):
+    empty = _EMPTY_END.match(pending, 0, end)
+    candidates = itertools.chain([empty] if empty else [], _ARRAY_END.finditer(pending, 0, end))
+    for n_try, match in enumerate(candidates):
         close = match.end() - 1
         top = _top_without_events(head, bytes(pending[close:end]))
         if top is not None:

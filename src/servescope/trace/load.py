@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 from servescope.errors import EmptyTrace, NotATrace, TraceError
+from servescope.trace import _split
 from servescope.trace._frame import finish_events
 from servescope.trace._nsys_read import is_nsys
 from servescope.trace._read import (
+    GZIP_MAGIC,
     Decoded,
     check_path,
     decode,
@@ -46,13 +48,29 @@ def load_trace(path: str | Path) -> Trace:
     Raises TraceNotFound (no such path), NotATrace (not JSON / not a trace / not an nsys export / damaged
     beyond repair) or EmptyTrace (no events). Recoverable damage is listed in `Trace.warnings`.
     """
+    return load_trace_and_layout(path)[0]
+
+
+@dataclass(frozen=True)
+class JsonLayout:
+    """Where the event array of a trace file's JSON text (gunzipped) starts and how many events it holds, known
+    when the file was read as a stream as written — so it is intact JSON, no repair — for a caller that copies
+    the text (`report.perfetto`) without holding it: `json_blocks` reads it again."""
+
+    array_start: int  # offset just after the array's `[`
+    n_events: int  # elements of the array, dropped kinds included
+
+
+def load_trace_and_layout(path: str | Path) -> tuple[Trace, JsonLayout | None]:
+    """`load_trace`, and the file's JsonLayout when it was read as a stream (None: an Nsight export, a pipe, or a
+    file read whole: odd layout, damage, repairs)."""
     path = Path(path)
     warnings: list[str] = []
     check_path(path)
     piped = not path.is_file()  # a named pipe (`<(zcat trace.json.gz)`): it can be read once, so it is read whole
     with read_errors(path):
         if not piped and is_nsys(path):  # Nsight Systems export or report
-            return load_nsys(path)
+            return load_nsys(path), None
         try:
             decoded = decode(path, read_bytes(path, warnings), warnings) if piped else _decode(path, warnings)
         except RecursionError:  # msgspec and the repairs recurse once per nesting level
@@ -65,9 +83,18 @@ def load_trace(path: str | Path) -> Trace:
     with gc_paused():
         events, unit = finish_events(decoded.parts, num_sms, decoded.lost, warnings)
         events = _drop_absurd_times(_name_unnamed(events, warnings), warnings)
+    at, n_events = decoded.array_start, decoded.n_events
     del decoded
+    layout = JsonLayout(at, n_events) if at is not None else None
     rank, world = _rank(top, path)
-    return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings), unit)
+    return Trace(path, rank, world, events, devices, _metadata(top), tuple(warnings), unit), layout
+
+
+def json_blocks(path: Path) -> Iterator[bytes | memoryview]:
+    """The JSON text of a trace file in blocks of a few MB: gunzipped when it is gzip (the file's magic bytes)."""
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    return _split.gzip_blocks(path) if magic == GZIP_MAGIC else _split.file_blocks(path)
 
 
 def _decode(path: Path, warnings: list[str]) -> Decoded:
