@@ -3,19 +3,31 @@
 Every reader of a user-named file (traces, validation CSVs, length files, benchmark files, model configs) checks
 this first and says so in one line. Pipes stay readable (`<(zcat trace.json.gz)`): they end.
 Also the one reader of how much memory the machine has available (`available_memory_bytes`: what a reader may
-hold whole, what a simulation may allocate; issue 21 budgets).
+hold whole, what a simulation may allocate; issue 21 budgets), or what the user set instead (`--max-memory`).
 """
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
 MEMINFO = Path("/proc/meminfo")
+MAX_MEMORY_ENV = "SERVESCOPE_MAX_MEMORY"  # bytes; set by `--max-memory` (inherited by worker processes)
+
+
+def memory_override_bytes() -> int | None:
+    """The memory budget the user set (`--max-memory`, or SERVESCOPE_MAX_MEMORY in bytes), None when unset."""
+    text = os.environ.get(MAX_MEMORY_ENV, "").strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 def available_memory_bytes() -> int | None:
-    """The kernel's MemAvailable (bytes a process can take without swapping), None where it is not known."""
+    """The memory budget of this run: the user's (`memory_override_bytes`), else the kernel's MemAvailable (bytes
+    a process can take without swapping), None where it is not known."""
+    override = memory_override_bytes()
+    if override is not None:
+        return override
     try:
         with MEMINFO.open("rb") as fh:
             for line in fh:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import median
@@ -26,6 +26,7 @@ from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdo
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
 from servescope.errors import EmptyTrace, NotATrace, TraceError
+from servescope.progress import report
 from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
 from servescope.trace.load import load_rank_file
 
@@ -64,6 +65,18 @@ def default_workers(files: Sequence[str]) -> int:
     return parallel_workers(files)
 
 
+FILES_DONE = "rank files"  # servescope.progress: files of a folder analysed (a single file reports nothing)
+
+
+def _in_process(names: list[str], top_n: int) -> list[list[RankOutcome]]:
+    out = []
+    for name in names:
+        out.append(analyze_rank_file(name, top_n))
+        if len(names) > 1:
+            report(FILES_DONE, len(out), len(names))
+    return out
+
+
 def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[list[RankOutcome]]:
     """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
     worker to start) and takes files from the front while the workers take them from the back, each worker kept
@@ -82,8 +95,11 @@ def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[lis
         results[i] = analyze_rank_file(files[i], top_n)
         for future in [f for f in running if f.done()]:
             results[running.pop(future)] = future.result()
+        report(FILES_DONE, len(results), len(files))
         feed()
-    results.update({i: future.result() for future, i in running.items()})
+    for future in as_completed(running):
+        results[running[future]] = future.result()
+        report(FILES_DONE, len(results), len(files))
     return [results[i] for i in range(len(files))]
 
 
@@ -111,11 +127,11 @@ def _run(names: list[str], top_n: int, workers: int | RankPool | None,
         return run_on_ray(analyze_rank_file, names, top_n, ray_address)
     if isinstance(workers, RankPool):
         if len(names) < 2:
-            return [analyze_rank_file(f, top_n) for f in names]
+            return _in_process(names, top_n)
         return _run_processes(names, top_n, workers)
     n = parallel_workers(names, workers)
     if n == 1:
-        return [analyze_rank_file(f, top_n) for f in names]
+        return _in_process(names, top_n)
     with RankPool(n, warm_up=__name__) as pool:
         return _run_processes(names, top_n, pool)
 

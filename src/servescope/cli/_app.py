@@ -28,8 +28,10 @@ import atexit
 import contextlib
 import io
 import os
+import re
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -298,11 +300,57 @@ def refuse_input_as_output(ctx: click.Context) -> None:
 
 
 class GuardedCommand(click.Command):
-    """Every command of `main`: before it runs, -o may not name one of its inputs (refuse_input_as_output)."""
+    """Every command of `main`: before it runs, -o may not name one of its inputs (refuse_input_as_output); it
+    takes `--max-memory`; long work it reports (servescope.progress) shows bars on a terminal (showing_progress)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--max-memory"], metavar="SIZE", expose_value=False, is_eager=True, callback=_set_max_memory,
+            help="Memory this run may use (e.g. 2GB, 512MiB) instead of what the machine has available: what a "
+                 "trace reader may hold whole, what a simulation may allocate."))
 
     def invoke(self, ctx: click.Context) -> Any:
         refuse_input_as_output(ctx)
-        return super().invoke(ctx)
+        with showing_progress():
+            return super().invoke(ctx)
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?)b?\s*", re.IGNORECASE)
+_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size with units: 2GB, 1.5 GiB, 512mb, 800M, 123 (bytes); k/m/g/t are powers of 1000, ki/mi/gi/ti
+    of 1024. Raises click.BadParameter for anything else or a size under one byte."""
+    match = _SIZE.fullmatch(text or "")
+    if match is None:
+        raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
+    number, prefix, binary = match.groups()
+    scale = 1024 ** " kmgt".index(prefix.lower()) if binary and prefix else _SI[prefix.lower()]
+    size = int(float(number) * scale)
+    if size < 1 or (binary and not prefix):
+        raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
+    return size
+
+
+def _set_max_memory(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """`--max-memory`: the budget for this command, in the environment (worker processes inherit it;
+    _paths.memory_override_bytes reads it), put back as it was when the command ends."""
+    if value is None:
+        return
+    from servescope._paths import MAX_MEMORY_ENV
+
+    size, before = parse_size(value), os.environ.get(MAX_MEMORY_ENV)
+    os.environ[MAX_MEMORY_ENV] = str(size)
+    ctx.call_on_close(lambda: _restore_env(MAX_MEMORY_ENV, before))
+
+
+def _restore_env(name: str, value: str | None) -> None:
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 def _first_sentence(cmd: click.Command) -> str:
@@ -509,6 +557,75 @@ def progress_bar(total: int, label: str, enabled: bool = True, min_total: int = 
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda done: bar.update(task, completed=done)
+
+
+SHOW_AFTER_S = 1.0  # reported work gets a bar once it has run this long without finishing
+
+
+@contextmanager
+def showing_progress(enabled: bool = True) -> Iterator[None]:
+    """Transient bars on stderr — percent, elapsed time and an estimate of the time left — for the long work the
+    library reports inside this block (servescope.progress: reading a big trace, the files of a rank folder,
+    cross-validation folds, a simulation's requests), when stderr is a terminal: each piece of work gets its bar
+    once it has run SHOW_AFTER_S without finishing, so short work draws nothing. Reports from forked workers are
+    ignored (only this process draws)."""
+    if not enabled or sys.stderr is None or not sys.stderr.isatty():
+        yield
+        return
+    from servescope.progress import reporting
+
+    bars = _Bars()
+    try:
+        with reporting(bars.update):
+            yield
+    finally:
+        bars.close()
+
+
+class _Bars:
+    """The bars of `showing_progress`, started on the first report that has run long enough."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.started: dict[str, float] = {}
+        self.tasks: dict[str, Any] = {}
+        self.progress: Any = None
+
+    def update(self, what: str, done: int, total: int) -> None:
+        if os.getpid() != self.pid:  # a worker forked while the bars were up: its parent reports for it
+            return
+        now = time.monotonic()
+        first = self.started.setdefault(what, now)
+        if done >= total:  # finished work leaves the screen (what follows it may not report)
+            if what in self.tasks:
+                self.progress.remove_task(self.tasks.pop(what))
+            return
+        if what not in self.tasks:
+            if now - first < SHOW_AFTER_S:
+                return
+            self.tasks[what] = self._bar().add_task(what, total=total)
+        self.progress.update(self.tasks[what], completed=done, total=total)
+
+    def _bar(self) -> Any:
+        if self.progress is None:
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+                                     TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
+                                     console=Console(stderr=True), transient=True)
+            self.progress.start()
+        return self.progress
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def _console() -> Console:

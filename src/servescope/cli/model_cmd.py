@@ -60,7 +60,24 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
         simulated = dict(zip(concs, runs, strict=True))
     doc = model_document(points, simulated, calibration)
     doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
+    if out.format == "text" and len(points) >= LONG_TABLE_ROWS:  # drawing is the long part: say how long
+        _estimate(f"drawing a table of {len(points):,} concurrencies: ~{len(points) * TEXT_ROW_S:,.0f} s "
+                  "(--json takes about a second)")
     out.emit(doc, text=lambda console: _model_text(title, points, doc, console, with_sim))
+
+
+# The text table costs ~10 ms a concurrency to draw (Rich fitting ~20 columns; 20,000 concurrencies: 188 s, --json
+# 0.9 s; bench/RESULTS.md 2026-12-02); from LONG_TABLE_ROWS on, the estimate is said first on a terminal.
+TEXT_ROW_S = 0.01
+LONG_TABLE_ROWS = 300
+
+
+def _estimate(message: str) -> None:
+    """One line on stderr, before long work, when stderr is a terminal (logs and pipes stay as they were)."""
+    import sys
+
+    if sys.stderr is not None and sys.stderr.isatty():
+        click.echo(f"servescope: {message}", err=True)
 
 
 def _model_text(title: str, points: Any, doc: dict[str, Any], console: Any, with_sim: bool) -> None:
@@ -137,9 +154,11 @@ def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str
     from servescope.validation.validate import validate_csv
 
     if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
+        from servescope.progress import report
         from servescope.validation.simulate_rows import simulate_rows
 
-        document = validate_document(simulate_rows(csv, stride=max(stride, 1)))
+        document = validate_document(simulate_rows(csv, stride=max(stride, 1),
+                                                   progress=lambda done, total: report("simulating rows", done, total)))
     elif cv:
         result, cross = validate_cv(csv)
         document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on))

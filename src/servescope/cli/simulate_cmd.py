@@ -16,25 +16,29 @@ from servescope.cli._app import (
     main,
     one_line_errors,
     output_options,
-    progress_bar,
     scenario_options,
 )
 
 if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
     from servescope.perfmodel.scenario import Scenario
 
-LONG_RUN_PROMPTS = 2000  # a progress bar from this many requests on (TTY only)
 
 # A run's requests: a million closed-loop requests simulate in minutes; beyond that the arrays alone run out of room.
 MAX_PROMPTS = 1_000_000
 
 
+# A run estimated (simulate.budget, an upper end) to take longer than this is refused with its estimate.
+MAX_RUN_S = 3600.0
+
+
 @contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A transient Rich progress bar on stderr when it is a terminal and the run is long (`_app.progress_bar`);
-    else None. Yields the simulation's `Progress(done, total)` callback."""
-    with progress_bar(total, "simulating", enabled, LONG_RUN_PROMPTS) as update:
-        yield None if update is None else (lambda done, _total: update(done))
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """The simulation's `Progress(done, total)` callback when `enabled`: requests done, reported to the command's
+    bars (servescope.progress; `_app.showing_progress` draws one on a terminal once the run has taken a second),
+    else None."""
+    from servescope.progress import report
+
+    yield (lambda done, total: report("simulating requests", done, total)) if enabled else None
 
 
 @main.command()
@@ -99,20 +103,21 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.report.simulate_text import render_run
 
     lengths = read_lengths(lengths_file) if lengths_file is not None else None
-    with _progress(num_prompts, out.format == "text" or out.path is not None) as progress:
+    with _progress(out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
-                             kv, progress, memory_limit())
+                             kv, progress, memory_limit(), time_limit_s=MAX_RUN_S)
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
 
 
 def memory_limit() -> int:
-    """The memory a simulation may take here (simulate.budget.limit_for the machine's available memory)."""
-    from servescope._paths import available_memory_bytes
+    """The memory a simulation may take here: `--max-memory` when given, else simulate.budget.limit_for the
+    machine's available memory."""
+    from servescope._paths import available_memory_bytes, memory_override_bytes
     from servescope.simulate.budget import limit_for
 
-    return limit_for(available_memory_bytes())
+    return memory_override_bytes() or limit_for(available_memory_bytes())
 
 
 def _logged_kv(path: Path) -> int | None:
@@ -135,7 +140,7 @@ def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_c
 
     requests = read_requests(path)
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
-    with _progress(wl.n, out.format == "text" or out.path is not None) as progress:
+    with _progress(out.format == "text" or out.path is not None) as progress:
         res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit())
     doc = replay_document(res, requests)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from servescope.perfmodel.scenario import Scenario
-from servescope.simulate.budget import check_memory, run_shape
+from servescope.simulate.budget import check_memory, check_time, run_shape
 from servescope.simulate.engine import EngineConfig, engine_defaults
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
@@ -48,14 +48,16 @@ def engine_for(sc: Scenario, max_num_seqs: int | None = None, max_num_batched_to
 
 def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = None,
                       kv_cache_tokens: int | None = None, progress: Progress | None = None,
-                      memory_limit_bytes: int | None = None) -> SimResult:
+                      memory_limit_bytes: int | None = None, time_limit_s: float | None = None) -> SimResult:
     """Simulate a prepared workload (sc: perfmodel Scenario). kv_cache_tokens overrides the modelled KV
     capacity (e.g. the 'GPU KV cache size: N tokens' an engine logs). A run whose estimated memory
-    (simulate.budget) is above `memory_limit_bytes` (None: budget.DEFAULT_LIMIT_BYTES) is refused first."""
+    (simulate.budget) is above `memory_limit_bytes` (None: budget.DEFAULT_LIMIT_BYTES), or whose estimated time
+    is above `time_limit_s` (None: no limit), is refused first."""
     cfg = engine or engine_for(sc)
-    check_memory(run_shape(wl.n, float(np.mean(wl.isl)), float(np.mean(wl.osl)), int((wl.isl + wl.osl).max()),
-                           wl.max_in_flight, cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp)),
-                 memory_limit_bytes)
+    shape = run_shape(wl.n, float(np.mean(wl.isl)), float(np.mean(wl.osl)), int((wl.isl + wl.osl).max()),
+                      wl.max_in_flight, cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp))
+    check_memory(shape, memory_limit_bytes)
+    check_time(shape, time_limit_s)
     blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
     raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks)
     knobs = {k: v for k, v in asdict(cfg).items() if k != "sources"}
@@ -67,10 +69,12 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
 def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int | None = None, num_prompts: int = 1000,
              lengths: tuple[np.ndarray, np.ndarray] | None = None, range_ratio: float = 1.0, seed: int = 0,
              engine: EngineConfig | None = None, kv_cache_tokens: int | None = None,
-             progress: Progress | None = None, memory_limit_bytes: int | None = None) -> SimResult:
+             progress: Progress | None = None, memory_limit_bytes: int | None = None,
+             time_limit_s: float | None = None) -> SimResult:
     """One simulated benchmark run. Lengths: the given (isl, osl) arrays (cycled), else sc.isl/sc.osl, drawn
-    uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory is estimated before any
-    per-request array exists (simulate.budget; `burst:1000000000` is refused here, not by NumPy)."""
+    uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory and time are estimated
+    before any per-request array exists (simulate.budget; `burst:1000000000` is refused here, not by NumPy; a run
+    estimated above `time_limit_s` too)."""
     arr = arrival if isinstance(arrival, Arrival) else Arrival.parse(arrival)
     n = arr.burst if arr.kind == "burst" else num_prompts
     cfg = engine or engine_for(sc)
@@ -80,12 +84,14 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
         mean_isl, mean_osl = float(np.mean(lengths[0])), float(np.mean(lengths[1]))
         longest = int(np.max(lengths[0] + lengths[1])) if len(lengths[0]) == len(lengths[1]) else 0
     cap = None if arr.kind == "burst" else concurrency
-    check_memory(run_shape(max(n, 1), mean_isl, mean_osl, longest, cap, cfg.max_num_seqs, cfg.max_num_batched_tokens,
-                           int(sc.dp)), memory_limit_bytes)
+    shape = run_shape(max(n, 1), mean_isl, mean_osl, longest, cap, cfg.max_num_seqs, cfg.max_num_batched_tokens,
+                      int(sc.dp))
+    check_memory(shape, memory_limit_bytes)
+    check_time(shape, time_limit_s)
     if lengths is None:
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
     wl = build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed)
-    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes)
+    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s)
 
 
 def points_prompts(concurrency: int) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from servescope._paths import available_memory_bytes
@@ -107,9 +107,11 @@ def _feed(inflated: int, consumed: int) -> int:
     return max(MIN_FEED_BYTES, min(FEED_BYTES, int(PIECE_BYTES / ratio)))
 
 
-def inflate_members(raw: bytes | memoryview, ceiling: Ceiling | None = None) -> Iterator[bytes]:
+def inflate_members(raw: bytes | memoryview, ceiling: Ceiling | None = None,
+                    consumed: Callable[[int], None] | None = None) -> Iterator[bytes]:
     """Yield inflated pieces of every member. Raises zlib.error (corrupt member), GzipCutOff, GzipTrailingJunk,
-    and GzipBomb before yielding a piece that takes the total past `ceiling`."""
+    and GzipBomb before yielding a piece that takes the total past `ceiling`. `consumed(bytes)`: the compressed
+    bytes fed so far, after each feed (progress)."""
     view = memoryview(raw)
     pos, members, inflated = 0, 0, 0
     while pos < len(view):
@@ -123,6 +125,8 @@ def inflate_members(raw: bytes | memoryview, ceiling: Ceiling | None = None) -> 
             inflated += len(out)
             if ceiling is not None:
                 ceiling.check(inflated, pos)
+            if consumed is not None:
+                consumed(pos)
             yield out
         yield inflater.flush()
         if not inflater.eof:

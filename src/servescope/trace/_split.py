@@ -23,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from servescope.progress import report
 from servescope.trace._gzip import Ceiling, GzipCutOff, GzipTrailingJunk, inflate_members
 from servescope.trace._repair import Buffer
 from servescope.trace._schema import RAW_DOC_DECODER, TopLevel
@@ -51,17 +52,24 @@ class BadSplit(Exception):
 
 
 def file_blocks(path: Path) -> Iterator[bytes]:
+    """The file in blocks; the bytes read are reported (servescope.progress) as "reading NAME"."""
+    what, total, done = f"reading {path.name}", path.stat().st_size, 0
     with path.open("rb") as fh:
         while block := fh.read(BLOCK_BYTES):
+            done += len(block)
+            report(what, done, total)
             yield block
 
 
 def gzip_blocks(path: Path) -> Iterator[bytes]:
-    """Inflated blocks of every gzip member; a cut-off, corrupt or junk-trailed stream raises BadSplit (the
-    exact path then reports and repairs it); one that inflates past its ceiling raises _gzip.GzipBomb."""
+    """Inflated blocks of every gzip member (the compressed bytes consumed reported as "reading NAME"); a cut-off,
+    corrupt or junk-trailed stream raises BadSplit (the exact path then reports and repairs it); one that inflates
+    past its ceiling raises _gzip.GzipBomb."""
     raw = path.read_bytes()
+    what = f"reading {path.name}"
     try:
-        yield from inflate_members(raw, Ceiling.for_input(len(raw), held_whole=False))
+        yield from inflate_members(raw, Ceiling.for_input(len(raw), held_whole=False),
+                                   lambda pos: report(what, pos, len(raw)))
     except (zlib.error, GzipCutOff, GzipTrailingJunk):
         raise BadSplit from None
 

@@ -26,6 +26,7 @@ from servescope.perfmodel.efficiency import (
     unfitted_start,
 )
 from servescope.perfmodel.ranges import bounds
+from servescope.progress import report
 from servescope.validation.fit import (
     BY_BACKEND,
     FITTED,
@@ -95,6 +96,9 @@ def _run_fold(f: _Fold) -> tuple[np.ndarray, np.ndarray]:
     return model.predict(f.data.subset(f.held_out))
 
 
+FOLDS_DONE = "cross-validation folds"  # servescope.progress
+
+
 def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, min_rows: int = 0,
                    groupings: dict[str, str] = GROUPINGS, workers: int = 2,
                    iterations: int = FOLD_ITERATIONS, by_backend: tuple[str, ...] = BY_BACKEND,
@@ -117,11 +121,16 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
                                                          "in-sample, not cross-validated")
             continue
         folds += [(name, _Fold(data, data.labels[label] == v, fold_from, params, min_rows, iterations, by_backend)) for v in values]
+    results = []
     if workers > 1 and len(folds) > 1:
         with ProcessPoolExecutor(max_workers=workers) as ex:
-            results = list(ex.map(_run_fold, [f for _, f in folds]))
+            for result in ex.map(_run_fold, [f for _, f in folds]):  # in order; each reported as it arrives
+                results.append(result)
+                report(FOLDS_DONE, len(results), len(folds))
     else:
-        results = [_run_fold(f) for _, f in folds]
+        for _, f in folds:
+            results.append(_run_fold(f))
+            report(FOLDS_DONE, len(results), len(folds))
     for name in {n for n, _ in folds}:
         tp, tf = np.full(len(data.tpot_s), np.nan), np.full(len(data.tpot_s), np.nan)
         n_folds = 0
