@@ -7,6 +7,7 @@ they replace (classify on every row, find_steps on the whole table), which other
 from __future__ import annotations
 
 import gc
+import json
 import weakref
 from dataclasses import asdict
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_find_steps_on_given_gpu_rows_is_find_steps(events: pl.DataFrame) -> Non
     assert_frame_equal(lean.launches, full.launches.select(lean.launches.columns), check_row_order=False)
 
 
-@pytest.mark.parametrize("path", [NCCL, DECODE], ids=["nccl", "decode"])
+@pytest.mark.parametrize("path", [DECODE], ids=["decode"])
 def test_a_breakdown_handed_its_trace_frees_the_table_and_gives_the_same(path: Path) -> None:
     expected = breakdown(load_trace(path))
     traces = [load_trace(path)]
@@ -88,6 +89,43 @@ def _rounded(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_rounded(v) for v in value]
     return value
+
+
+CONTROL = TRACES / "hta" / "trace_diff" / "control" / "control.json.gz"  # record_shapes: 882 shaped kernels
+
+
+@pytest.mark.parametrize("path", [NCCL, CONTROL], ids=["nccl", "shapes"])
+def test_enum_text_and_chunked_work_give_the_breakdown_of_plain_text(path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The breakdown's compact columns (text as sorted Enums) and work attached in chunks (an op's kernels kept
+    together) change no number and no order: the same breakdown as plain text and one attach_work call."""
+    from servescope.analysis import breakdown as module
+
+    lean = breakdown(load_trace(path))  # one attach_work call: fewer rows than a chunk
+    monkeypatch.setattr(module, "_compact", lambda gpu: gpu)
+    monkeypatch.setattr(module, "WORK_CHUNK_ROWS", 2500)  # a few chunks
+    plain_chunked = breakdown(load_trace(path))
+    assert _rounded(asdict(lean)) == _rounded(asdict(plain_chunked))
+
+
+def test_chunked_work_counts_malformed_dims_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from servescope.analysis import breakdown as module
+
+    events = []
+    for i, dims in enumerate([[[64, 128], [128, 256]], [[-64, 128], [128, 256]], [[64, "x"], [1, 2]]] * 4):
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100 * i, "dur": 50,
+             "args": {"External id": i + 1, "Input Dims": dims, "Input type": ["c10::BFloat16"] * 2}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 100 * i + 10,
+             "dur": 5, "args": {"External id": i + 1, "correlation": 1000 + i}},
+            {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7, "ts": 100 * i + 20, "dur": 10,
+             "args": {"correlation": 1000 + i, "device": 0, "stream": 7}},
+        ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    monkeypatch.setattr(module, "WORK_CHUNK_ROWS", 3)
+    (warning,) = [w for w in breakdown(load_trace(path)).warnings if "malformed Input Dims" in w]
+    assert warning.startswith("8 kernels (80.0 µs) launched by 8 ops")  # 2 of every 3 ops, 10 µs a kernel
 
 
 def test_no_gpu_row_in_any_step(tmp_path: Path) -> None:

@@ -183,7 +183,7 @@ def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) ->
         gpu = gpu.lazy().filter(where).select("step", "device", "ts_us", "dur_us", *([key] if key else [])).collect()
     if gpu.height == 0:
         return {}
-    parts = [gpu["step"], gpu["device"].fill_null(-1), *([gpu[key].fill_null("?")] if key else [])]
+    parts = [gpu["step"], gpu["device"].fill_null(-1), *([_filled(gpu[key])] if key else [])]
     gid, values = _group_ids(parts)
     lengths = grouped_union_length(gid, gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy())
     out: dict[tuple[int, str], float] = {}
@@ -192,6 +192,11 @@ def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) ->
         k = (int(step), str(rest[0]) if key else "")
         out[k] = out.get(k, 0.0) + length
     return out
+
+
+def _filled(column: pl.Series) -> pl.Series:
+    """Nulls as "?" (as text: an Enum has no "?" category, and fill_null would leave its nulls)."""
+    return column.cast(pl.Utf8).fill_null("?") if column.null_count() else column
 
 
 def _group_ids(parts: list[pl.Series]) -> tuple[np.ndarray, Callable[[int], list[Any]]]:
@@ -432,15 +437,15 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
     table = find_steps(others, gpu=classify_gpu(gpu, others))
     del gpu
     table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
-    work, work_warnings = attach_work(others, table.gpu_events.select(_WORK_INPUTS))
+    work, work_warnings = _attach_work(others, table.gpu_events.select(_WORK_INPUTS))
     del others
-    gpu = table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS)))
+    gpu = _compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
     del work
     table = replace(table, gpu_events=gpu)
     del gpu
     device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
-    outside = table.gpu_events.filter(pl.col("step").is_null())
+    outside = table.gpu_events.lazy().filter(pl.col("step").is_null()).select("dur_us").collect()
     return TraceBreakdown(
         file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
         device_name=device.name if device else None, num_sms=device.num_sms if device else None,
@@ -450,6 +455,50 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
         timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
                                  {s.index: s.label for s in steps}),
     )
+
+
+WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
+_ROW = "_work_row"
+
+
+def _attach_work(others: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """`attach_work(others, gpu)`, in chunks of about WORK_CHUNK_ROWS rows when there are more: the same work
+    (WORK_COLUMNS) for the same rows in the same order. attach_work shares an op's work over the kernels of one launching op (its
+    `_op_id`: the launch's External id, else the kernel's), so a chunk holds every row of the ops it holds; rows
+    with no op share nothing and are dealt out by row. The warning (malformed Input Dims) is attach_work's own, on
+    the malformed rows of all chunks together."""
+    n_chunks = -(-gpu.height // WORK_CHUNK_ROWS)
+    if n_chunks <= 1:
+        return attach_work(others, gpu)
+    launch_ext = (others.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
+                  .select("correlation", "external_id").unique("correlation", keep="first", maintain_order=True)
+                  .collect())
+    op = pl.coalesce(pl.col("correlation").replace_strict(launch_ext["correlation"], launch_ext["external_id"],
+                                                          default=None), "external_id")
+    chunk = pl.when(op.is_not_null()).then(op.hash() % n_chunks).otherwise(pl.col(_ROW) % n_chunks)
+    rows = gpu.with_row_index(_ROW).with_columns(chunk.alias("_chunk"))
+    parts, warned = [], False
+    for k in range(n_chunks):  # one chunk's rows copied at a time
+        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"))
+        parts.append(work.select(_ROW, *WORK_COLUMNS))
+        warned = warned or bool(warnings)
+    del rows
+    out = pl.concat(parts).sort(_ROW).drop(_ROW)
+    if not warned:
+        return out, []
+    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"))[1]
+
+
+_TEXT_COLUMNS = ("name", "kernel_class", "collective", "shape_status", "work_model", "work_dtype")
+
+
+def _compact(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The GPU rows' text columns as Enums of their distinct values in sorted order: 1-4 bytes a row instead of a
+    16-byte view (millions of kernels), and the same answers — an Enum sorts and ranks by its categories' order,
+    here the text's, and compares equal to its text. Columns null throughout stay as they are (no page touched)."""
+    text = [c for c in _TEXT_COLUMNS if c in gpu.columns and gpu.schema[c] == pl.Utf8
+            and gpu[c].null_count() < gpu.height]
+    return gpu.with_columns(pl.col(c).cast(pl.Enum(sorted(gpu[c].drop_nulls().unique().to_list()))) for c in text)
 
 
 def _busiest_device(gpu: pl.DataFrame) -> int:
@@ -505,7 +554,9 @@ def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n:
     kinds = table.steps.select("step", "kind")
     gpu = _in_steps(table.gpu_events).drop("kind", strict=False)
     # Each row's step kind; every step of the GPU rows is a row of `steps`, so this is the inner join on step.
-    gpu = gpu.with_columns(gpu["step"].replace_strict(kinds["step"], kinds["kind"], default=None).alias("kind"))
+    kind_enum = pl.Enum(sorted(set(kinds["kind"].to_list())))  # ranks as the text (below), one byte a row
+    gpu = gpu.with_columns(gpu["step"].replace_strict(kinds["step"], kinds["kind"].cast(kind_enum), default=None,
+                                                      return_dtype=kind_enum).alias("kind"))
     as_one_step = gpu.with_columns(pl.col("kind").rank("dense").cast(pl.Int64).alias("step"))
     step_of_kind = dict(as_one_step.select("kind", "step").unique().iter_rows())
     collectives = _collectives(as_one_step)

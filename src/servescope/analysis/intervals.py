@@ -32,12 +32,11 @@ def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.n
     s = starts - float(np.min(starts))  # relative starts
     e = s + durations  # relative ends
     span = float(np.max(e)) + 1.0
-    uniq, inverse = np.unique(groups, return_inverse=True)
-    offset = inverse.astype(np.float64)
-    offset *= span
-    s += offset
-    e += offset
-    del offset
+    uniq, inverse = _dense(groups)
+    for start in range(0, s.size, _PIECE):  # s, e += group × span, a piece at a time: no third full-length array
+        offset = inverse[start : start + _PIECE] * span
+        s[start : start + _PIECE] += offset
+        e[start : start + _PIECE] += offset
     order = np.argsort(s, kind="stable")
     s = s[order]
     e = e[order]
@@ -52,6 +51,21 @@ def grouped_union_length(groups: np.ndarray, starts: np.ndarray, durations: np.n
     seg_len = np.maximum.reduceat(e, first) - s[first]
     totals = np.bincount(g[first], weights=seg_len, minlength=uniq.size)
     return {int(k): float(v) for k, v in zip(uniq, totals, strict=True)}
+
+
+_PIECE = 1 << 18
+
+
+def _dense(groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(groups, return_inverse=True)`: without its sort when the ids are small non-negative integers
+    (a presence table of them instead), as the breakdown's combined (step, device, class) ids are."""
+    if groups.dtype.kind in "iu" and groups.size and groups.min() >= 0 and groups.max() < 4 * groups.size + 1024:
+        present = np.zeros(int(groups.max()) + 1, dtype=bool)
+        present[groups] = True
+        rank = np.cumsum(present) - 1
+        return np.flatnonzero(present).astype(groups.dtype), rank[groups]
+    uniq, inverse = np.unique(groups, return_inverse=True)
+    return uniq, inverse.reshape(-1)
 
 
 def union_segments(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -204,10 +204,15 @@ def _empty_labels() -> pl.DataFrame:
 
 
 def _assign_by_interval(times_us: np.ndarray, starts_us: np.ndarray, ends_us: np.ndarray) -> np.ndarray:
-    """Index of the interval [start, end] holding each time, or -1. Intervals are sorted and disjoint."""
-    idx = np.searchsorted(starts_us, times_us, side="right") - 1
-    inside = (idx >= 0) & (times_us <= ends_us[np.clip(idx, 0, None)])
-    return np.where(inside, idx, -1)
+    """Index of the interval [start, end] holding each time, or -1. Intervals are sorted and disjoint. (In place
+    where it can: a trace of millions of kernels.)"""
+    idx = np.searchsorted(starts_us, times_us, side="right")
+    idx -= 1
+    end = ends_us[np.maximum(idx, 0)]
+    outside = (idx < 0) | ~(times_us <= end)  # not `>`: a NaN time is outside, as before
+    del end
+    idx[outside] = -1
+    return idx
 
 
 def _launch_times(launches: pl.DataFrame) -> pl.DataFrame:
@@ -244,13 +249,13 @@ def _attribute_labelled(events: pl.DataFrame, gpu: pl.DataFrame, labels: pl.Data
     gpu = gpu.with_columns(_by_correlation(gpu, _launch_times(launches), "launch_ts_us"))
     starts = labels["cpu_start_us"].to_numpy()
     ends = labels["cpu_end_us"].to_numpy()
-    launch_ts = gpu["launch_ts_us"].fill_null(np.nan).to_numpy()
-    by_launch = _assign_by_interval(np.nan_to_num(launch_ts, nan=-np.inf), starts, ends)
-    by_gpu_start = _gpu_annotation_fallback(events, gpu, labels)
-    step = np.where(np.isnan(launch_ts), by_gpu_start, by_launch)
-    gpu = gpu.with_columns(series("step", step, pl.Int64)).with_columns(
-        pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
-    )
+    launch_ts = gpu["launch_ts_us"]
+    step = _assign_by_interval(launch_ts.fill_null(-np.inf).to_numpy(), starts, ends)
+    no_launch = np.flatnonzero(launch_ts.is_null().to_numpy())
+    del launch_ts
+    if no_launch.size:  # GPU rows with no launch go by their own start
+        step[no_launch] = _gpu_annotation_fallback(events, gpu["ts_us"].to_numpy()[no_launch], labels)
+    gpu = gpu.with_columns(_steps_or_null(step))
     launch_step = _assign_by_interval(launches["ts_us"].to_numpy(), starts, ends)
     launches = launches.with_columns(series("step", launch_step, pl.Int64)).with_columns(
         pl.when(pl.col("step") >= 0).then(pl.col("step")).otherwise(None).alias("step")
@@ -258,16 +263,24 @@ def _attribute_labelled(events: pl.DataFrame, gpu: pl.DataFrame, labels: pl.Data
     return gpu, launches
 
 
-def _gpu_annotation_fallback(events: pl.DataFrame, gpu: pl.DataFrame, labels: pl.DataFrame) -> np.ndarray:
-    """For GPU rows without a launch: the step whose GPU annotation (same label) holds the row's start."""
+def _steps_or_null(step: np.ndarray) -> pl.Series:
+    """The `step` column: -1 (outside every step) as null."""
+    column = series("step", step, pl.Int64)
+    outside = np.flatnonzero(step < 0)
+    return column.scatter(outside, None) if outside.size else column
+
+
+def _gpu_annotation_fallback(events: pl.DataFrame, gpu_ts_us: np.ndarray, labels: pl.DataFrame) -> np.ndarray:
+    """For GPU rows without a launch (their starts, µs): the step whose GPU annotation (same label) holds the
+    row's start."""
     gpu_ann = events.filter(pl.col("kind") == "gpu_user_annotation").select("name", "ts_us", "dur_us")
     spans = gpu_ann.join(
         labels.with_row_index("step").select("step", pl.col("label").alias("name")), on="name"
     ).sort("ts_us")
     if spans.height == 0:
-        return np.full(gpu.height, -1)
+        return np.full(gpu_ts_us.size, -1)
     starts = spans["ts_us"].to_numpy()
-    idx = _assign_by_interval(gpu["ts_us"].to_numpy(), starts, starts + spans["dur_us"].to_numpy())
+    idx = _assign_by_interval(gpu_ts_us, starts, starts + spans["dur_us"].to_numpy())
     steps = spans["step"].to_numpy().astype(np.int64)
     return np.where(idx >= 0, steps[np.clip(idx, 0, None)], -1)
 
@@ -327,19 +340,22 @@ def _attribute_gaps(events: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFra
 
 def _launches_for(events: pl.DataFrame, gpu: pl.DataFrame) -> pl.DataFrame:
     """Launch rows with the step of the GPU rows they launched (null when they launched nothing seen)."""
-    corr_step = gpu.filter(pl.col("correlation").is_not_null()).group_by("correlation").agg(pl.col("step").min())
+    corr_step = (gpu.lazy().filter(pl.col("correlation").is_not_null()).group_by("correlation")
+                 .agg(pl.col("step").min()).collect())
     launches = _launch_rows(events)
     return launches.with_columns(_by_correlation(launches, corr_step, "step"))
 
 
 def _gpu_spans(gpu: pl.DataFrame) -> pl.DataFrame:
-    return (
-        gpu.filter(pl.col("step").is_not_null())
+    return (  # lazy: the filter copies the three columns read, not every GPU column
+        gpu.lazy()
+        .filter(pl.col("step").is_not_null())
         .group_by("step")
         .agg(
             pl.col("ts_us").min().alias("gpu_start_us"),
             (pl.col("ts_us") + pl.col("dur_us")).max().alias("gpu_end_us"),
         )
+        .collect()
     )
 
 
