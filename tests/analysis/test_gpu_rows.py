@@ -100,16 +100,17 @@ def test_enum_text_and_chunked_work_give_the_breakdown_of_plain_text(path: Path,
     """The breakdown's compact columns (text as sorted Enums) and work attached in chunks (an op's kernels kept
     together) change no number and no order: the same breakdown as plain text and one attach_work call."""
     from servescope.analysis import breakdown as module
+    from servescope.analysis import gpu_rows
 
     lean = breakdown(load_trace(path))  # one attach_work call: fewer rows than a chunk
-    monkeypatch.setattr(module, "_compact", lambda gpu: gpu)
-    monkeypatch.setattr(module, "WORK_CHUNK_ROWS", 2500)  # a few chunks
+    monkeypatch.setattr(module, "compact", lambda gpu: gpu)
+    monkeypatch.setattr(gpu_rows, "WORK_CHUNK_ROWS", 2500)  # a few chunks
     plain_chunked = breakdown(load_trace(path))
     assert _rounded(asdict(lean)) == _rounded(asdict(plain_chunked))
 
 
 def test_chunked_work_counts_malformed_dims_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from servescope.analysis import breakdown as module
+    from servescope.analysis import gpu_rows
 
     events = []
     for i, dims in enumerate([[[64, 128], [128, 256]], [[-64, 128], [128, 256]], [[64, "x"], [1, 2]]] * 4):
@@ -123,7 +124,7 @@ def test_chunked_work_counts_malformed_dims_once(tmp_path: Path, monkeypatch: py
         ]
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    monkeypatch.setattr(module, "WORK_CHUNK_ROWS", 3)
+    monkeypatch.setattr(gpu_rows, "WORK_CHUNK_ROWS", 3)
     (warning,) = [w for w in breakdown(load_trace(path)).warnings if "malformed Input Dims" in w]
     assert warning.startswith("8 kernels (80.0 µs) launched by 8 ops")  # 2 of every 3 ops, 10 µs a kernel
 

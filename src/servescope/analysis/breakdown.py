@@ -7,20 +7,25 @@ Does not: load files, decide what is a problem (findings), or format anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from servescope.analysis.classify import classify_gpu
-from servescope.analysis.gpu_rows import split_events, take_split
+from servescope.analysis.gpu_rows import (
+    attach_work_chunked,
+    compact,
+    filled,
+    group_ids,
+    split_events,
+    take_split,
+)
 from servescope.analysis.intervals import grouped_union_length
 from servescope.analysis.roofline import (
     WORK_COLUMNS,
     WorkGroup,
-    attach_work,
     unshaped_us,
     work_groups,
 )
@@ -183,8 +188,8 @@ def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) ->
         gpu = gpu.lazy().filter(where).select("step", "device", "ts_us", "dur_us", *([key] if key else [])).collect()
     if gpu.height == 0:
         return {}
-    parts = [gpu["step"], gpu["device"].fill_null(-1), *([_filled(gpu[key])] if key else [])]
-    gid, values = _group_ids(parts)
+    parts = [gpu["step"], gpu["device"].fill_null(-1), *([filled(gpu[key])] if key else [])]
+    gid, values = group_ids(parts)
     lengths = grouped_union_length(gid, gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy())
     out: dict[tuple[int, str], float] = {}
     for g, length in lengths.items():
@@ -192,32 +197,6 @@ def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) ->
         k = (int(step), str(rest[0]) if key else "")
         out[k] = out.get(k, 0.0) + length
     return out
-
-
-def _filled(column: pl.Series) -> pl.Series:
-    """Nulls as "?" (as text: an Enum has no "?" category, and fill_null would leave its nulls)."""
-    return column.cast(pl.Utf8).fill_null("?") if column.null_count() else column
-
-
-def _group_ids(parts: list[pl.Series]) -> tuple[np.ndarray, Callable[[int], list[Any]]]:
-    """One int64 id per row for the combination of its values in `parts` (no nulls), ordered as the rows' value
-    tuples sort (the order of a dense rank of their struct, so the interval arithmetic runs in the same order),
-    and the function from an id back to its values. Codes per column and one product: no struct of millions of
-    rows is sorted."""
-    columns = [sorted(p.unique().to_list()) for p in parts]
-    gid = np.zeros(len(parts[0]), dtype=np.int64)
-    for part, uniq in zip(parts, columns, strict=True):
-        gid *= len(uniq)
-        gid += part.replace_strict(uniq, list(range(len(uniq))), return_dtype=pl.Int64).to_numpy()
-
-    def values(g: int) -> list[Any]:
-        out = []
-        for uniq in reversed(columns):
-            g, code = divmod(g, len(uniq))
-            out.append(uniq[code])
-        return out[::-1]
-
-    return gid, values
 
 
 def _with_bus_bytes(comm: pl.DataFrame) -> pl.DataFrame:
@@ -437,9 +416,9 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
     table = find_steps(others, gpu=classify_gpu(gpu, others))
     del gpu
     table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
-    work, work_warnings = _attach_work(others, table.gpu_events.select(_WORK_INPUTS))
+    work, work_warnings = attach_work_chunked(others, table.gpu_events.select(_WORK_INPUTS))
     del others
-    gpu = _compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
+    gpu = compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
     del work
     table = replace(table, gpu_events=gpu)
     del gpu
@@ -455,50 +434,6 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
         timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
                                  {s.index: s.label for s in steps}),
     )
-
-
-WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
-_ROW = "_work_row"
-
-
-def _attach_work(others: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """`attach_work(others, gpu)`, in chunks of about WORK_CHUNK_ROWS rows when there are more: the same work
-    (WORK_COLUMNS) for the same rows in the same order. attach_work shares an op's work over the kernels of one launching op (its
-    `_op_id`: the launch's External id, else the kernel's), so a chunk holds every row of the ops it holds; rows
-    with no op share nothing and are dealt out by row. The warning (malformed Input Dims) is attach_work's own, on
-    the malformed rows of all chunks together."""
-    n_chunks = -(-gpu.height // WORK_CHUNK_ROWS)
-    if n_chunks <= 1:
-        return attach_work(others, gpu)
-    launch_ext = (others.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
-                  .select("correlation", "external_id").unique("correlation", keep="first", maintain_order=True)
-                  .collect())
-    op = pl.coalesce(pl.col("correlation").replace_strict(launch_ext["correlation"], launch_ext["external_id"],
-                                                          default=None), "external_id")
-    chunk = pl.when(op.is_not_null()).then(op.hash() % n_chunks).otherwise(pl.col(_ROW) % n_chunks)
-    rows = gpu.with_row_index(_ROW).with_columns(chunk.alias("_chunk"))
-    parts, warned = [], False
-    for k in range(n_chunks):  # one chunk's rows copied at a time
-        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"))
-        parts.append(work.select(_ROW, *WORK_COLUMNS))
-        warned = warned or bool(warnings)
-    del rows
-    out = pl.concat(parts).sort(_ROW).drop(_ROW)
-    if not warned:
-        return out, []
-    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"))[1]
-
-
-_TEXT_COLUMNS = ("name", "kernel_class", "collective", "shape_status", "work_model", "work_dtype")
-
-
-def _compact(gpu: pl.DataFrame) -> pl.DataFrame:
-    """The GPU rows' text columns as Enums of their distinct values in sorted order: 1-4 bytes a row instead of a
-    16-byte view (millions of kernels), and the same answers — an Enum sorts and ranks by its categories' order,
-    here the text's, and compares equal to its text. Columns null throughout stay as they are (no page touched)."""
-    text = [c for c in _TEXT_COLUMNS if c in gpu.columns and gpu.schema[c] == pl.Utf8
-            and gpu[c].null_count() < gpu.height]
-    return gpu.with_columns(pl.col(c).cast(pl.Enum(sorted(gpu[c].drop_nulls().unique().to_list()))) for c in text)
 
 
 def _busiest_device(gpu: pl.DataFrame) -> int:

@@ -6,13 +6,20 @@ Does: `split_events(events)` copies (the caller keeps the table); `take_split(ho
 over (a one-element list holding the only reference), one column at a time, each freed once split — a trace of
 millions of tiny kernels is then held about once, not twice. A column that is null throughout becomes a fresh null
 column (no copy of its nulls), and one kept whole (every row on one side) is not copied.
+Also, for the breakdown's GPU rows: `attach_work_chunked` (roofline.attach_work a bounded chunk of rows at a time),
+`compact` (their text columns as sorted Enums) and `group_ids` (one int id per combination of column values).
 Does not: classify, attribute or sum anything (classify.classify_gpu, steps.find_steps, breakdown).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 import polars as pl
 
+from servescope.analysis.roofline import WORK_COLUMNS, attach_work
 from servescope.trace.types import GPU_EVENT_KINDS
 
 _COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
@@ -61,3 +68,73 @@ def _rows(column: pl.Series, mask: pl.Series, n: int) -> pl.Series:
     if column.null_count() == len(column):
         return pl.repeat(None, n, dtype=column.dtype, eager=True).alias(column.name)
     return column.filter(mask)
+
+
+WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
+_ROW = "_work_row"
+
+
+def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """`attach_work(others, gpu)`, in chunks of about WORK_CHUNK_ROWS rows when there are more: the same work
+    (WORK_COLUMNS) for the same rows in the same order. attach_work shares an op's work over the kernels of one
+    launching op (its `_op_id`: the launch's External id, else the kernel's), so a chunk holds every row of the
+    ops it holds; rows with no op share nothing and are dealt out by row. The warning (malformed Input Dims) is
+    attach_work's own, on the malformed rows of all chunks together."""
+    n_chunks = -(-gpu.height // WORK_CHUNK_ROWS)
+    if n_chunks <= 1:
+        return attach_work(others, gpu)
+    launch_ext = (others.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
+                  .select("correlation", "external_id").unique("correlation", keep="first", maintain_order=True)
+                  .collect())
+    op = pl.coalesce(pl.col("correlation").replace_strict(launch_ext["correlation"], launch_ext["external_id"],
+                                                          default=None), "external_id")
+    chunk = pl.when(op.is_not_null()).then(op.hash() % n_chunks).otherwise(pl.col(_ROW) % n_chunks)
+    rows = gpu.with_row_index(_ROW).with_columns(chunk.alias("_chunk"))
+    parts, warned = [], False
+    for k in range(n_chunks):  # one chunk's rows copied at a time
+        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"))
+        parts.append(work.select(_ROW, *WORK_COLUMNS))
+        warned = warned or bool(warnings)
+    del rows
+    out = pl.concat(parts).sort(_ROW).drop(_ROW)
+    if not warned:
+        return out, []
+    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"))[1]
+
+
+_TEXT_COLUMNS = ("name", "kernel_class", "collective", "shape_status", "work_model", "work_dtype")
+
+
+def compact(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The GPU rows' text columns as Enums of their distinct values in sorted order: 1-4 bytes a row instead of a
+    16-byte view (millions of kernels), and the same answers — an Enum sorts and ranks by its categories' order,
+    here the text's, and compares equal to its text. Columns null throughout stay as they are (no page touched)."""
+    text = [c for c in _TEXT_COLUMNS if c in gpu.columns and gpu.schema[c] == pl.Utf8
+            and gpu[c].null_count() < gpu.height]
+    return gpu.with_columns(pl.col(c).cast(pl.Enum(sorted(gpu[c].drop_nulls().unique().to_list()))) for c in text)
+
+
+def filled(column: pl.Series) -> pl.Series:
+    """Nulls as "?" (as text: an Enum has no "?" category, and fill_null would leave its nulls)."""
+    return column.cast(pl.Utf8).fill_null("?") if column.null_count() else column
+
+
+def group_ids(parts: list[pl.Series]) -> tuple[np.ndarray, Callable[[int], list[Any]]]:
+    """One int64 id per row for the combination of its values in `parts` (no nulls), ordered as the rows' value
+    tuples sort (the order of a dense rank of their struct, so the interval arithmetic runs in the same order),
+    and the function from an id back to its values. Codes per column and one product: no struct of millions of
+    rows is sorted."""
+    columns = [sorted(p.unique().to_list()) for p in parts]
+    gid = np.zeros(len(parts[0]), dtype=np.int64)
+    for part, uniq in zip(parts, columns, strict=True):
+        gid *= len(uniq)
+        gid += part.replace_strict(uniq, list(range(len(uniq))), return_dtype=pl.Int64).to_numpy()
+
+    def values(g: int) -> list[Any]:
+        out = []
+        for uniq in reversed(columns):
+            g, code = divmod(g, len(uniq))
+            out.append(uniq[code])
+        return out[::-1]
+
+    return gid, values
