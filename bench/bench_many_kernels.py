@@ -8,7 +8,11 @@ GNU time (wall s, peak RSS):
      seconds a run), with peak RSS as a multiple of the file's size (target: <= 1.5x);
   2. `trace --json` on the 68 MB trace, the two trees alternated R times (speed must stay within noise);
   3. `trace --json` of both trees on every file under tests/data/traces and on both big traces: byte-identical
-     documents (and the two exports' JSON texts).
+     documents (and the two exports' JSON texts);
+  4. `validate --json` on a CSV of R rows (tests/data/validation/measured_serving_dev.csv repeated, ids made
+     unique; default 200,000), peak RSS and identical documents;
+  5. one kernel named by 150 MB (146 KB of gzip) and by 1 GiB (1 MB of gzip) of one letter: wall time (limit 60 s)
+     and peak RSS, exit status.
 Prints Markdown for bench/RESULTS.md. Both trees run with bytecode caches (one warm-up run each, as bench_trace.py).
 What it does not do: run in CI (minutes, ~1 GB of disk under bench/out) or assert anything.
 
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).parent
@@ -41,12 +46,15 @@ def _env(src: Path) -> dict[str, str]:
     return {**ENV, "PYTHONPATH": str(src)}
 
 
-def _timed(args: list[str], src: Path) -> tuple[float, float, int]:
-    """(wall s, peak RSS MB, exit status) of `python -m servescope ARGS` run from `src`."""
-    cmd = ["/usr/bin/time", "-f", "%e %M", sys.executable, "-m", "servescope", *args]
+def _timed(args: list[str], src: Path, timeout: float | None = None) -> tuple[float, float, int | None]:
+    """(wall s, peak RSS MB, exit status; None when killed at `timeout` s) of `python -m servescope ARGS` run from
+    `src`, from GNU time."""
+    limit = ["timeout", "-s", "KILL", str(timeout)] if timeout is not None else []
+    cmd = ["/usr/bin/time", "-f", "%e %M", *limit, sys.executable, "-m", "servescope", *args]
     done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(src))
     wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()[-2:]
-    return float(wall_s), float(rss_kib) * 1024 / 1e6, done.returncode
+    killed = timeout is not None and done.returncode == 128 + 9  # timeout's status for a command it killed
+    return float(wall_s), float(rss_kib) * 1024 / 1e6, None if killed else done.returncode
 
 
 def _output(args: list[str], src: Path) -> bytes:
@@ -125,11 +133,63 @@ def _identity(trees: dict[str, Path], many: Path) -> None:
           + (f": {', '.join(differ)}" if differ else ""))
 
 
+def _validate_csv(rows: int) -> Path:
+    path = OUT / f"validate_{rows}.csv"
+    if not path.exists():
+        head, *body = (ROOT / "tests" / "data" / "validation" / "measured_serving_dev.csv").read_text().splitlines()
+        with path.open("w") as fh:
+            fh.write(head + "\n")
+            for n in range(rows):
+                line = body[n % len(body)]
+                cut = line.index(",")
+                fh.write(f"{line[:cut]}_r{n}{line[cut:]}\n")
+    return path
+
+
+def _validate(trees: dict[str, Path], rows: int) -> None:
+    csv = _validate_csv(rows)
+    print(f"\n`validate --json` on {csv.name} ({rows:,} rows, {csv.stat().st_size / 1e6:.0f} MB)")
+    print("| tree | wall s | peak RSS MB | exit |")
+    print("|---|---|---|---|")
+    for name, src in trees.items():
+        wall, rss, code = _timed(["validate", str(csv), "--json"], src)
+        print(f"| {name} | {wall:.1f} | {rss:,.0f} | {code} |")
+    same = len({_output(["validate", str(csv), "--json"], src) for src in trees.values()}) == 1
+    print(f"documents identical: {same}")
+
+
+def _one_name(path: Path, name_bytes: int) -> Path:
+    """A gzip trace of one kernel whose name is `name_bytes` of "a", written member by member (never held)."""
+    if not path.exists():
+        c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        with path.open("wb") as fh:
+            fh.write(c.compress(b'{"traceEvents":[{"ph":"X","cat":"kernel","name":"'))
+            piece = b"a" * (1 << 24)
+            for _ in range(name_bytes // len(piece)):
+                fh.write(c.compress(piece))
+            fh.write(c.compress(b"a" * (name_bytes % len(piece))))
+            fh.write(c.compress(b'","ts":1,"dur":1,"pid":0,"tid":0,"args":{"correlation":1}}]}') + c.flush())
+    return path
+
+
+def _long_names(trees: dict[str, Path]) -> None:
+    print("\nOne kernel with a long name, `trace --json` (limit 60 s)")
+    print("| input | tree | wall s | peak RSS MB | exit |")
+    print("|---|---|---|---|---|")
+    for label, size in (("150 MB name", 150_000_000), ("1 GiB name", 1 << 30)):
+        path = _one_name(OUT / f"name_{size}.json.gz", size)
+        for name, src in trees.items():
+            wall, rss, code = _timed(["trace", str(path), "--json"], src, timeout=60)
+            print(f"| {label} ({path.stat().st_size / 1e3:,.0f} KB gz) | {name} | {wall:.1f} | {rss:,.0f} | "
+                  f"{'killed at 60 s' if code is None else code} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kernels", type=int, default=5_000_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--baseline", default="main", help="git ref whose src/ is the baseline")
+    ap.add_argument("--validate-rows", type=int, default=200_000)
     a = ap.parse_args()
     many = OUT / f"many_kernels_{a.kernels}.json"
     _ensure(many, "make_many_kernels.py", "--kernels", str(a.kernels))
@@ -140,6 +200,8 @@ def main() -> None:
     _memory(many, trees)
     _speed(trees, a.repeat)
     _identity(trees, many)
+    _validate(trees, a.validate_rows)
+    _long_names(trees)
 
 
 if __name__ == "__main__":
