@@ -1,7 +1,9 @@
 """The plan in one call, and everything the HTML report shows in one call: trace → calibration → plan.
 
 Does: glue `analysis` (trace → breakdown, one load through `analysis.analyze.analyze_trace`) to `calibrate`,
-`planner.plan` and `planner.curves`, so that each CLI command stays one call. One rule for which rank calibrates
+`planner.plan` and `planner.curves`, so that each CLI command stays one call; resolve each traced GPU's peaks and
+measured per-op reference from specs and perfmodel (`peaks_for`, passed to the analysis as data: analysis reads no
+specs) and hand the trace's per-kernel numbers to the planner (`kernel_evidence`). One rule for which rank calibrates
 (`calibration_rank`: the first rank that has steps) and one for the trace's warnings (`calibration_from_analysis`:
 carried into the calibration's, and so into the plan's text and JSON, prefixed "trace: "), shared by `advise`
 (`servescope plan TRACE`) and `overview` (`servescope report TRACE`).
@@ -12,18 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.headroom import kernel_gaps
+from servescope.analysis.rank_workers import RankPool
+from servescope.analysis.roofline import Achievable, Peaks, curve_reference
 from servescope.calibrate import Calibration, calibrate
 from servescope.calibrate.figures import parse_figures
 from servescope.errors import MeasurementError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner import Plan, plan
 from servescope.planner.curves import Curve, plan_curves
+from servescope.planner.kernels import KernelEvidence, KernelRow, KindTime
 from servescope.planner.verify import Measured, PlanPrediction, Verification, verify
+from servescope.specs.hardware import GpuSpec
 from servescope.units import ms_to_s, s_to_ms, us_to_s
 from servescope.validation.benchio import read_bench
 
@@ -48,6 +56,93 @@ class Overview:
     curves: tuple[Curve, ...] = ()
 
 
+@lru_cache(maxsize=64)
+def peaks_for(device_name: str | None, num_sms: int | None) -> tuple[Peaks | None, tuple[str, ...]]:
+    """The datasheet peaks of the trace's GPU (`specs.hardware.load_gpu`) and its measured achievable reference,
+    with notes: an unknown GPU gives no peaks (% of peak omitted, never invented); the reference is the dense-GEMM
+    curve measured on this GPU (`perfmodel.gemm_curve`, data specs/data/gemm_efficiency.toml), else none, and the
+    note says "no measured curve". Where measured per-op curves of other ops land (perfmodel.opcurve), they join here:
+    `_achievable` is the one place that maps a work group to a measured reference."""
+    from servescope.errors import UnknownName
+    from servescope.specs.hardware import load_gpu
+
+    if not device_name:
+        return None, ("the trace names no GPU (deviceProperties): % of peak omitted",)
+    try:
+        g = load_gpu(device_name)
+    except UnknownName:
+        return None, (f"GPU {device_name!r} is not in servescope's specs: % of peak omitted",)
+    notes = [f"peaks: {g.name} datasheet ({', '.join(f'{d} {v / 1e12:,.0f} TFLOP/s' for d, v in g.flops_per_s.items() if v)}, "
+             f"HBM {g.hbm_bw_bytes_per_s / 1e12:.2f} TB/s; specs/data/gpus/{g.name}.toml)"]
+    achievable, source, note = _achievable(g)
+    notes.append(note)
+    return Peaks(g.name, dict(g.flops_per_s), g.hbm_bw_bytes_per_s, num_sms or g.sm_count,
+                 f"specs/data/gpus/{g.name}.toml", achievable, source), tuple(notes)
+
+
+def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:
+    """The measured reference of one GPU (an `analysis.roofline.Achievable`), its source and a note. Today: dense
+    GEMMs against the GEMM curve measured on this very GPU (a curve transferred from another GPU of the family is not
+    a measurement of this one). Measured per-op curves (perfmodel.opcurve: `gemm_time_s(gpu, engine, version, dtype,
+    m, n, k)` and the like) plug in here: return a function of the work group that prefers the op curve (its time per
+    call × g.flops / (2·m·n·k), the share of calls the group holds) and falls back to this one."""
+    from servescope.specs import tables
+
+    section = tables.gemm_efficiency().get(g.name)
+    if not (isinstance(section, dict) and {"mem_ratio", "comp_ratio"} <= set(section)):
+        return None, None, f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)"
+    import numpy as np
+
+    from servescope.perfmodel.gemm_curve import (
+        curve_for,  # the model's import (~0.1 s) only when measured
+    )
+
+    found = curve_for(g)
+    if found is None or found.measured_on != g.name:
+        return None, None, f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)"
+    curve = found
+    source = f"the dense-GEMM curve measured on {g.name} ({curve.kernels} kernels, specs/data/gemm_efficiency.toml)"
+    note = f"% of achievable: dense GEMMs against {source}; other ops: no measured curve"
+
+    def ratio(m: float) -> float:
+        return float(curve.ratio(np.asarray(m)))
+
+    return curve_reference(ratio, g.flops_per_s, g.hbm_bw_bytes_per_s), source, note
+
+
+def rank_peaks(b: TraceBreakdown) -> tuple[Peaks | None, tuple[str, ...]]:
+    """`peaks_for` of one rank: the resolver `analyze_trace(peaks=…)` takes."""
+    return peaks_for(b.device_name, b.num_sms)
+
+
+def analyze(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | RankPool | None = None,
+            ray_address: str | None = None, capture: str | Path | None = None) -> TraceAnalysis:
+    """`analyze_trace` with the GPUs' peaks and measured references resolved (so the findings include
+    kernel_headroom): the trace analysis every command shows."""
+    return analyze_trace(path, kind=kind, top_n=top_n, workers=workers, ray_address=ray_address, peaks=rank_peaks,
+                         capture=capture)
+
+
+def kernel_evidence(analysis: TraceAnalysis) -> KernelEvidence:
+    """The calibration rank's per-kernel numbers for the planner: every top kernel of each step kind, with the
+    measured reference's µs for its work where one exists (analysis.headroom)."""
+    b = calibration_rank(analysis)
+    i = analysis.ranks.index(b)
+    peaks, notes = analysis.peaks[i] if len(analysis.peaks) > i else rank_peaks(b)
+    rows, kinds = [], []
+    for s in b.kinds:
+        gaps = {g.name: g for g in kernel_gaps(s, peaks)}
+        for k in s.top_kernels:
+            gap = gaps.get(k.name)
+            rows.append(KernelRow(s.kind, k.name, k.kernel_class, gap.model if gap else None,
+                                  gap.dtype if gap else None, gap.calls if gap else k.calls,
+                                  gap.measured_us if gap else k.total_us, gap.achievable_us if gap else None,
+                                  max(s.steps, 1), bool(gap and gap.tunable), k.blocks_per_sm))
+        kinds.append(KindTime(s.kind, s.steps, s.gpu_span_us, dict(s.classes_us)))
+    source = peaks.achievable_source if peaks is not None else None
+    return KernelEvidence(b.device_name, source, tuple(rows), tuple(kinds), "" if source else "; ".join(notes))
+
+
 def calibration_rank(analysis: TraceAnalysis) -> TraceBreakdown:
     """The rank a trace calibrates on: the first (by rank) that has steps, else the first that ran kernels."""
     return next((b for b in analysis.ranks if b.steps), analysis.ranks[0])
@@ -64,23 +159,26 @@ def calibration_from_trace(path: str | Path, scenario: Scenario) -> Calibration:
     return calibration_from_analysis(analyze_trace(path), scenario)
 
 
-def advise(scenario: Scenario, trace: str | Path | None = None, **plan_options: Any) -> Advice:
-    """`plan(scenario, …)`, calibrated on `trace` when one is given (uncalibrated, and saying so, otherwise)."""
-    analysis = analyze_trace(trace) if trace is not None else None
+def advise(scenario: Scenario, trace: str | Path | None = None, capture: str | Path | None = None,
+           **plan_options: Any) -> Advice:
+    """`plan(scenario, …)`, calibrated on `trace` when one is given (uncalibrated, and saying so, otherwise), with
+    the trace's per-kernel numbers for the kernel tracks (`capture`: shapes for its graph replays)."""
+    analysis = analyze(trace, capture=capture) if trace is not None else None
     cal = calibration_from_analysis(analysis, scenario) if analysis is not None else None
-    return Advice(plan(scenario, calibration=cal, **plan_options), cal, str(trace) if trace is not None else None,
-                  analysis)
+    kernels = kernel_evidence(analysis) if analysis is not None else None
+    return Advice(plan(scenario, calibration=cal, kernels=kernels, **plan_options), cal,
+                  str(trace) if trace is not None else None, analysis)
 
 
 def overview(path: str | Path, scenario: Scenario | None = None, kind: str | None = None, top_n: int = 10,
-             workers: int | None = None, **plan_options: Any) -> Overview:
+             workers: int | None = None, capture: str | Path | None = None, **plan_options: Any) -> Overview:
     """Analyse the trace; with a scenario, calibrate it as `advise` does and plan (plan_options go to
     planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with each track's curve."""
-    analysis = analyze_trace(path, kind=kind, top_n=top_n, workers=workers)
+    analysis = analyze(path, kind=kind, top_n=top_n, workers=workers, capture=capture)
     if scenario is None:
         return Overview(analysis)
     cal = calibration_from_analysis(analysis, scenario)
-    p = plan(scenario, calibration=cal, **plan_options)
+    p = plan(scenario, calibration=cal, kernels=kernel_evidence(analysis), **plan_options)
     return Overview(analysis, scenario, cal, p, plan_curves(p))
 
 

@@ -15,10 +15,16 @@ import polars as pl
 
 from servescope.analysis.classify import classify
 from servescope.analysis.intervals import grouped_union_length
-from servescope.analysis.roofline import WorkGroup, attach_work, unshaped_us, work_groups
+from servescope.analysis.roofline import (
+    CaptureWork,
+    WorkGroup,
+    attach_work,
+    unshaped_us,
+    work_groups,
+)
 from servescope.analysis.steps import StepTable, find_steps
 from servescope.analysis.timeline import StepTimeline, step_timelines
-from servescope.trace.types import Trace
+from servescope.trace.types import DeviceInfo, Trace
 from servescope.units import us_to_s
 
 COMMUNICATION = "communication"
@@ -116,8 +122,9 @@ class StepBreakdown:
     launch_cpu_us: float  # summed duration of those launch calls on the CPU
     devices: int
     top_kernels: tuple[KernelStats, ...] = field(default=())
-    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M)
+    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M, N, K)
     unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
+    graph_idle_us: float = 0.0  # idle inside graph replays: each replay's GPU span − the union of its kernels
 
     @property
     def generated_tokens(self) -> int | None:
@@ -166,6 +173,25 @@ def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
         )
     )
     return {int(s): (int(n), int(g), float(c)) for s, n, g, c in stats.iter_rows()}
+
+
+def _graph_idle(gpu: pl.DataFrame, launches: pl.DataFrame) -> dict[int, float]:
+    """Per step: idle inside graph replays = Σ over the graph launches (cudaGraphLaunch/hipGraphLaunch, one
+    correlation for all the kernels a replay runs) and devices of (last end − first start of the replay's GPU rows
+    − the union of those rows). Work of other launches running inside a replay's window is not subtracted."""
+    graph = launches.filter(pl.col("name").is_in(GRAPH_LAUNCH_NAMES) & pl.col("correlation").is_not_null())
+    rows = gpu.filter(pl.col("correlation").is_in(graph["correlation"].implode())) if graph.height else gpu.clear()
+    if rows.height == 0:
+        return {}
+    frame = rows.select("step", "correlation", pl.col("device").fill_null(-1), "ts_us", "dur_us").with_columns(
+        pl.struct("step", "correlation", "device").rank("dense").alias("gid"))
+    busy = grouped_union_length(frame["gid"].to_numpy(), frame["ts_us"].to_numpy(), frame["dur_us"].to_numpy())
+    spans = frame.group_by("gid", "step").agg(
+        (pl.col("ts_us") + pl.col("dur_us") - pl.col("ts_us").min()).max().alias("span"))
+    out: dict[int, float] = {}
+    for gid, step, span in spans.iter_rows():
+        out[int(step)] = out.get(int(step), 0.0) + max(0.0, float(span) - busy[int(gid)])
+    return out
 
 
 def _unions(gpu: pl.DataFrame, key: str | None) -> dict[tuple[int, str], float]:
@@ -317,6 +343,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     classes = _per_class(gpu)
     work, unshaped = _work(gpu)
     launches = _launch_stats(table.launches)
+    graph_idle = _graph_idle(gpu, table.launches)
     per_step = gpu.group_by("step").agg(  # one query: each aggregation is as it was on its own
         pl.col("device").n_unique().alias("devices"),
         pl.col("dur_us").sum().alias("kernel_sum"),
@@ -348,6 +375,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             kernels=int(kernel_counts.get(i, 0)), launches=n_launch, graph_launches=n_graph,
             launch_cpu_us=launch_us, devices=n_dev, top_kernels=tops.get(i, ()),
             work=work.get(i, ()), unshaped_us=unshaped.get(i, {}),
+            graph_idle_us=min(graph_idle.get(i, 0.0), max(0.0, span * n_dev - b)),
         ))
     return tuple(out)
 
@@ -361,15 +389,16 @@ def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakd
             for p, n in zip(ordered, ordered[1:], strict=False)]
 
 
-def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
-    """Classify, find steps, attach each kernel's work from its launching op's shapes, and break down one rank's
-    trace. Malformed `Input Dims` are counted into the warnings."""
+def breakdown(trace: Trace, top_n: int = 10, capture: CaptureWork | None = None) -> TraceBreakdown:
+    """Classify, find steps, attach each kernel's work from its launching op's shapes (graph-replayed kernels: from
+    `capture`, a capture trace's work per kernel name), and break down one rank's trace. Malformed `Input Dims` are
+    counted into the warnings."""
     events = classify(trace.events)
     table = find_steps(events)
-    gpu, work_warnings = attach_work(events, table.gpu_events)
+    gpu, work_warnings = attach_work(events, table.gpu_events, table.steps, capture)
     table = replace(table, gpu_events=gpu)
     del events
-    device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
+    device = _device(trace, table.gpu_events)
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.filter(pl.col("step").is_null())
     return TraceBreakdown(
@@ -381,6 +410,18 @@ def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
         timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
                                  {s.index: s.label for s in steps}),
     )
+
+
+def _device(trace: Trace, gpu: pl.DataFrame) -> DeviceInfo | None:
+    """The busiest device's properties; when deviceProperties does not list it (ROCm traces number agents apart:
+    the SGLang MI300X trace runs on device 9 and lists device 0) but names one GPU for every device it lists, that."""
+    if not trace.devices:
+        return None
+    found = trace.devices.get(_busiest_device(gpu))
+    if found is not None:
+        return found
+    names = {d.name for d in trace.devices.values()}
+    return next(iter(trace.devices.values())) if len(names) == 1 and all(names) else None
 
 
 def _busiest_device(gpu: pl.DataFrame) -> int:
@@ -411,6 +452,7 @@ class KindSummary:
     work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M) over the kind's steps
     unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
     unshaped_kernels: tuple[tuple[str, str, float], ...] = ()  # (name, reason, µs): the most time without a shape
+    graph_idle_us: float = 0.0  # idle inside graph replays, summed over the kind's steps (StepBreakdown)
 
     def calls_per_step(self, collective: str) -> float:
         return self.collectives[collective].calls / self.steps if self.steps else 0.0
@@ -459,6 +501,7 @@ def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n:
             graph_launches=sum(s.graph_launches for s in group),
             launch_cpu_us=sum(s.launch_cpu_us for s in group), top_kernels=tops.get(k, ()),
             work=work.get(k, ()), unshaped_us=unshaped.get(k, {}), unshaped_kernels=no_shape.get(k, ()),
+            graph_idle_us=sum(s.graph_idle_us for s in group),
         ))
     return tuple(out)
 

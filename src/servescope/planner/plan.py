@@ -25,6 +25,7 @@ from servescope.calibrate import Calibration
 from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.gain_range import PlanRange, plan_range
+from servescope.planner.kernels import KernelEvidence
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
@@ -106,6 +107,7 @@ class Plan:
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
     tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
     aggregate: bool = False  # objective throughput with no per-user TPOT cap (a rate target without --tpot-limit)
+    kernels: KernelEvidence | None = None  # the trace's per-kernel numbers the kernel tracks read
 
     @property
     def uncertainty(self) -> float:
@@ -152,8 +154,10 @@ def plan(
     spec: SpecConfig | None = None,
     tpot_limit_s: float | None = None,
     model: StepModel | None = None,
+    kernels: KernelEvidence | None = None,
 ) -> Plan:
-    """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring)."""
+    """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring); `kernels`: the
+    trace's per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks."""
     check_objective(objective)
     if concurrency < 1:
         raise PlanError(f"concurrency {concurrency} must be >= 1")
@@ -169,7 +173,7 @@ def plan(
     ev = Evaluator(model or PerfModel(), scenario, objective, concurrency,
                    math.inf if aggregate else tpot_limit_s, (imbalance_adjust,))
     baseline = ev.objective_value(())
-    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec)
+    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels)
     r = plan_range(scenario, calibration)
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
@@ -181,12 +185,13 @@ def plan(
     ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
     if verdict is not None and goal is not None and goal.aggregate:
-        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model))
+        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
+                                                              kernels))
     warnings = calibration.warnings if calibration is not None else ()
     limit = tpot_limit_s if tpot_limit_s is not None else (
         ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
     return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
-                ceiling, verdict, calibration, warnings, spec, measured, limit, aggregate)
+                ceiling, verdict, calibration, warnings, spec, measured, limit, aggregate, kernels)
 
 
 def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
@@ -289,7 +294,7 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
             raise PlanError(f"track {k} does not apply: {t.why_not}")
     ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
                    (imbalance_adjust,))
-    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec)
+    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec, p.kernels)
     proposals = {k: TRACKS[k](ctx) for k in names}
     whatifs = {k: pr.whatif for k, pr in proposals.items() if pr.whatif is not None}
     reason = compatible(list(names), whatifs)
@@ -352,11 +357,11 @@ def point_text(o: Outcome, objective: str) -> str:
 
 
 def _per_user_reading(scenario: Scenario, goal: Target, forbid: tuple[str, ...], calibration: Calibration | None,
-                      spec: SpecConfig | None, model: StepModel | None) -> str:
+                      spec: SpecConfig | None, model: StepModel | None, kernels: KernelEvidence | None) -> str:
     """An aggregate rate read as one user's rate: a TPOT of 1/rate at concurrency 1, planned as such (its own
     tracks, combination and floor) — the second verdict of an ambiguous target ("1000 tok/s" said of one stream)."""
     per_user = Target("tpot", MS_PER_S / goal.value, goal.text, per_user_rate=goal.value)
-    single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model)
+    single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model, kernels=kernels)
     assert single.target is not None  # a target was given
     floor_s = single.ceiling.outcome.tpot_s
     return (f"per user, {goal.text} is a TPOT of {per_user.value:.3g} ms at concurrency 1: {single.target.text} "

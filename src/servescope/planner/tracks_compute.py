@@ -29,6 +29,7 @@ from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
+from servescope.planner.kernels import KernelRow
 from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Change, WhatIf
@@ -97,6 +98,12 @@ def split_k_attention_track(ctx: Context) -> Proposal:
                 "should reach ≥1 and its time fall")
     cal = ctx.calibration
     blocks = cal.attention_blocks_per_sm if cal is not None else None
+    low = _low_occupancy_attention(ctx)
+    if low:  # the trace's per-kernel numbers (the kernel_tuning track's): the same weighting, and the kernels' names
+        blocks = sum((r.blocks_per_sm or 0.0) * r.measured_us for r in low) / sum(r.measured_us for r in low)
+        validate += "; " + "; ".join(
+            f"{r.name[:50]}: now {r.measured_us / max(r.calls, 1):,.1f} µs per call at {r.blocks_per_sm:.2f} blocks "
+            "per SM" for r in low[:2])
     knob = cal.knobs.get("attention") if cal is not None else None
     if cal is None or blocks is None or knob is None:
         return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
@@ -122,6 +129,18 @@ def split_k_attention_track(ctx: Context) -> Proposal:
             f"{knob} {fitted:.3f} → {target:.3f}")
     return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
                     note=note, details={"blocks_per_sm": blocks, "knob": knob})
+
+
+def _low_occupancy_attention(ctx: Context) -> list[KernelRow]:
+    """The traced attention kernels (per-kernel numbers of the calibrated step kinds) with blocks per SM known,
+    longest first; [] without per-kernel numbers."""
+    ev = ctx.kernels
+    if ev is None:
+        return []
+    kinds = {s.kind for s in ctx.calibration.steps} if ctx.calibration is not None else None
+    rows = [r for r in ev.rows if r.kernel_class == "attention" and r.blocks_per_sm is not None
+            and (kinds is None or r.kind in kinds)]
+    return sorted(rows, key=lambda r: -r.measured_us)
 
 
 def occupancy(blocks_per_sm: float) -> float:

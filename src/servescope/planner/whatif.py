@@ -88,6 +88,7 @@ class StepView:
     dominant: str
     floor_s: float
     tokens: int = 1  # tokens in the step over all dp ranks (batch × tokens per sequence)
+    kind: str = "decode"  # "decode" | "prefill": adjustments measured on one step kind apply to that kind
 
     @classmethod
     def of(cls, pred: StepPrediction) -> StepView:
@@ -103,6 +104,7 @@ class StepView:
             dominant=str(pred.dominant),
             floor_s=float(pred.floor_s),
             tokens=max(1, int(pred.tokens)),
+            kind=str(getattr(pred, "kind", "decode")),
         )
 
     def with_collective(self, name: str, new: Collective) -> StepView:

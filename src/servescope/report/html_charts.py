@@ -167,3 +167,40 @@ def before_after(kind: str, classes: dict[str, Any]) -> Figure:
             for side in ("before", "after")]
     return {"data": data, "layout": _layout(f"{kind}: µs per step by class", "class", "µs per step",
                                             barmode="group")}
+
+
+def roofline(label: str, kernels: list[dict[str, Any]], peaks: dict[str, Any] | None) -> Figure:
+    """Kernels (top-kernel rows of a trace document with FLOPs) on the GPU's roofline: x = arithmetic intensity
+    (FLOP/byte), y = achieved TFLOP/s, both log; marker area ∝ the kernel's shaped µs (diameter ∝ √µs), colour =
+    class; one roofline
+    per dtype the kernels use, min(peak, intensity × HBM bandwidth), from the document's datasheet peaks."""
+    pts = [k for k in kernels if k.get("flop_per_byte") and k.get("achieved_tflops")]
+    longest = max((k["shaped_us"] or 0.0 for k in pts), default=0.0) or 1.0
+    data: list[dict[str, Any]] = []
+    for c in sorted({k["class"] for k in pts}):
+        mine = [k for k in pts if k["class"] == c]
+        data.append({"type": "scatter", "mode": "markers", "name": c, "x": [k["flop_per_byte"] for k in mine],
+                     "y": [k["achieved_tflops"] for k in mine], "hoverinfo": "text+x+y",
+                     "text": [f"{k['name'][:80]}<br>{k['shaped_us'] / 1e3:,.3f} ms, {k['pct_of_peak'] or '–'}% of peak"
+                              for k in mine],
+                     "marker": {"color": CLASS_COLORS.get(c, "#999"), "opacity": 0.75,
+                                "size": [6 + 34 * ((k["shaped_us"] or 0.0) / longest) ** 0.5 for k in mine],
+                                "line": {"width": 1, "color": "#333"}}})
+    if peaks and pts and peaks.get("hbm_bw_bytes_per_s"):
+        bw = peaks["hbm_bw_bytes_per_s"]
+        lo = min(k["flop_per_byte"] for k in pts) / 4
+        hi = max(k["flop_per_byte"] for k in pts) * 4
+        for dtype in sorted({d for k in pts for d in (k.get("dtypes") or [])}):
+            peak = (peaks.get("flops_per_s") or {}).get(dtype)
+            if not peak:
+                continue
+            ridge = peak / bw
+            xs = [lo, min(max(ridge, lo), hi), hi]
+            data.append({"type": "scatter", "mode": "lines", "name": f"{dtype} roofline",
+                         "x": xs, "y": [min(peak, x * bw) / 1e12 for x in xs], "hoverinfo": "name+x+y",
+                         "line": {"color": "#000", "dash": "dash" if dtype != "bf16" else "solid", "width": 1.5}})
+    layout = _layout(f"{label}: kernels on the roofline (marker area ∝ GPU time)", "arithmetic intensity (FLOP/byte)",
+                     "achieved TFLOP/s", height=440)
+    layout["xaxis"]["type"] = "log"
+    layout["yaxis"]["type"] = "log"
+    return {"data": data, "layout": layout}
