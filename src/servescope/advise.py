@@ -16,24 +16,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
 from servescope.analysis.headroom import kernel_gaps
 from servescope.analysis.rank_workers import RankPool
 from servescope.analysis.roofline import Achievable, Peaks, curve_reference
-from servescope.calibrate import Calibration, calibrate
-from servescope.calibrate.figures import parse_figures
 from servescope.errors import MeasurementError
-from servescope.perfmodel.scenario import Scenario
-from servescope.planner import Plan, plan
-from servescope.planner.curves import Curve, plan_curves
-from servescope.planner.kernels import KernelEvidence, KernelRow, KindTime
-from servescope.planner.verify import Measured, PlanPrediction, Verification, verify
-from servescope.specs.hardware import GpuSpec
 from servescope.units import ms_to_s, s_to_ms, us_to_s
-from servescope.validation.benchio import read_bench
+
+# The model side (calibrate, planner, perfmodel, validation: ~0.2 s of imports) loads where a function needs it, so
+# that `servescope trace` — which analyses through `analyze` for the GPU's peaks — pays none of it.
+if TYPE_CHECKING:
+    from servescope.calibrate import Calibration
+    from servescope.perfmodel.scenario import Scenario
+    from servescope.planner import Plan
+    from servescope.planner.curves import Curve
+    from servescope.planner.kernels import KernelEvidence
+    from servescope.planner.verify import Measured, PlanPrediction, Verification
+    from servescope.specs.hardware import GpuSpec
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,8 @@ def analyze(path: str | Path, kind: str | None = None, top_n: int = 10, workers:
 def kernel_evidence(analysis: TraceAnalysis) -> KernelEvidence:
     """The calibration rank's per-kernel numbers for the planner: every top kernel of each step kind, with the
     measured reference's µs for its work where one exists (analysis.headroom)."""
+    from servescope.planner.kernels import KernelEvidence, KernelRow, KindTime
+
     b = calibration_rank(analysis)
     i = analysis.ranks.index(b)
     peaks, notes = analysis.peaks[i] if len(analysis.peaks) > i else rank_peaks(b)
@@ -150,6 +154,8 @@ def calibration_rank(analysis: TraceAnalysis) -> TraceBreakdown:
 
 def calibration_from_analysis(analysis: TraceAnalysis, scenario: Scenario) -> Calibration:
     """Calibrate `scenario` on `calibration_rank(analysis)`; the analysis's warnings come first."""
+    from servescope.calibrate import calibrate
+
     cal = calibrate(calibration_rank(analysis), scenario)
     return replace(cal, warnings=(*(f"trace: {w}" for w in analysis.warnings), *cal.warnings))
 
@@ -163,6 +169,8 @@ def advise(scenario: Scenario, trace: str | Path | None = None, capture: str | P
            **plan_options: Any) -> Advice:
     """`plan(scenario, …)`, calibrated on `trace` when one is given (uncalibrated, and saying so, otherwise), with
     the trace's per-kernel numbers for the kernel tracks (`capture`: shapes for its graph replays)."""
+    from servescope.planner import plan
+
     analysis = analyze(trace, capture=capture) if trace is not None else None
     cal = calibration_from_analysis(analysis, scenario) if analysis is not None else None
     kernels = kernel_evidence(analysis) if analysis is not None else None
@@ -174,6 +182,9 @@ def overview(path: str | Path, scenario: Scenario | None = None, kind: str | Non
              workers: int | None = None, capture: str | Path | None = None, **plan_options: Any) -> Overview:
     """Analyse the trace; with a scenario, calibrate it as `advise` does and plan (plan_options go to
     planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with each track's curve."""
+    from servescope.planner import plan
+    from servescope.planner.curves import plan_curves
+
     analysis = analyze(path, kind=kind, top_n=top_n, workers=workers, capture=capture)
     if scenario is None:
         return Overview(analysis)
@@ -204,6 +215,8 @@ def _trace_measurement(path: Path, objective: str, concurrency: int) -> Measured
     """The objective from a trace: the mean GPU span of the calibration rank's decode steps (all its steps when it
     has no decode step), read as TPOT (one token per sequence per step); throughput is the decode steps' summed
     batch over their summed span when every decode step records its batch, else concurrency / mean span."""
+    from servescope.planner.verify import Measured
+
     analysis = analyze_trace(path)
     b = calibration_rank(analysis)
     decode = [s for s in b.steps if s.kind == "decode"]
@@ -232,6 +245,9 @@ def _trace_measurement(path: Path, objective: str, concurrency: int) -> Measured
 def _bench_measurement(path: Path, objective: str, concurrency: int) -> Measured:
     """The objective from a benchmark result file: the run at the plan's concurrency (its max concurrency), or the
     file's only run; mean TPOT or output tokens/s."""
+    from servescope.planner.verify import Measured
+    from servescope.validation.benchio import read_bench
+
     runs = read_bench(path)
     at = [r for r in runs if r.max_concurrency == concurrency]
     if len(at) > 1:
@@ -255,6 +271,9 @@ def _bench_measurement(path: Path, objective: str, concurrency: int) -> Measured
 def _figure_measurement(texts: Sequence[str], objective: str, concurrency: int, side: str) -> Measured:
     """The objective from typed figures: the `tpot` (or `output`) figure at the plan's concurrency, else the only
     one; several at one concurrency contradict or repeat each other and are refused, never averaged."""
+    from servescope.calibrate.figures import parse_figures
+    from servescope.planner.verify import Measured
+
     figures = parse_figures(texts)
     metric = "tpot" if objective == "tpot" else "output"
     mine = [f for f in figures if f.metric == metric]
@@ -308,6 +327,8 @@ def _exists(text: str) -> bool:
 def verify_plan(prediction: PlanPrediction, before: Sequence[str], after: Sequence[str],
                 applied: Sequence[str] | None = None) -> Verification:
     """`planner.verify.verify` on the plan's objective measured from `before` and `after` (measure_objective)."""
+    from servescope.planner.verify import verify
+
     p = prediction
     b = measure_objective(before, p.objective, p.concurrency, "before")
     a = measure_objective(after, p.objective, p.concurrency, "after")

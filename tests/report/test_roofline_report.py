@@ -10,9 +10,9 @@ from pathlib import Path
 from rich.console import Console
 
 from independent import DATA
+from servescope.advise import peaks_for
 from servescope.analysis.analyze import analyze_trace
 from servescope.analysis.roofline import SHAPE_STATUSES
-from servescope.advise import peaks_for
 from servescope.report.trace_json import trace_document
 from servescope.report.trace_text import render_trace
 

@@ -102,7 +102,8 @@ def low_occupancy(s: KindSummary, rank: int | None, num_sms: int | None) -> list
             f"one {k.kernel_class} kernel takes {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time with {blocks} "
             f"({k.blocks_per_sm:.2f} blocks per SM): most SMs sit idle while it runs — {k.name[:80]}",
             {"kernel": k.name, "kernel_class": k.kernel_class, "share_of_busy": share, "blocks_per_sm": k.blocks_per_sm,
-             "grid_blocks": k.grid_blocks, "num_sms": num_sms, "calls": k.calls, "median_us": k.median_us},
+             "grid_blocks": k.grid_blocks, "num_sms": num_sms, "calls": k.calls, "median_us": k.median_us,
+             "waves": k.waves, "tail_efficiency": k.tail_efficiency, "total_us": k.total_us},
             rank, s.kind, ("split_k_attention",) if k.kernel_class == "attention" else (),
         ))
     return out

@@ -138,7 +138,8 @@ def _size_by_lengths(linked: pl.DataFrame, lengths: pl.DataFrame | None) -> pl.D
     out as expressions); "no_lengths" without them, "unsupported" when the op has fewer rows than the step's tokens
     (its rows must hold every query token; graph padding may add more)."""
     needs = pl.col("_status") == "lengths"
-    if lengths is None or "step" not in linked.columns or not linked.select(needs.any()).item():
+    known = lengths is not None and {"step", *LENGTH_COLUMNS} <= set(lengths.columns)
+    if lengths is None or not known or "step" not in linked.columns or not linked.select(needs.any()).item():
         return linked.with_columns(pl.when(needs).then(pl.lit("no_lengths")).otherwise(pl.col("_status"))
                                    .alias("_status"))
     linked = linked.join(lengths.select("step", *LENGTH_COLUMNS), on="step", how="left", maintain_order="left")
