@@ -19,7 +19,8 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
                launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
-               (data/engines.toml overlap_scheduler) only max(cpu(b) − the step's GPU time, 0) is added
+               (engine_defaults.toml overlap_scheduler) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
+               f = overlap_exposed_frac (step.py)
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
@@ -65,6 +66,7 @@ class StepCost:
         self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
         cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
         self.overlap = bool(sc.overlaps_cpu)
+        self.exposed_frac = sc.efficiency.overlap_exposed_frac
         self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
         self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
@@ -114,7 +116,10 @@ class StepCost:
         """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an
         engine that overlaps scheduling with execution (step.py)."""
         cpu = self.cpu_s + self.cpu_per_seq_s * seqs
-        return gpu_s + (np.maximum(cpu - gpu_s, 0.0) if self.overlap else cpu)
+        if not self.overlap:
+            return gpu_s + cpu
+        exposed = self.exposed_frac * cpu
+        return gpu_s + exposed + np.maximum(cpu - exposed - gpu_s, 0.0)
 
     def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each

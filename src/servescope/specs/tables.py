@@ -85,3 +85,13 @@ def calibrated_ranges() -> Any:
     """The 80% range of a prediction calibrated on the user's own points, measured held out on the validation
     series (data-build/calibrated_ranges.py)."""
     return read_json("calibrated_ranges.json")
+
+
+def engine_defaults() -> dict[str, Any]:
+    """Engine defaults by engine version, each with its source (engine_defaults.toml; specs.engines resolves)."""
+    return read_toml("engine_defaults.toml")
+
+
+def routing() -> dict[str, Any]:
+    """Expert-routing skew per model family, with sources (routing.toml; perfmodel/routing.py prices it)."""
+    return read_toml("routing.toml")
