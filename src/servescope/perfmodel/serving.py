@@ -197,7 +197,8 @@ def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
                   p.lockstep, p.n_mla, eff.mla_prefill_layer_s,
                   p.n_lin, eff.linear_prefill_layer_s)
     out = {"tpot_s": tpot, "ttft_s": ttft, "batch": ce, "step": dec["step"], "floor": dec["floor"],
-           "pf_step": pf["step"], "pf_overhead": pf["overhead"]}
+           "pf_step": pf["step"], "pf_overhead": pf["overhead"],
+           "interference_share": share / eff.prefill_eff}  # prefills per decode step, times the marginal terms
     out.update({"term:" + k: v for k, v in terms.items()})
     out.update({k: v for k, v in dec.items() if k.startswith("coll:")})
     return out
@@ -231,6 +232,7 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
         "step": np.broadcast_to(a["step"], c.shape), "floor": np.broadcast_to(a["floor"], c.shape),
         "collectives": {k: (c_.calls, np.broadcast_to(c_.bytes_per_call, c.shape),
                             np.broadcast_to(a["coll:" + k], c.shape)) for k, c_ in p.dec.colls.items()},
+        "interference_share": np.broadcast_to(a["interference_share"], c.shape),
         "parts": {"pf_step": float(a["pf_step"]), "pf_overhead": float(a["pf_overhead"]),
                   "dec_step": a["step"], "cap": int(cap), "n_mla": int(p.n_mla), "n_lin": int(p.n_lin)},
     }
