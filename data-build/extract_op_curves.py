@@ -8,7 +8,7 @@ Usage: .venv/bin/python data-build/extract_op_curves.py [WHEEL_ROOT] [OUT_DIR] [
                 unzip -q *.whl 'aiconfigurator_core/systems/*'
   OUT_DIR     default src/servescope/specs/data/opcurves
 
-What is kept (the Parquet files hold ~60 MB for these systems; the shipped JSON ~3.5 MB, so each table is a
+What is kept (the Parquet files hold ~60 MB for these systems; the shipped JSON ~3.7 MB, so each table is a
 subsample; the grids were chosen by the log-log interpolation error on the points left out, see the README):
   * one table per (op file, engine, version) present for each system of SYSTEMS, ops as in OPS. A curve is one key
     (GEMM: gemm_dtype, n; attention: kv_cache_dtype, head_dim, num_heads, num_key_value_heads; MoE: moe_dtype,
@@ -58,7 +58,7 @@ GRIDS: dict[str, list[Any]] = {
     "moe_ep_size": [1, 2, 4, 8],
     "distribution": ["balanced", "power_law_1.01", "power_law_1.2"],   # MoE expert load
     "batch_decode": [1, 4, 16, 64, 256, 1024],
-    "kv_decode": [8, 64, 256, 1024, 4096, 16384, 131072],
+    "kv_decode": [8, 64, 256, 1024, 2048, 4096, 8192, 32768, 131072],
     "batch_prefill": [1, 4, 16, 64],
     "isl": [16, 64, 256, 1024, 4096, 16384, 32768],
     "heads": [2, 4, 8, 16, 32, 64],
