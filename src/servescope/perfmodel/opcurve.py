@@ -313,8 +313,8 @@ def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n
 def moe_time_s(gpu: str, engine: str, version: str, dtype: str, tokens: ArrayLike, hidden: int, inter: int,
                topk: int, experts: int, tp: int = 1, ep: int = 1, distribution: str = "balanced") -> Array | None:
     """Measured time (s) of one MoE layer's routed experts on one GPU (grouped GEMMs, no all-to-all) at `tokens`
-    tokens per step, moe_tp/moe_ep as the engine shards them and the expert load (balanced, power_law_1.01 or
-    power_law_1.2). Log-log in tokens, ∝ tokens beyond; nearest hidden·inter of the same topk/experts, scaled."""
+    tokens per step, moe_tp/moe_ep as the engine shards them and the expert load (balanced or power_law_1.01).
+    Log-log in tokens, ∝ tokens beyond; nearest hidden·inter of the same topk/experts, scaled."""
     hit = _match_moe(gpu, engine, version, dtype, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
                      distribution)
     return None if isinstance(hit, str) else hit.time_s(tokens)
