@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.report import html_charts as charts
-from servescope.report.trace_text import short_names
+from servescope.report.trace_text import short_names, trace_gpu
 from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
@@ -290,7 +290,7 @@ def _report(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
 
 def _trace_subtitle(trace: dict[str, Any]) -> str:
     r0 = trace["ranks"][0] if trace["ranks"] else {}
-    dev = r0.get("device") or "GPU ?"
+    dev = trace_gpu(r0.get("device"))
     return f"{trace['path']} · {len(trace['ranks'])} rank(s) · {dev} · steps by {r0.get('step_method', '?')}"
 
 

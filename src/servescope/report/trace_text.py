@@ -41,6 +41,16 @@ class _Signature:
     params: tuple[str, ...]
 
 
+UNNAMED_GPU = "GPU not named in the trace"
+
+
+def trace_gpu(name: str | None, num_sms: int | None = None) -> str:
+    """The GPU a trace ran on as a header says it: the trace's own name for it (deviceProperties, Nsight's
+    TARGET_INFO tables), else that the trace does not name it; ` (N SMs)` when the count is known."""
+    sms = f" ({num_sms} SMs)" if num_sms else ""
+    return f"{name or UNNAMED_GPU}{sms}"
+
+
 def _groups(text: str) -> list[tuple[str, str]]:
     """Split text into top-level pieces: ("", plain text) and (opening bracket, content inside it).
     `<`/`>` are brackets except inside parentheses opened within template arguments, where `(8)>(0)` is a
@@ -369,8 +379,8 @@ def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
 
 
 def _rank_renderables(b: TraceBreakdown) -> list:
-    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {b.device_name or 'GPU ?'}"
-                f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
+    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {trace_gpu(b.device_name, b.num_sms)}",
+                style="bold")
     out: list = [head, _steps_table(b)]
     peaks, notes = peaks_for(b.device_name, b.num_sms)
     for k in b.kinds:
