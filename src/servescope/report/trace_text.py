@@ -185,6 +185,11 @@ def _base_name(name: str) -> str:
     return short or name.split("(")[0].strip() or name
 
 
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters, ending in "…" when cut (a label that was cut says so)."""
+    return _fit(text, width)
+
+
 def _fit(text: str, width: int, keep_end: str = "") -> str:
     """Cut text to width with an ellipsis, keeping `keep_end` (a distinguishing suffix) whole."""
     if len(text) + len(keep_end) <= width:
@@ -372,7 +377,7 @@ def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
     for s in b.steps[:limit]:
         t.add_row(str(s.index), s.kind, str(s.batch_size or "–"), str(s.tokens or "–"),
                   f"{s.gpu_busy_us / 1e3:.3f}", f"{s.gpu_span_us / 1e3:.3f}",
-                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(s.label[:48]))
+                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(cut(s.label, 48)))
     if len(b.steps) > limit:
         t.caption = f"… {len(b.steps) - limit} more steps (see --json)"
     return t
