@@ -354,7 +354,10 @@ def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     if len(doc["tracks"]) > 1:
         tracks.append([f"together ({c['basis']})", c["gain"], c["gain_low"], c["gain_high"], c["measured_gain"],
                        c["verdict"]])
-    blocks = [sides, table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
+    found = ([table(["track found applied", "evidence (before → after)"],
+                    [[f["kind"], f["evidence"]] for f in doc["found"]])] if doc.get("found") else [])
+    blocks = [sides, *found,
+              table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
               {"type": "text", "text": f"verdict: {c['verdict']}: measured {c['measured_gain']:.2f}x vs predicted "
                f"{c['gain']:.2f}x ({c['gain_low']:.2f}–{c['gain_high']:.2f}x), scored against {c['basis_text']}"},
               *warn]
