@@ -17,6 +17,7 @@ from typing import Any
 
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.engine_facts import engine_facts
 from servescope.calibrate import Calibration, calibrate
 from servescope.calibrate.figures import parse_figures
 from servescope.errors import MeasurementError
@@ -128,7 +129,7 @@ def _trace_measurement(path: Path, objective: str, concurrency: int) -> Measured
         value = concurrency / span_s
         detail = f"concurrency {concurrency} / the {which} (the trace records no batch sizes)"
     return Measured(value, str(path), detail, "trace", None, tuple(f"trace: {w}" for w in analysis.warnings),
-                    device=b.device_name)
+                    device=b.device_name, facts=engine_facts(analysis.ranks, b, analysis.path))
 
 
 def _bench_measurement(path: Path, objective: str, concurrency: int) -> Measured:

@@ -369,7 +369,7 @@ def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
     gpu, work_warnings = attach_work(events, table.gpu_events)
     table = replace(table, gpu_events=gpu)
     del events
-    device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
+    device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.filter(pl.col("step").is_null())
     return TraceBreakdown(

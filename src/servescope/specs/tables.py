@@ -77,6 +77,12 @@ def spec_host() -> dict[str, Any]:
     return read_toml("spec_host.toml")
 
 
+def source_keys() -> dict[str, Any]:
+    """The citation of each source key the data files' `source` strings cite, and of the words they use instead
+    (sources.toml: `keys`, `words`)."""
+    return read_toml("sources.toml")
+
+
 def error_ranges() -> Any:
     """Cross-validated error quantiles per case and the same-box change error (data-build/validation_report.py)."""
     return read_json("ranges.json")
