@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.engine_facts import engine_facts
 from servescope.analysis.headroom import kernel_gaps
 from servescope.analysis.rank_workers import RankPool
 from servescope.analysis.roofline import Achievable, Peaks, curve_reference
@@ -239,7 +240,7 @@ def _trace_measurement(path: Path, objective: str, concurrency: int) -> Measured
         value = concurrency / span_s
         detail = f"concurrency {concurrency} / the {which} (the trace records no batch sizes)"
     return Measured(value, str(path), detail, "trace", None, tuple(f"trace: {w}" for w in analysis.warnings),
-                    device=b.device_name)
+                    device=b.device_name, facts=engine_facts(analysis.ranks, b, analysis.path))
 
 
 def _bench_measurement(path: Path, objective: str, concurrency: int) -> Measured:

@@ -265,8 +265,11 @@ def _spaced(step, gaps_us):  # type: ignore[no-untyped-def]
 
 def test_cpu_time_between_steps_is_measured(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
     """Three copies of the real B200 prefill step 2 ms and 4 ms apart (synthetic spacing): the median idle, 3 ms, is
-    the step's CPU time on an engine that does not overlap scheduling — it replaces the fitted cpu_overhead_s, shows
-    in the calibration table, and leaves the GPU-side fit as it was with one step."""
+    the step's CPU time on an engine that does not overlap scheduling (vLLM 0.12: async scheduling opt-in) — it
+    replaces the fitted cpu_overhead_s, shows in the calibration table, and leaves the GPU-side fit as it was with one
+    step."""
+    gpt_oss = gpt_oss.with_(engine_version="0.12.0")
+    assert not gpt_oss.overlaps_cpu
     three = replace(trace_breakdown, steps=_spaced(trace_breakdown.steps[0], [2000.0, 4000.0]))
     cal = calibrate(three, gpt_oss)
     assert cal.step_gap_s == pytest.approx(3e-3) and cal.step_gap_pairs == 2

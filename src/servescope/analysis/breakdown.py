@@ -24,7 +24,7 @@ from servescope.analysis.roofline import (
 )
 from servescope.analysis.steps import StepTable, find_steps
 from servescope.analysis.timeline import StepTimeline, step_timelines
-from servescope.trace.types import DeviceInfo, Trace
+from servescope.trace.types import Trace
 from servescope.units import us_to_s
 
 COMMUNICATION = "communication"
@@ -398,7 +398,7 @@ def breakdown(trace: Trace, top_n: int = 10, capture: CaptureWork | None = None)
     gpu, work_warnings = attach_work(events, table.gpu_events, table.steps, capture)
     table = replace(table, gpu_events=gpu)
     del events
-    device = _device(trace, table.gpu_events)
+    device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.filter(pl.col("step").is_null())
     return TraceBreakdown(
@@ -410,18 +410,6 @@ def breakdown(trace: Trace, top_n: int = 10, capture: CaptureWork | None = None)
         timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
                                  {s.index: s.label for s in steps}),
     )
-
-
-def _device(trace: Trace, gpu: pl.DataFrame) -> DeviceInfo | None:
-    """The busiest device's properties; when deviceProperties does not list it (ROCm traces number agents apart:
-    the SGLang MI300X trace runs on device 9 and lists device 0) but names one GPU for every device it lists, that."""
-    if not trace.devices:
-        return None
-    found = trace.devices.get(_busiest_device(gpu))
-    if found is not None:
-        return found
-    names = {d.name for d in trace.devices.values()}
-    return next(iter(trace.devices.values())) if len(names) == 1 and all(names) else None
 
 
 def _busiest_device(gpu: pl.DataFrame) -> int:

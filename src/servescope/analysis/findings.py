@@ -44,6 +44,13 @@ class Finding:
     mitigations: tuple[str, ...] = field(default=())
 
 
+def _time(us: float) -> str:
+    """A duration in a message, in the unit that keeps it short: 712 µs, 46.7 ms, 1.25 s (the data keep µs)."""
+    if us < 1e3:
+        return f"{us:.0f} µs"
+    return f"{us / 1e3:.1f} ms" if us < 1e6 else f"{us / 1e6:.2f} s"
+
+
 def _kind_phrase(kind: str) -> str:
     """`unknown` steps are ProfilerStep#N or idle-gap segments: their label does not say prefill or decode."""
     return "unknown-kind" if kind == "unknown" else kind
@@ -76,7 +83,7 @@ def communication_bound(s: KindSummary, rank: int | None) -> Finding | None:
         f"communication is {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time "
         f"({_pct(_share(s.comm_exposed_us, s.gpu_busy_us))} exposed, not hidden under compute); {name} kernels "
         f"sum to {_pct(_share(top.total_us, s.gpu_busy_us))} of it: {per_step:.0f} calls per step at "
-        f"~{top.median_us:.0f} µs each (median)"
+        f"~{_time(top.median_us)} each (median)"
     )
     return Finding(
         "communication_bound", severity, message,
@@ -128,7 +135,7 @@ def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
     graphs = s.graph_launches > 0
     per_step = max(s.steps, 1)
     explained = min(1.0, _share(s.launch_cpu_us, idle)) if idle > 0 else 0.0
-    launches = (f"{s.launches / per_step:.0f} launches per step, {s.launch_cpu_us / per_step:.0f} µs of launch calls "
+    launches = (f"{s.launches / per_step:.0f} launches per step, {_time(s.launch_cpu_us / per_step)} of launch calls "
                 f"on the CPU per step ({_pct(explained)} of the idle)")
     fix: tuple[str, ...]
     if not graphs and explained >= LAUNCH_EXPLAINS_IDLE:
@@ -262,8 +269,8 @@ def rank_skew(ranks: list[TraceBreakdown]) -> list[Finding]:
     return [Finding(
         "rank_skew", severity,
         f"across {len(ranks)} ranks over {n} common step(s), summed GPU busy time differs by {_pct(spread)} of "
-        f"the largest (max {max(busy):.0f} µs on rank {slow}, min {min(busy):.0f} µs); communication differs by "
-        f"{comm_spread:.0f} µs — {who_waits}",
+        f"the largest (max {_time(max(busy))} on rank {slow}, min {_time(min(busy))}); communication differs by "
+        f"{_time(comm_spread)} — {who_waits}",
         {"ranks": len(ranks), "steps_compared": n, "busy_spread_share": spread, "busy_max_us": max(busy),
          "busy_min_us": min(busy), "slowest_rank": slow, "comm_max_us": max(comm), "comm_min_us": min(comm),
          "comm_spread_us": max(comm) - min(comm), "most_waiting_rank": waits,

@@ -103,8 +103,8 @@ def specs_list(out: Output) -> None:
 @one_line_errors
 def specs_show(name: str, out: Output) -> None:
     """Show one GPU or model spec with its sources."""
-    from servescope.report.model_text import render_spec
     from servescope.report.specs_doc import spec_document
+    from servescope.report.specs_text import render_spec
     from servescope.specs.hardware import GpuSpec, load_gpu
     from servescope.specs.models import ModelSpec, load_model
 

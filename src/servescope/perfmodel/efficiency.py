@@ -36,6 +36,9 @@ class Efficiency:
     launch_overhead_s: float = 8.0e-6  # per kernel without CUDA graphs (CPU launch)
     cpu_overhead_s: float = 1.0e-3  # per engine step (scheduler, sampling, detokenize)
     cpu_overhead_per_seq_s: float = 5.0e-6  # per sequence in the step
+    # share of the step's CPU time an overlapping scheduler still leaves on the critical path (the sync of the
+    # sampled tokens into the next step's inputs, output processing): 0 = all hidden, 1 = none (step.py)
+    overlap_exposed_frac: float = 0.0
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     mla_prefill_layer_s: float = 0.0  # per MLA attention layer per prefill (latent-cache context path set-up)
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)

@@ -17,11 +17,12 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
     step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
     overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + cpu,
-                    cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or only max(cpu − the GPU terms, 0)
-                    on an engine that overlaps scheduling with execution (Scenario.overlaps_cpu: TRT-LLM's
+                    cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or on an engine that overlaps
+                    scheduling with execution f·cpu + max((1 − f)·cpu − the GPU terms, 0), f = overlap_exposed_frac
+                    (the share the overlap cannot hide, fitted) (Scenario.overlaps_cpu: TRT-LLM's
                     default, or vLLM with --async-scheduling)
-Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
-routing). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
+Routed experts read per GPU: the distinct experts the step's tokens touch under skewed (power-law) loads, 1/ep of
+them on each GPU (routing.py; uniform routing E/ep · (1 − (1 − k/E)^T) with --routing uniform). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
 expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
 engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
 graphs.py); beyond it the step runs eagerly.
@@ -50,6 +51,7 @@ from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
+from servescope.perfmodel.routing import touched_experts
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -252,11 +254,13 @@ def moe_imbalance(ep: int, routed: Arr) -> Arr:
     return np.asarray(np.minimum(f, float(ep)))
 
 
-def _moe_bytes(o: Ops, t_glob: Arr) -> Arr:
+def _moe_bytes(sc: Deployment, o: Ops, t_glob: Arr) -> Arr:
+    """Routed-expert bytes one step reads per GPU: MoE layers · distinct experts touched on this GPU (routing.py,
+    skewed loads by default) · bytes of one expert's slice."""
     if not o.n_moe_layers:
         return np.zeros_like(t_glob)
-    touched = o.experts_per_gpu * (1.0 - (1.0 - o.top_k / o.n_experts) ** t_glob)
-    return o.n_moe_layers * touched * o.expert_bytes
+    touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, t_glob)
+    return o.n_moe_layers * touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes
 
 
 def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
@@ -271,7 +275,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     t_rank, t_glob = b * t, b_all * t
     graphed, t_pad = padded_tokens(sc.backend, t_rank, sc.cuda_graphs and not prefill)
     bw = o.bw_bytes_per_s
-    moe_bytes = _moe_bytes(o, t_glob)
+    moe_bytes = _moe_bytes(sc, o, t_glob)
     ep = sc.ep if o.n_moe_layers else 1
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
@@ -356,13 +360,20 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
             + np.where(m_attn < c_attn, c_attn, 0.0))
     gpu = w + kv + comp + comm + kern + idx + rec
     cpu_raw = cpu
-    cpu = np.where(p.overlap > 0.5, np.maximum(cpu - gpu, 0.0), cpu)  # overlapped: only what the GPU step cannot hide
+    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
+    exposed = eff.overlap_exposed_frac * cpu
+    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
     over = kern + cpu
     out.update({
         "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
         "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
         "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
         "tokens": p.tokens,
+        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
+        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
+        # decode step's already
+        "marginal:compute": c_gemm + c_moe + np.where(m_attn < c_attn, c_attn, 0.0),
+        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
     })
     return out
 

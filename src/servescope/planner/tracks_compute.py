@@ -56,13 +56,10 @@ def async_scheduling_track(ctx: Context) -> Proposal:
                 "CPU time, and a trace (servescope trace) should show the GPU idle between decode steps shrink")
     sc = ctx.scenario
     if sc.overlaps_cpu:
+        why = "as set" if sc.overlap_scheduler is not None else f"the default of {sc.engine.label}"
         return not_applicable(kind, "already on: the engine prepares the next step on the CPU while the GPU runs "
-                              "this one (TRT-LLM's default overlap scheduler)", "config change", validate)
-    if sc.backend == "sglang":
-        return not_applicable(kind, "SGLang's overlap scheduler is already on by default; the model keeps SGLang's "
-                              "CPU time additive because its measured steps are slower than the GPU terms by more "
-                              "than that time (data/engines.toml), so it claims no gain here", "config change",
-                              validate)
+                              f"this one ({why}; {sc.engine.sources.get('overlap_scheduler', '')})",
+                              "config change", validate)
     if sc.backend != "vllm":
         return not_applicable(kind, f"no async-scheduling switch known for backend {sc.backend!r}", "config change",
                               validate)
@@ -72,10 +69,9 @@ def async_scheduling_track(ctx: Context) -> Proposal:
     cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
     note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
             f"(at batch {ctx.concurrency}, context {sc.isl + sc.osl // 2})")
-    pre = ("a vLLM version with the V1 engine's --async-scheduling, not already on (it was opt-in when the model's "
-           "engine data were written, unverified for the newest releases: check the server's startup log; if it is "
-           "on, this gain is already in your numbers), and the other features in use — speculative decoding, "
-           "pipeline parallelism, structured output — supported with it in that version",
+    pre = ("vLLM >= 0.14 turns async scheduling on by default (engine_defaults.toml); on older releases it is "
+           "--async-scheduling (V1 engine, 0.10 on), and the features in use — speculative decoding, pipeline "
+           "parallelism, structured output — must be supported with it in that version",
            _cpu_basis(ctx))
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change), note=note)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.report import html_charts as charts
-from servescope.report.trace_text import short_names
+from servescope.report.trace_text import short_names, trace_gpu
 from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
@@ -290,7 +290,7 @@ def _report(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
 
 def _trace_subtitle(trace: dict[str, Any]) -> str:
     r0 = trace["ranks"][0] if trace["ranks"] else {}
-    dev = r0.get("device") or "GPU ?"
+    dev = trace_gpu(r0.get("device"))
     return f"{trace['path']} · {len(trace['ranks'])} rank(s) · {dev} · steps by {r0.get('step_method', '?')}"
 
 
@@ -354,7 +354,10 @@ def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     if len(doc["tracks"]) > 1:
         tracks.append([f"together ({c['basis']})", c["gain"], c["gain_low"], c["gain_high"], c["measured_gain"],
                        c["verdict"]])
-    blocks = [sides, table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
+    found = ([table(["track found applied", "evidence (before → after)"],
+                    [[f["kind"], f["evidence"]] for f in doc["found"]])] if doc.get("found") else [])
+    blocks = [sides, *found,
+              table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
               {"type": "text", "text": f"verdict: {c['verdict']}: measured {c['measured_gain']:.2f}x vs predicted "
                f"{c['gain']:.2f}x ({c['gain_low']:.2f}–{c['gain_high']:.2f}x), scored against {c['basis_text']}"},
               *warn]

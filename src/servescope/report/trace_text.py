@@ -41,6 +41,16 @@ class _Signature:
     params: tuple[str, ...]
 
 
+UNNAMED_GPU = "GPU not named in the trace"
+
+
+def trace_gpu(name: str | None, num_sms: int | None = None) -> str:
+    """The GPU a trace ran on as a header says it: the trace's own name for it (deviceProperties, Nsight's
+    TARGET_INFO tables), else that the trace does not name it; ` (N SMs)` when the count is known."""
+    sms = f" ({num_sms} SMs)" if num_sms else ""
+    return f"{name or UNNAMED_GPU}{sms}"
+
+
 def _groups(text: str) -> list[tuple[str, str]]:
     """Split text into top-level pieces: ("", plain text) and (opening bracket, content inside it).
     `<`/`>` are brackets except inside parentheses opened within template arguments, where `(8)>(0)` is a
@@ -173,6 +183,11 @@ def _base_name(name: str) -> str:
     if short in GENERIC_NAMES and sig.namespace:  # `internal::gemvx::kernel<int, …>`: name the namespace
         short = f"{sig.namespace.rpartition('::')[2]}::{short}"
     return short or name.split("(")[0].strip() or name
+
+
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters, ending in "…" when cut (a label that was cut says so)."""
+    return _fit(text, width)
 
 
 def _fit(text: str, width: int, keep_end: str = "") -> str:
@@ -370,7 +385,7 @@ def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
     for s in b.steps[:limit]:
         t.add_row(str(s.index), s.kind, str(s.batch_size or "–"), str(s.tokens or "–"),
                   f"{s.gpu_busy_us / 1e3:.3f}", f"{s.gpu_span_us / 1e3:.3f}",
-                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(s.label[:48]))
+                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(cut(s.label, 48)))
     if len(b.steps) > limit:
         t.caption = f"… {len(b.steps) - limit} more steps (see --json)"
     return t
@@ -383,8 +398,8 @@ def _idle(k: KindSummary) -> str:
 
 
 def _rank_renderables(b: TraceBreakdown, resolved: tuple[Peaks | None, tuple[str, ...]]) -> list:
-    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {b.device_name or 'GPU ?'}"
-                f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
+    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {trace_gpu(b.device_name, b.num_sms)}",
+                style="bold")
     out: list = [head, _steps_table(b)]
     peaks, notes = resolved
     for k in b.kinds:

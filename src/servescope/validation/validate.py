@@ -221,12 +221,14 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
     w, e, kv = _quant(r)
     w, e = _checkpoint_quant(r["model_path"], w, e)
     isl, osl = int(_num(r["isl"])), int(_num(r["osl"]))
-    key = (r["model_path"], r["system"], tp, ep, pp, dp, w, e, kv, isl, osl, r["backend"])
+    version = (r.get("backend_version") or "").strip()  # the engine release: its defaults (specs.engines)
+    key = (r["model_path"], r["system"], tp, ep, pp, dp, w, e, kv, isl, osl, r["backend"], version)
     cache = {} if cache is None else cache
     if key not in cache:
         try:
             cache[key] = Scenario.build(model=r["model_path"], gpu=r["system"], tp=tp, ep=ep, pp=pp, dp=dp,
-                                        quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"])
+                                        quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"],
+                                        engine_version=version)
         except (ScenarioError, SpecError) as exc:
             cache[key] = str(exc)
     sc = cache[key]
