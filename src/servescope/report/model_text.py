@@ -46,6 +46,16 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         console.print(c)
 
 
+def render_calibration(cal: dict[str, Any], console: Console) -> None:
+    """`model --measured`: which knob each input set, the status, and where the TPOT ranges come from."""
+    from servescope.report.measured_doc import measured_lines
+
+    for line in measured_lines(cal):
+        console.print(Text(line))
+    console.print(Text(f"TPOT ranges are the held-out error of calibrating so ({cal['case']}, "
+                       "data-build/calibrated_ranges.py); TTFT as modelled"))
+
+
 def _fmt(key: str, value: Any) -> str:
     for suffix, scale, unit in UNIT_SUFFIXES:
         if (key.endswith(suffix) or key == suffix[1:]) and isinstance(value, int | float):
