@@ -6,8 +6,9 @@ A run of a result file becomes figures at its concurrency, each naming the file 
   tpot, ttft, itl, e2e   the run's means (ms in the file)          output   output_throughput (tok/s)
   request_rate           request_throughput (req/s)                 isl, osl the run's mean lengths (rounded)
 The run's concurrency: its client cap (max_concurrency) for a closed loop (request rate inf with a cap); for a
-Poisson or burst run, the mean number of requests in flight by Little's law, request throughput × mean E2E (SGLang
-writes the same as `concurrency`), capped at max_concurrency — said in `notes`. A run with neither is skipped with
+Poisson or burst run, the mean number of requests in flight by Little's law, request throughput (completed /
+duration when the file has no request_throughput) × mean E2E (SGLang writes the same as `concurrency`), capped at
+max_concurrency — said in `notes`. A run with neither is skipped with
 a note. A file with keys missing names them (validation.benchfile); an argument that is neither an existing file
 nor a typed figure says so.
 Does not: fit anything (calibrate.measured) or judge figures against each other (calibrate.consistency).
@@ -92,7 +93,8 @@ def run_concurrency(run: BenchRun) -> tuple[int | None, str]:
     """(concurrency, how it was read; "" for a closed loop at its cap) of a run (module docstring)."""
     if math.isinf(run.request_rate_per_s) and run.max_concurrency:
         return run.max_concurrency, ""
-    rate = run.metrics.get("request_throughput_per_s")
+    duration = run.metrics.get("duration_s")
+    rate = run.metrics.get("request_throughput_per_s") or (run.completed / duration if duration else None)
     e2e_ms = run.metrics.get("e2e_ms.mean")
     if rate is None or e2e_ms is None or rate <= 0 or e2e_ms <= 0:
         return None, "no client cap and no request throughput × mean E2E to read the concurrency from"

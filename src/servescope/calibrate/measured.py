@@ -23,7 +23,7 @@ from servescope.perfmodel.serving import ServingPoint, predict
 from servescope.perfmodel.step import decode_step
 from servescope.specs import tables
 
-__all__ = ["FIXED_TERMS", "MeasuredModel", "calibrate_points", "restate_points"]
+__all__ = ["FIXED_TERMS", "MeasuredModel", "calibrate_points", "decode_level_at", "restate_points"]
 
 
 @dataclass(frozen=True)
@@ -84,3 +84,10 @@ def _restate(p: ServingPoint, knobbed: ServingPoint, step_s: float, fit: FigureF
     return replace(p, tpot_s=tpot, terms_s=terms, dominant=max(terms, key=lambda k: terms[k]), output_tok_s=output,
                    collectives=dict(knobbed.collectives), step_time_s=step_s, tpot_low_s=low, tpot_high_s=high,
                    provenance=prov)
+
+
+def decode_level_at(sc: Scenario, fit: FigureFit, concurrency: int) -> float:
+    """The calibrated TPOT over the model's at one concurrency: the one decode level a step simulation takes
+    (simulate's decode tables × it, `EngineConfig.decode_level`)."""
+    raw = predict(sc, [concurrency])
+    return restate_points(sc, raw, fit)[0].tpot_s / raw[0].tpot_s

@@ -73,8 +73,6 @@ if "_RJEM_MALLOC_CONF" not in os.environ and largest_input_bytes(sys.argv[1:]) >
     os.environ["_RJEM_MALLOC_CONF"] = FREE_AT_ONCE
 
 if TYPE_CHECKING:
-    from servescope.calibrate.figure_fit import FigureFit
-    from servescope.calibrate.figures import Figure
     from servescope.perfmodel import Scenario
 
 # Commands import their library lazily: `servescope trace` on a big file should not pay for the model's imports.
@@ -412,7 +410,7 @@ class Output:
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
-        for n in _NOTES:  # what the command read its options as: said once the result is out
+        for n in dict.fromkeys(_NOTES):  # what the command read its options as: said once the result is out
             click.echo(f"servescope: note: {n}", err=True)
         _NOTES.clear()
 
@@ -586,42 +584,3 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
     overlap = kw.get("overlap_scheduler")
     return sc if overlap is None else sc.with_(overlap_scheduler=bool(overlap))
 
-
-# --- --measured: one declaration and one parse path for model, simulate, sweep, plan and report -------------
-
-MEASURED_HELP = ("What you measured, repeatable, combinable with a trace: a typed figure (tpot=12.1ms@c1, "
-                 "output=1536tok/s@c128,isl=1024,osl=1024, ttft=340ms@c1, allreduce_share=0.515@c1; a noise after "
-                 "±: tpot=12.1ms±3%@c1) or a benchmark result file (vllm bench serve --save-result JSON, "
-                 "sglang.bench_serving JSONL). Sets the deployment's decode levels (one TPOT: the level; two "
-                 "concurrencies: fixed vs per-batch cost) and the collective or class time a share identifies, "
-                 "and says which input set which knob.")
-
-
-def measured_option(fn: F) -> F:
-    """Add `--measured` (repeatable; a typed figure or a benchmark result file: calibrate.inputs)."""
-    return click.option("--measured", "measured", multiple=True, cls=InputOption, help=MEASURED_HELP)(fn)
-
-
-def measured_figures(values: Sequence[str]) -> tuple[Figure, ...]:
-    """The figures of `--measured` values (calibrate.inputs.read_measured); how files were read is noted."""
-    if not values:
-        return ()
-    from servescope.calibrate.inputs import read_measured
-
-    inputs = read_measured(values)
-    for n in inputs.notes:
-        note(n)
-    return inputs.figures
-
-
-def measured_fit(sc: Scenario, figures: Sequence[Figure]) -> FigureFit | None:
-    """The deployment calibrated on the figures (calibrate.figure_fit); None without figures. What was set aside
-    is noted."""
-    if not figures:
-        return None
-    from servescope.calibrate.figure_fit import fit_figures
-
-    fit = fit_figures(sc, figures)
-    for n in fit.notes:
-        note(n)
-    return fit

@@ -12,13 +12,12 @@ from servescope.cli._app import (
     _int_list,
     _scenario,
     main,
-    measured_figures,
-    measured_option,
     note,
     one_line_errors,
     output_options,
     scenario_options,
 )
+from servescope.cli._measured import measured_figures, measured_option
 from servescope.errors import UnknownName
 
 
@@ -130,10 +129,12 @@ def specs_show(name: str, out: Output) -> None:
 @output_options
 @one_line_errors
 def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output) -> None:
-    """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
+    """Predicted against measured TPOT and TTFT for a CSV of measured serving results. Rows with an `arrival`
+    column (closed, poisson:RATE, burst:N) are simulated under it."""
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
     from servescope.validation.crossval import validate_cv
+    from servescope.validation.simulate_rows import with_arrivals
     from servescope.validation.validate import validate_csv
 
     if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
@@ -142,9 +143,10 @@ def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str
         document = validate_document(simulate_rows(csv, stride=max(stride, 1)))
     elif cv:
         result, cross = validate_cv(csv)
-        document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on))
+        document = validate_document(with_arrivals(csv, result), cross_validation=cross,
+                                     calibrated=_calibrated(csv, calibrate_on))
     else:
-        document = validate_document(validate_csv(csv), calibrated=_calibrated(csv, calibrate_on))
+        document = validate_document(with_arrivals(csv, validate_csv(csv)), calibrated=_calibrated(csv, calibrate_on))
     out.emit(document, text=lambda console: render_validation(document, console))
 
 

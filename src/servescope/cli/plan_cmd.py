@@ -12,13 +12,12 @@ from servescope.cli._app import (
     Output,
     _scenario,
     main,
-    measured_figures,
-    measured_option,
     note,
     one_line_errors,
     output_options,
     scenario_options,
 )
+from servescope.cli._measured import measured_figures, measured_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -30,6 +30,21 @@ def measured_document(fit: FigureFit) -> dict[str, Any]:
     }
 
 
+def curve_points(fit: FigureFit, n_gpus: int, max_batch: int) -> list[dict[str, Any]]:
+    """The measured points where a latency–throughput picture draws them: tok/s per user = 1 / TPOT, tok/s per GPU
+    = the measured output tok/s / GPUs, or (no output figure) batch / TPOT / GPUs with batch = min(concurrency,
+    memory limit), as the planner's curves count it (`output_from` says which)."""
+    out = []
+    for p in fit.points:
+        batch = max(1, min(p.concurrency, max_batch))
+        output = p.output_tok_s if p.output_tok_s is not None else batch / p.tpot_s
+        out.append({"concurrency": p.concurrency, "tpot_ms": p.tpot_s * MS_PER_S, "output_tok_s": output,
+                    "tok_s_per_user": 1.0 / p.tpot_s, "tok_s_per_gpu": output / max(1, n_gpus),
+                    "output_from": "measured" if p.output_tok_s is not None else "batch / TPOT",
+                    "figures": list(p.figures)})
+    return out
+
+
 def measured_lines(doc: dict[str, Any]) -> list[str]:
     """Plain-text lines of a fit's document: what was calibrated on, each knob with its inputs, the status."""
     lines = [f"calibrated on {', '.join(doc['used'])}: {doc['status']}"]

@@ -14,7 +14,8 @@ for fewer than two tracks), `baseline_source` (null, or how a calibrated baselin
 `calibration.measured_step_idle_share`. Issue 17 adds `measured`: null | the calibration on the user's figures
 (report.measured_doc: knobs and the inputs that set each, measured points, status) with `baseline` (measured |
 calibrated) and `tracks` {kind: {baseline, metric (tpot_ms | output_tok_s), before, after, after_low, after_high}}:
-each gain stated on the calibrated baseline. See docs/plan.md and docs/json.md.
+each gain stated on the calibrated baseline, and `curve_points` (report.measured_doc.curve_points: the measured
+points as the latency–throughput curves draw them). See docs/plan.md and docs/json.md.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from servescope.calibrate import calibration_table
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
-from servescope.report.measured_doc import measured_document
+from servescope.report.measured_doc import curve_points, measured_document
 from servescope.report.plan_text import (
     baseline_source,
     baseline_word,
@@ -99,7 +100,9 @@ def _measured(plan: Plan) -> dict[str, Any] | None:
     if plan.measured is None:
         return None
     tracks = {t.kind: d for t in plan.tracks if (d := on_baseline(plan, t)) is not None}
-    return measured_document(plan.measured) | {"baseline": baseline_word(plan).strip(), "tracks": tracks}
+    points = curve_points(plan.measured, plan.scenario.n_gpus, memory_limit(plan.scenario))
+    return measured_document(plan.measured) | {"baseline": baseline_word(plan).strip(), "tracks": tracks,
+                                               "curve_points": points}
 
 
 def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
