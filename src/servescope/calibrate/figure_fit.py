@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from servescope.analysis.classify import COLLECTIVES
+from servescope.analysis.vocab import COLLECTIVES
 from servescope.calibrate.consistency import contradictions
 from servescope.calibrate.figures import Figure
 from servescope.calibrate.knob_solve import (

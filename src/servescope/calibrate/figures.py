@@ -9,7 +9,7 @@ Does: parse one spec into a `Figure` in SI units (seconds, output tokens/s, requ
 servescope.units. Metrics (METRICS): the latencies tpot, ttft, itl, e2e (units ms, s, us, µs — a unit is
 required: a bare 12.1 could be ms or s); `output`, output tokens/s of the whole instance (tok/s, ktok/s; default
 tok/s); `request_rate` (req/s, the default); and `<name>_share`, the share of a decode step's time spent in a
-kernel class (analysis.classify.KERNEL_CLASSES: `communication_share`, `moe_share`, ...) or a collective
+kernel class (analysis.vocab.KERNEL_CLASSES: `communication_share`, `moe_share`, ...) or a collective
 (COLLECTIVES; underscores optional: `allreduce_share` is `all_reduce_share`), a fraction in [0, 1] or a
 percentage (`51.5%`). `@cN` (the concurrency it was measured at, N ≥ 1) is required; `isl=`/`osl=` (tokens)
 are optional. A stated noise follows the value after `±` (or `+-`): in the value's units (`±0.4ms`; no unit: the
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servescope.analysis.classify import COLLECTIVES, KERNEL_CLASSES
+from servescope.analysis.vocab import COLLECTIVES, KERNEL_CLASSES
 from servescope.errors import MeasurementError
 from servescope.units import KILO, ms_to_s, us_to_s
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from servescope.analysis.classify import COLLECTIVES
+from servescope.analysis.vocab import COLLECTIVES
 from servescope.calibrate.figures import Figure
 from servescope.calibrate.levels import MIN_LEVEL, Levels, fit_levels
 from servescope.errors import MeasurementError
