@@ -243,7 +243,8 @@ def _baseline_range(plan: Plan) -> str:
     rng = plan.baseline_tpot_s_range
     if rng is None:
         return ""
-    return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {plan.gain_range.case})"
+    case = plan.measured.case if plan.measured is not None else plan.gain_range.case
+    return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {case})"
 
 
 def scenario_line(sc: Scenario) -> str:
