@@ -19,7 +19,8 @@ from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
 from servescope.analysis.engine_facts import engine_facts
 from servescope.calibrate import Calibration, calibrate
-from servescope.calibrate.figures import parse_figures
+from servescope.calibrate.figure_fit import FigureFit, fit_figures
+from servescope.calibrate.figures import Figure, parse_figures
 from servescope.errors import MeasurementError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner import Plan, plan
@@ -35,6 +36,7 @@ class Advice:
     calibration: Calibration | None
     trace: str | None
     analysis: TraceAnalysis | None = None  # the trace analysis the calibration used
+    fit: FigureFit | None = None  # the calibration on the user's figures (its notes: what was set aside)
 
     def __repr__(self) -> str:
         return f"Advice(trace={self.trace!r}, {self.plan!r})"
@@ -47,6 +49,7 @@ class Overview:
     calibration: Calibration | None = None
     plan: Plan | None = None
     curves: tuple[Curve, ...] = ()
+    fit: FigureFit | None = None  # the calibration on the user's figures
 
 
 def calibration_rank(analysis: TraceAnalysis) -> TraceBreakdown:
@@ -65,24 +68,37 @@ def calibration_from_trace(path: str | Path, scenario: Scenario) -> Calibration:
     return calibration_from_analysis(analyze_trace(path), scenario)
 
 
-def advise(scenario: Scenario, trace: str | Path | None = None, **plan_options: Any) -> Advice:
-    """`plan(scenario, …)`, calibrated on `trace` when one is given (uncalibrated, and saying so, otherwise)."""
+def figure_fit(scenario: Scenario, calibration: Calibration | None, figures: Sequence[Figure]) -> FigureFit | None:
+    """The deployment calibrated on the user's figures, on top of a trace's calibration when there is one (the
+    figures' knobs and levels are fitted on the trace-calibrated scenario); None without figures."""
+    if not figures:
+        return None
+    return fit_figures(calibration.apply(scenario) if calibration is not None else scenario, figures)
+
+
+def advise(scenario: Scenario, trace: str | Path | None = None, figures: Sequence[Figure] = (),
+           **plan_options: Any) -> Advice:
+    """`plan(scenario, …)`, calibrated on `trace` when one is given and on the measured `figures` (typed or read
+    from result files: calibrate.inputs) when given (uncalibrated, and saying so, otherwise)."""
     analysis = analyze_trace(trace) if trace is not None else None
     cal = calibration_from_analysis(analysis, scenario) if analysis is not None else None
-    return Advice(plan(scenario, calibration=cal, **plan_options), cal, str(trace) if trace is not None else None,
-                  analysis)
+    fit = figure_fit(scenario, cal, figures)
+    return Advice(plan(scenario, calibration=cal, measured=fit, **plan_options), cal,
+                  str(trace) if trace is not None else None, analysis, fit)
 
 
 def overview(path: str | Path, scenario: Scenario | None = None, kind: str | None = None, top_n: int = 10,
-             workers: int | None = None, **plan_options: Any) -> Overview:
-    """Analyse the trace; with a scenario, calibrate it as `advise` does and plan (plan_options go to
-    planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with each track's curve."""
+             workers: int | None = None, figures: Sequence[Figure] = (), **plan_options: Any) -> Overview:
+    """Analyse the trace; with a scenario, calibrate it as `advise` does (the trace, then the measured `figures`)
+    and plan (plan_options go to planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with
+    each track's curve."""
     analysis = analyze_trace(path, kind=kind, top_n=top_n, workers=workers)
     if scenario is None:
         return Overview(analysis)
     cal = calibration_from_analysis(analysis, scenario)
-    p = plan(scenario, calibration=cal, **plan_options)
-    return Overview(analysis, scenario, cal, p, plan_curves(p))
+    fit = figure_fit(scenario, cal, figures)
+    p = plan(scenario, calibration=cal, measured=fit, **plan_options)
+    return Overview(analysis, scenario, cal, p, plan_curves(p), fit)
 
 
 # --- verify: the plan's objective measured before and after a change (`servescope verify`) ----------------------

@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import TYPE_CHECKING, TypeGuard
 
-from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown, gaps_after_steps_us
 from servescope.calibrate.fit import (
     CLASSES,
     EFF_RANGE,
@@ -53,6 +53,9 @@ from servescope.errors import PlanError, ServescopeError
 from servescope.perfmodel import Efficiency, Scenario, StepPrediction
 from servescope.specs.hardware import load_gpu
 from servescope.units import s_to_us, us_to_s
+
+if TYPE_CHECKING:  # the trace's breakdown (Polars) is imported where a trace is calibrated, not by figure users
+    from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown
 
 __all__ = ["CLASSES", "CalibratedStep", "Calibration", "calibrate", "calibration_table", "knob_value"]
 AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
@@ -142,7 +145,7 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     has the sum over sequences as `sk…`); default isl + osl/2 of the scenario, with a warning."""
     steps = _choose_steps(breakdown, step)
     warnings: list[str] = []
-    if isinstance(breakdown, TraceBreakdown):
+    if _is_trace(breakdown):
         _check_trace(breakdown, scenario)
     graphs = any(s.graph_launches > 0 for s in steps)
     if graphs != bool(scenario.cuda_graphs):
@@ -199,7 +202,9 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
 def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) -> tuple[float | None, int]:
     """Median GPU idle (s) from each calibrated step's last GPU end to the next step's first GPU start in the trace
     (0 where they overlap), over the calibrated steps that have a next step; (None, 0) without one."""
-    if not isinstance(b, TraceBreakdown):
+    from servescope.analysis.breakdown import gaps_after_steps_us
+
+    if not _is_trace(b):
         return None, 0
     picked = {s.index for s in chosen}
     gaps = [g for s, g in gaps_after_steps_us(b.steps) if s.index in picked]
@@ -211,13 +216,29 @@ def _idle_share(s: StepBreakdown) -> float | None:
     return min(1.0, max(0.0, s.idle_us / span)) if span > 0 else None
 
 
+def _is_trace(b: TraceBreakdown | StepBreakdown) -> TypeGuard[TraceBreakdown]:
+    from servescope.analysis.breakdown import TraceBreakdown
+
+    return isinstance(b, TraceBreakdown)
+
+
+def _is_step(b: TraceBreakdown | StepBreakdown) -> TypeGuard[StepBreakdown]:
+    from servescope.analysis.breakdown import StepBreakdown
+
+    return isinstance(b, StepBreakdown)
+
+
 def _source(b: TraceBreakdown | StepBreakdown) -> str:
-    return b.file if isinstance(b, TraceBreakdown) else f"step {b.index}"
+    if _is_step(b):
+        return f"step {b.index}"
+    assert _is_trace(b)
+    return b.file
 
 
 def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[StepBreakdown]:
-    if isinstance(b, StepBreakdown):
+    if _is_step(b):
         return [b]
+    assert _is_trace(b)
     if step is not None:
         for s in b.steps:
             if s.index == step:

@@ -410,7 +410,7 @@ class Output:
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
-        for n in _NOTES:  # what the command read its options as: said once the result is out
+        for n in dict.fromkeys(_NOTES):  # what the command read its options as: said once the result is out
             click.echo(f"servescope: {n}" if n.startswith("warning: ") else f"servescope: note: {n}", err=True)
         _NOTES.clear()
 
@@ -620,3 +620,4 @@ def _routing(text: str, sc: Scenario) -> Any:
     if not sc.model.n_routed_experts:
         raise click.BadParameter(f"{sc.model.name} has no routed experts", param_hint="--routing")
     return Routing("measured", read_expert_histogram(text, sc.model.n_routed_experts), text)
+
