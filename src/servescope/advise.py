@@ -31,6 +31,8 @@ from servescope.units import ms_to_s, s_to_ms, us_to_s
 # that `servescope trace` — which analyses through `analyze` for the GPU's peaks — pays none of it.
 if TYPE_CHECKING:
     from servescope.calibrate import Calibration
+    from servescope.calibrate.figure_fit import FigureFit
+    from servescope.calibrate.figures import Figure
     from servescope.perfmodel.scenario import Scenario
     from servescope.planner import Plan
     from servescope.planner.curves import Curve
@@ -45,6 +47,7 @@ class Advice:
     calibration: Calibration | None
     trace: str | None
     analysis: TraceAnalysis | None = None  # the trace analysis the calibration used
+    fit: FigureFit | None = None  # the calibration on the user's figures (its notes: what was set aside)
 
     def __repr__(self) -> str:
         return f"Advice(trace={self.trace!r}, {self.plan!r})"
@@ -57,6 +60,7 @@ class Overview:
     calibration: Calibration | None = None
     plan: Plan | None = None
     curves: tuple[Curve, ...] = ()
+    fit: FigureFit | None = None  # the calibration on the user's figures
 
 
 @lru_cache(maxsize=64)
@@ -166,23 +170,37 @@ def calibration_from_trace(path: str | Path, scenario: Scenario) -> Calibration:
     return calibration_from_analysis(analyze_trace(path), scenario)
 
 
-def advise(scenario: Scenario, trace: str | Path | None = None, capture: str | Path | None = None,
-           **plan_options: Any) -> Advice:
-    """`plan(scenario, …)`, calibrated on `trace` when one is given (uncalibrated, and saying so, otherwise), with
-    the trace's per-kernel numbers for the kernel tracks (`capture`: shapes for its graph replays)."""
+def figure_fit(scenario: Scenario, calibration: Calibration | None, figures: Sequence[Figure]) -> FigureFit | None:
+    """The deployment calibrated on the user's figures, on top of a trace's calibration when there is one (the
+    figures' knobs and levels are fitted on the trace-calibrated scenario); None without figures."""
+    if not figures:
+        return None
+    from servescope.calibrate.figure_fit import fit_figures
+
+    return fit_figures(calibration.apply(scenario) if calibration is not None else scenario, figures)
+
+
+def advise(scenario: Scenario, trace: str | Path | None = None, figures: Sequence[Figure] = (),
+           capture: str | Path | None = None, **plan_options: Any) -> Advice:
+    """`plan(scenario, …)`, calibrated on `trace` when one is given and on the measured `figures` (typed or read
+    from result files: calibrate.inputs) when given (uncalibrated, and saying so, otherwise), with the trace's
+    per-kernel numbers for the kernel tracks (`capture`: shapes for its graph replays)."""
     from servescope.planner import plan
 
     analysis = analyze(trace, capture=capture) if trace is not None else None
     cal = calibration_from_analysis(analysis, scenario) if analysis is not None else None
+    fit = figure_fit(scenario, cal, figures)
     kernels = kernel_evidence(analysis) if analysis is not None else None
-    return Advice(plan(scenario, calibration=cal, kernels=kernels, **plan_options), cal,
-                  str(trace) if trace is not None else None, analysis)
+    return Advice(plan(scenario, calibration=cal, measured=fit, kernels=kernels, **plan_options), cal,
+                  str(trace) if trace is not None else None, analysis, fit)
 
 
 def overview(path: str | Path, scenario: Scenario | None = None, kind: str | None = None, top_n: int = 10,
-             workers: int | None = None, capture: str | Path | None = None, **plan_options: Any) -> Overview:
-    """Analyse the trace; with a scenario, calibrate it as `advise` does and plan (plan_options go to
-    planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with each track's curve."""
+             workers: int | None = None, figures: Sequence[Figure] = (), capture: str | Path | None = None,
+             **plan_options: Any) -> Overview:
+    """Analyse the trace; with a scenario, calibrate it as `advise` does (the trace, then the measured `figures`)
+    and plan (plan_options go to planner.plan: objective, concurrency, target, forbid, spec, tpot_limit_s), with
+    each track's curve."""
     from servescope.planner import plan
     from servescope.planner.curves import plan_curves
 
@@ -190,8 +208,9 @@ def overview(path: str | Path, scenario: Scenario | None = None, kind: str | Non
     if scenario is None:
         return Overview(analysis)
     cal = calibration_from_analysis(analysis, scenario)
-    p = plan(scenario, calibration=cal, kernels=kernel_evidence(analysis), **plan_options)
-    return Overview(analysis, scenario, cal, p, plan_curves(p))
+    fit = figure_fit(scenario, cal, figures)
+    p = plan(scenario, calibration=cal, measured=fit, kernels=kernel_evidence(analysis), **plan_options)
+    return Overview(analysis, scenario, cal, p, plan_curves(p), fit)
 
 
 # --- verify: the plan's objective measured before and after a change (`servescope verify`) ----------------------

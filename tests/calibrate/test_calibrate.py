@@ -295,3 +295,14 @@ def test_overlapping_engine_keeps_its_fitted_cpu_time(trace_breakdown, gpt_oss) 
     assert cal.step_gap_s == pytest.approx(2e-3)
     assert cal.efficiency.cpu_overhead_s == trt.efficiency.cpu_overhead_s
     assert any("overlaps scheduling" in w for w in cal.warnings)
+
+
+def test_a_collective_latency_far_above_its_curve_says_profiled_or_eager() -> None:
+    """The reference box's profiled decode step fits a latency scale of ~3.3 (issue 18): said, with the way out;
+    an in-situ scale near 1 is not."""
+    from servescope.calibrate import _eff_warnings
+
+    knobs = {"communication": "collective_latency_scale"}
+    (w,) = [x for x in _eff_warnings(Efficiency(collective_latency_scale=3.3), knobs) if "profiled" in x]
+    assert "3.3x the measured curve" in w and "--measured" in w
+    assert not [x for x in _eff_warnings(Efficiency(collective_latency_scale=1.4), knobs) if "profiled" in x]

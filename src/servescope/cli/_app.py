@@ -410,7 +410,7 @@ class Output:
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
-        for n in _NOTES:  # what the command read its options as: said once the result is out
+        for n in dict.fromkeys(_NOTES):  # what the command read its options as: said once the result is out
             click.echo(f"servescope: {n}" if n.startswith("warning: ") else f"servescope: note: {n}", err=True)
         _NOTES.clear()
 
@@ -553,6 +553,9 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--routing", default="skewed", show_default=True, metavar="skewed|uniform|FILE",
                      help="How routed tokens spread over experts: skewed (published power-law loads), uniform, or "
                           "a measured expert-count histogram (JSON list or one count per line)."),
+        click.option("--moe-curve", is_flag=True, default=False,
+                     help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
+                          "(off by default: on the dev rows it raised cross-validated TPOT error, bench/RESULTS.md)."),
         click.option("--decode-only", is_flag=True, default=False,
                      help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
         click.option("--backend", default="vllm", show_default=True,
@@ -598,6 +601,8 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
         changes["overlap_scheduler"] = bool(kw["overlap_scheduler"])
     if kw.get("decode_only"):
         changes["decode_only"] = True
+    if kw.get("moe_curve"):
+        changes["efficiency"] = sc.efficiency.scaled(moe_curve=1.0)
     if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
         changes["routing"] = routing
     return sc.with_(**changes) if changes else sc
@@ -615,3 +620,4 @@ def _routing(text: str, sc: Scenario) -> Any:
     if not sc.model.n_routed_experts:
         raise click.BadParameter(f"{sc.model.name} has no routed experts", param_hint="--routing")
     return Routing("measured", read_expert_histogram(text, sc.model.n_routed_experts), text)
+

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from servescope.errors import BadConfig
-from servescope.perfmodel import gemm_curve, hw
+from servescope.perfmodel import gemm_curve, hw, measured_ops
 from servescope.perfmodel.routing import describe as routing_describe
 from servescope.specs import tables
 
@@ -116,6 +116,7 @@ def _engine_provenance(sc: Scenario) -> dict[str, str]:
            "kv_pool": f"{frac:g} of {'total' if of == 'total' else 'free'} GPU memory ({where}), KV {sc.quant.kv.name}"}
     if sc.model.n_routed_experts:
         out["routing"] = routing_describe(sc.routing, sc.model.model_type)
+        out["experts"] = measured_ops.describe(sc)
     return out
 
 

@@ -7,8 +7,9 @@ Formula (per MoE layer; E experts, top-k, T tokens routed in the step, data/rout
     touched = Σ_i (1 − e^(−L_i)), at least min(k, E)   (an expert with expected load L gets ≥ 1 token w.p. 1 − e^−L)
     uniform routing: E · (1 − (1 − k/E)^T) (every token picks k of E at random)
     a measured histogram (--routing FILE): L_i = T·k · its share of expert i
-Per GPU: touched · (E/ep)/E (experts spread evenly over ep ranks). Assumption: the tokens of a step route
-independently (verified tokens of one sequence included: an upper bound, no overlap measurement was found).
+Per GPU: touched · (E/ep)/E (experts spread evenly over ep ranks). The tokens of different sequences route
+independently; the t verified tokens of one sequence (speculative decoding) count as 1 + (t − 1)·(1 − ρ) draws,
+ρ = the measured adjacent-token expert reuse (routing.toml [correlation], COHERE-SD: 4 tokens ≈ 2.5× one).
 What it does not: place experts (EPLB), or time the experts (step.py).
 """
 
@@ -42,6 +43,21 @@ def _alphas() -> tuple[dict[str, float], dict[str, str]]:
         return alphas, {k: str(v) for k, v in doc.get("sources", {}).items()}
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise BadConfig(f"specs/data/routing.toml: {e}") from None
+
+
+def verify_overlap() -> float:
+    """ρ: the share of a verified token's routing its sequence's previous token already drew (routing.toml)."""
+    doc = tables.routing()
+    try:
+        return float(doc.get("correlation", {}).get("verify_overlap", 0.0))
+    except (TypeError, ValueError, AttributeError) as e:
+        raise BadConfig(f"specs/data/routing.toml [correlation]: {e}") from None
+
+
+def routing_draws(sequences: np.ndarray, tokens_per_seq: np.ndarray) -> np.ndarray:
+    """Independent routing draws of a decode/verify step: sequences · (1 + (t − 1)·(1 − ρ)) (module docstring)."""
+    t = np.asarray(tokens_per_seq, dtype=float)
+    return np.asarray(sequences, dtype=float) * (1.0 + np.maximum(t - 1.0, 0.0) * (1.0 - verify_overlap()))
 
 
 def alpha_for(model_type: str) -> tuple[float, str]:

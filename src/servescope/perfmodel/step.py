@@ -50,8 +50,9 @@ from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
+from servescope.perfmodel.measured_ops import moe_layer_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
-from servescope.perfmodel.routing import touched_experts
+from servescope.perfmodel.routing import routing_draws, touched_experts
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -117,6 +118,7 @@ class StepParts:
     coll_bandwidth_s: Arr  # Σ over collectives of calls × bandwidth part
     gemm_mem_ratio: Arr  # measured GEMM curve: multiplies mem_gemm_s (ratio(M) · achieved/datasheet BW); 0 = none
     gemm_comp_ratio: Arr  # ... multiplies comp_gemm_s (ratio(M)); 0 where the GPU has no curve
+    moe_curve_s: Arr  # routed experts at the measured per-op curve (measured_ops.py), all MoE layers; 0 = none
     colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
 
     def take(self, n: int) -> StepParts:
@@ -131,7 +133,7 @@ class StepParts:
 
 _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
                  "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
-                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio")
+                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
@@ -142,7 +144,8 @@ def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts
         mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
         kernels=fn(p.kernels), graphed=fn(p.graphed), overlap=fn(p.overlap), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
         coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s),
-        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), colls=colls or {},
+        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), moe_curve_s=fn(p.moe_curve_s),
+        colls=colls or {},
     )
 
 
@@ -275,7 +278,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     t_rank, t_glob = b * t, b_all * t
     graphed, t_pad = padded_tokens(sc.backend, t_rank, sc.cuda_graphs and not prefill)
     bw = o.bw_bytes_per_s
-    moe_bytes = _moe_bytes(sc, o, t_glob)
+    # distinct experts: a prefill chunk's tokens route as independent draws; a verify step's per sequence in part alike
+    moe_bytes = _moe_bytes(sc, o, t_glob if prefill else routing_draws(b_all, t))
     ep = sc.ep if o.n_moe_layers else 1
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
@@ -297,6 +301,10 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
     curve = curve_for(sc.gpu)
     r_comp = curve.ratio(t_pad) if curve is not None else zero
+    # the curve at the step's routing draws (verified tokens of a sequence partly alike), padded rows included
+    draws = t_glob if prefill else routing_draws(b_all, t) * t_pad / np.maximum(t_rank, 1e-9)
+    moe_layer = moe_layer_s(sc, draws)
+    moe_curve = o.n_moe_layers * moe_layer + zero if moe_layer is not None else zero
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
         comp_gemm_s=t_pad * o.gemm_s_per_token_peak + t_logits_pad * o.lm_head_s_per_token_peak,
@@ -308,7 +316,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed,
         overlap=np.full_like(t_rank, 1.0 if sc.overlaps_cpu else 0.0), batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
-        gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, colls=colls,
+        gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, moe_curve_s=moe_curve,
+        colls=colls,
     )
 
 
@@ -345,6 +354,10 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
         c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
     m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
+    if eff.moe_curve > 0.5 and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
+        has, mem_bound = p.moe_curve_s > 0, m_moe >= c_moe  # only says which term it is attributed to
+        m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
+        c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
     idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
     rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)

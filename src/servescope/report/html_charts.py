@@ -102,18 +102,32 @@ def plan_gains(tracks: list[dict[str, Any]], objective: str) -> Figure:
                                                                                         "t": 40, "b": 50})}
 
 
-def latency_throughput(curves: list[dict[str, Any]]) -> Figure:
-    """tok/s per GPU against tok/s per user, one line per curve, points labelled with the concurrency."""
+def latency_throughput(curves: list[dict[str, Any]], measured: list[dict[str, Any]] | None = None) -> Figure:
+    """tok/s per GPU against tok/s per user, one line per curve, points labelled with the concurrency; the
+    user's measured points (measured_doc.curve_points) as markers the baseline passes through."""
     data = [{"type": "scatter", "mode": "lines+markers", "name": c["name"],
              "x": [p["tok_s_per_user"] for p in c["points"]], "y": [p["tok_s_per_gpu"] for p in c["points"]],
              "text": [f"concurrency {p['concurrency']}" for p in c["points"]], "hoverinfo": "text+x+y",
              "line": {"dash": "solid" if c["name"] in ("baseline", "combined") else "dot"}}
             for c in curves]
-    return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace is given)",
-                                            "output tok/s per user (1 / TPOT)", "output tok/s per GPU", height=420)}
+    data += measured_markers(measured)
+    return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace or measured figures "
+                                            "are given)", "output tok/s per user (1 / TPOT)",
+                                            "output tok/s per GPU", height=420)}
 
 
-def pareto(points: list[dict[str, Any]]) -> Figure:
+def measured_markers(points: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The measured points as one marker series (none without points)."""
+    if not points:
+        return []
+    return [{"type": "scatter", "mode": "markers", "name": "measured",
+             "x": [p["tok_s_per_user"] for p in points], "y": [p["tok_s_per_gpu"] for p in points],
+             "text": [f"measured at concurrency {p['concurrency']}: {', '.join(p['figures'])}" for p in points],
+             "hoverinfo": "text+x+y", "marker": {"symbol": "x", "size": 13, "color": "#d62728",
+                                                 "line": {"width": 2}}}]
+
+
+def pareto(points: list[dict[str, Any]], measured: list[dict[str, Any]] | None = None) -> Figure:
     """tok/s per GPU against tok/s per user for every (layout, concurrency) point of a sweep, one marker series
     per layout, and the Pareto front drawn through its points."""
     layouts = list(dict.fromkeys(p["layout"] for p in points))
@@ -124,6 +138,7 @@ def pareto(points: list[dict[str, Any]]) -> Figure:
          "text": [f"{lay}, concurrency {p['concurrency']}" for p in points if p["layout"] == lay],
          "hoverinfo": "text+x+y"} for lay in layouts]
     front = sorted((p for p in points if p["on_front"]), key=lambda p: p["tok_s_per_user"])
+    data += measured_markers(measured)
     if front:
         data.append({"type": "scatter", "mode": "lines+markers", "name": "Pareto front",
                      "x": [p["tok_s_per_user"] for p in front], "y": [p["tok_s_per_gpu"] for p in front],

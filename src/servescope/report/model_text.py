@@ -42,6 +42,16 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         console.print(c)
 
 
+def render_calibration(cal: dict[str, Any], console: Console) -> None:
+    """`model --measured`: which knob each input set, the status, and where the TPOT ranges come from."""
+    from servescope.report.measured_doc import measured_lines
+
+    for line in measured_lines(cal):
+        console.print(Text(line))
+    console.print(Text(f"TPOT ranges are the held-out error of calibrating so ({cal['case']}, "
+                       "data-build/calibrated_ranges.py); TTFT as modelled"))
+
+
 def _render_calibrated(cal: dict[str, Any] | None, console: Console) -> None:
     """`validate --calibrate-on`: each series calibrated on some of its points, the rest predicted."""
     if not cal:

@@ -58,7 +58,10 @@ class StepCost:
         eff = sc.efficiency
         top = max_tokens if table_tokens is None else max(1, min(max_tokens, table_tokens))
         t = np.maximum(np.arange(0, top + 1, dtype=float), 1.0) / self.dp
-        dec, pf = step_arrays(sc, self.dp, 0, t), step_arrays(sc, self.dp, 0, t, prefill=True)
+        # decode: T sequences of one token (their routing draws are independent, step.py); prefill: T tokens of dp
+        # chunks
+        seqs = np.maximum(np.arange(0, top + 1, dtype=float), 1.0)
+        dec, pf = step_arrays(sc, seqs, 0, 1), step_arrays(sc, self.dp, 0, t, prefill=True)
         # per step size T: gemm + moe + communication + kernel launches; decode steps may run as padded graphs
         self.tok_dec_s = _f(dec, "gemm") + _f(dec, "moe") + _f(dec, "communication") + _f(dec, "kernels")
         self.tok_pf_s = _f(pf, "gemm") + _f(pf, "moe") + _f(pf, "communication") + _f(pf, "kernels")
