@@ -1,4 +1,4 @@
-"""The cost models of analysis/costs.py beyond dense GEMMs (issue 19 part 2): block-scaled and 4-bit GEMMs, grouped
+"""The cost models of analysis/costs.py and op_costs.py beyond dense GEMMs (issue 19 part 2): block-scaled and 4-bit GEMMs, grouped
 MoE, paged attention from vLLM's detailed step lengths, MLA decode, sparse top-k; each against a hand computation
 of its docstring formula, and on the shared traces against an independent computation from the raw `Input Dims` and
 the raw step label (stdlib json + re, tests/independent.py), never through servescope's parser."""
@@ -22,11 +22,11 @@ from servescope.analysis.costs import (
     causal_pairs,
     mla_decode_cost,
     moe_gemm_cost,
-    op_cost,
     paged_attention_cost,
     quantized_gemm_cost,
     sparse_topk_attention_cost,
 )
+from servescope.analysis.op_costs import op_cost
 from servescope.analysis.roofline import attach_work
 from servescope.analysis.steps import find_steps
 from servescope.trace import load_trace

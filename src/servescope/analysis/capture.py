@@ -4,7 +4,7 @@ A replay runs the kernels that were captured, but its trace holds one graph laun
 so no shapes. A capture trace (vLLM `--profiler-config.capture_torch_profiler`, SGLang
 `--enable-profile-cuda-graph`; docs/capture.md) records the ops with their `Input Dims` and the launch calls made
 under stream capture; each launch names its kernel (`args.kernel`) and nothing runs on the GPU.
-Does: `capture_work(path)` — sizes the capture's ops (analysis.costs through `roofline.attach_work`), splits each
+Does: `capture_work(path)` — sizes the capture's ops (analysis.op_costs through `roofline.attach_work`), splits each
 op's work over the kernels it launched, and keeps per kernel name the mean work per call (model, dtype and M, N, K
 when every call agrees); executed kernels in the file (eager warm-ups) count too. `check_capture(work, replay,
 ranks)` refuses a capture of another GPU or model than the replay, naming both.

@@ -3,7 +3,7 @@
 What it does:
 - `attach_work(events, gpu, lengths, capture)`: each GPU row's launching op (correlation → launch → `External id` →
   the cpu_op with that id whose interval holds the launch; else the kernel's own `External id`), its work
-  (`analysis.costs.op_cost`) and a `shape_status` (`SHAPE_STATUSES`); an op that launched several kernels splits its
+  (`analysis.op_costs.op_cost`) and a `shape_status` (`SHAPE_STATUSES`); an op that launched several kernels splits its
   work over them in proportion to their durations; memcpy/memset rows carry their own `args.bytes`; paged-attention
   ops are sized with their step's query/KV length sums (`lengths`: the steps table's `attn_*` columns); kernels of a
   graph replay (no launching op) take the mean work per call of the same kernel name in a capture trace (`capture`);
@@ -11,7 +11,7 @@ What it does:
 - `Peaks` (datasheet ceilings and the measured achievable reference, given by the caller: analysis never reads
   specs) and `roofline(groups, peaks)`: achieved FLOP/s and B/s, % of peak, the bound, % of the measured achievable;
   `waves`, `tail_efficiency`.
-What it does not do: read files or specs, size ops (analysis.costs), or format anything.
+What it does not do: read files or specs, size ops (analysis.op_costs, analysis.costs), or format anything.
 """
 
 from __future__ import annotations
@@ -28,20 +28,18 @@ from servescope.analysis.costs import (  # noqa: F401 - re-exported: the cost mo
     LOGICAL_BYTES,
     PEAK_KEY,
     QUANT_LAYOUTS,
-    OpCost,
     attention_cost,
     bytes_cost,
     causal_pairs,
     gemm_cost,
     mla_decode_cost,
     moe_gemm_cost,
-    op_cost,
     paged_attention_cost,
-    parse_inputs,
     quantized_gemm_cost,
     sparse_topk_attention_cost,
     w4a16_gemm_cost,
 )
+from servescope.analysis.op_costs import OpCost, op_cost, parse_inputs  # noqa: F401 - re-exported
 from servescope.analysis.steps import LENGTH_COLUMNS
 
 SHAPE_STATUSES = ("shaped", "no_op", "no_model", "no_dims", "no_lengths", "malformed", "unsupported")
