@@ -23,7 +23,7 @@ from servescope.analysis.breakdown import TraceBreakdown
 from servescope.analysis.engine_facts import engine_facts
 from servescope.analysis.headroom import kernel_gaps
 from servescope.analysis.rank_workers import RankPool
-from servescope.analysis.roofline import Achievable, Peaks, curve_reference
+from servescope.analysis.roofline import Achievable, Peaks, WorkGroup, curve_reference
 from servescope.errors import MeasurementError
 from servescope.units import ms_to_s, s_to_ms, us_to_s
 
@@ -88,16 +88,42 @@ def peaks_for(device_name: str | None, num_sms: int | None) -> tuple[Peaks | Non
 
 
 def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:
-    """The measured reference of one GPU (an `analysis.roofline.Achievable`), its source and a note. Today: dense
-    GEMMs against the GEMM curve measured on this very GPU (a curve transferred from another GPU of the family is not
-    a measurement of this one). Measured per-op curves (perfmodel.opcurve: `gemm_time_s(gpu, engine, version, dtype,
-    m, n, k)` and the like) plug in here: return a function of the work group that prefers the op curve (its time per
-    call × g.flops / (2·m·n·k), the share of calls the group holds) and falls back to this one."""
+    """The measured reference of one GPU (an `analysis.roofline.Achievable`), its source and a note: a dense GEMM
+    work group at aiconfigurator's measured GEMM curve of its dtype and shape on this GPU (perfmodel.opcurve: time per
+    call × the group's FLOPs / 2·m·n·k, never below the datasheet roofline), else at the dense-GEMM curve measured on
+    this very GPU from traces (a curve transferred from another GPU of the family is not a measurement of this one);
+    other ops: none."""
+    from servescope.perfmodel import opcurve
     from servescope.specs import tables
 
-    section = tables.gemm_efficiency().get(g.name)
+    trace_curve = _trace_gemm_reference(g, tables.gemm_efficiency().get(g.name))
+    has_ops = g.name in tables.opcurve_systems()
+    if trace_curve is None and not has_ops:
+        return None, None, (f"% of achievable: no measured GEMM curve for {g.name} (specs/data/opcurves, "
+                            "specs/data/gemm_efficiency.toml)")
+    peaks = Peaks("", dict(g.flops_per_s), g.hbm_bw_bytes_per_s, None, "")
+
+    def achievable(w: WorkGroup) -> float | None:
+        if has_ops and w.model == "gemm" and w.m and w.n and w.k and w.dtype:
+            for engine in ("vllm", "sglang", "trtllm"):  # the trace does not say which engine's kernels ran
+                t = opcurve.gemm_time_s(g.name, engine, "", w.dtype, [w.m], int(w.n), int(w.k))
+                if t is not None:
+                    per_call = float(t[0]) * w.flops / (2.0 * w.m * w.n * w.k)
+                    floor = peaks.roofline_s(w)
+                    return max(per_call, floor or 0.0)
+        return trace_curve(w) if trace_curve is not None else None
+
+    parts = ([f"aiconfigurator-core's measured GEMM curves on {g.name} (specs/data/opcurves)"] if has_ops else []) + (
+        [f"the dense-GEMM curve measured on {g.name} from traces (specs/data/gemm_efficiency.toml)"]
+        if trace_curve is not None else [])
+    source = ", else ".join(parts)
+    return achievable, source, f"% of achievable: dense GEMMs against {source}; other ops: no measured curve"
+
+
+def _trace_gemm_reference(g: GpuSpec, section: object) -> Achievable | None:
+    """The dense-GEMM curve measured on this GPU from traces, as an Achievable (None: none measured on it)."""
     if not (isinstance(section, dict) and {"mem_ratio", "comp_ratio"} <= set(section)):
-        return None, None, f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)"
+        return None
     import numpy as np
 
     from servescope.perfmodel.gemm_curve import (
@@ -106,15 +132,13 @@ def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:
 
     found = curve_for(g)
     if found is None or found.measured_on != g.name:
-        return None, None, f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)"
+        return None
     curve = found
-    source = f"the dense-GEMM curve measured on {g.name} ({curve.kernels} kernels, specs/data/gemm_efficiency.toml)"
-    note = f"% of achievable: dense GEMMs against {source}; other ops: no measured curve"
 
     def ratio(m: float) -> float:
         return float(curve.ratio(np.asarray(m)))
 
-    return curve_reference(ratio, g.flops_per_s, g.hbm_bw_bytes_per_s), source, note
+    return curve_reference(ratio, g.flops_per_s, g.hbm_bw_bytes_per_s)
 
 
 def rank_peaks(b: TraceBreakdown) -> tuple[Peaks | None, tuple[str, ...]]:

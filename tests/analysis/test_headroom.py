@@ -88,6 +88,22 @@ def test_no_gain_on_a_real_trace_whose_kernels_run_at_their_curve() -> None:
 
 def test_without_a_resolver_or_a_reference_there_is_no_headroom_finding(tmp_path: Path) -> None:
     assert not [f for f in analyze_trace(decode_trace(tmp_path, [SLOW])).findings if f.code == "kernel_headroom"]
-    b200 = analyze(decode_trace(tmp_path, [SLOW], gpu="NVIDIA B200"))  # B200: no measured GEMM curve
-    assert not [f for f in b200.findings if f.code == "kernel_headroom"]
-    assert any("no measured GEMM curve for b200_sxm" in n for n in b200.peaks[0][1])
+    a100 = analyze(decode_trace(tmp_path, [SLOW], gpu="NVIDIA A100-SXM4-80GB"))  # A100: no measured GEMM curve
+    assert not [f for f in a100.findings if f.code == "kernel_headroom"]
+    assert any("no measured GEMM curve for a100_sxm" in n for n in a100.peaks[0][1])
+
+
+def test_aiconfigurators_measured_gemm_curve_is_the_reference_where_it_covers_the_shape(tmp_path: Path) -> None:
+    """B200 has aiconfigurator's measured GEMM curves (specs/data/opcurves): the slow kernel is named against the
+    curve's time at its dtype and shape (checked against the curve looked up here), never below the roofline."""
+    from servescope.perfmodel import opcurve
+
+    b200 = analyze(decode_trace(tmp_path, [SLOW], gpu="NVIDIA B200"))
+    (f,) = [f for f in b200.findings if f.code == "kernel_headroom"]
+    assert any("specs/data/opcurves" in n for n in b200.peaks[0][1])
+    m, k, n = SLOW[1][0][0], SLOW[1][0][1], SLOW[1][1][1]
+    t = opcurve.gemm_time_s("b200_sxm", "vllm", "", "bf16", [m], n, k)
+    assert t is not None
+    roofline_us = 2 * (m * k + k * n + m * n) / 7.7e12 * 1e6  # bf16 bytes over B200's 7.7 TB/s datasheet
+    per_call_us = max(float(t[0]) * 1e6, roofline_us)
+    assert f.evidence["top_achievable_us"] == pytest.approx(4 * per_call_us, rel=0.05)  # 4 layers per step
