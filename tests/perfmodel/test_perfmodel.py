@@ -241,3 +241,12 @@ def test_provenance_is_the_same_on_every_call() -> None:
     assert first == second and "cpu_overhead" in second
     overlapped = sc.with_(overlap_scheduler=True)
     assert provenance(overlapped)["cpu_overhead"] != first["cpu_overhead"]  # the engine's entry is not cached
+
+
+def test_scenario_build_defaults_to_the_checkpoints_own_scheme_as_the_cli() -> None:
+    """Issue 20: `Scenario.build` defaults to quant="native" like the CLI, so gpt-oss-120b (MXFP4 experts) fits one
+    H100 from Python as it does from `servescope model`; bf16 everywhere does not fit (~234 GB of weights)."""
+    sc = Scenario.build("gpt-oss-120b", "h100_sxm")
+    assert sc.quant.experts.name == "mxfp4"
+    with pytest.raises(ScenarioError, match="does not fit"):
+        Scenario.build("gpt-oss-120b", "h100_sxm", quant="bf16")
