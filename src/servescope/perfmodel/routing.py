@@ -80,10 +80,32 @@ def touched_experts(routing: Routing, model_type: str, n_experts: int, top_k: in
     """Distinct experts one MoE layer touches over all GPUs for `tokens` routed tokens (module docstring)."""
     t_all = np.maximum(np.asarray(tokens, dtype=float), 0.0)
     uniq, inverse = np.unique(t_all, return_inverse=True)  # sweeps repeat token counts: price each once
+    if routing.kind == "skewed" and uniq.size and uniq[-1] < TABLE_LIMIT and np.all(uniq == np.round(uniq)):
+        table = _skewed_table(alpha_for(model_type)[0], n_experts, top_k, int(uniq[-1]) + 1)
+        return np.asarray(table[uniq.astype(int)][inverse].reshape(t_all.shape))
     return _touched(routing, model_type, n_experts, top_k, uniq)[inverse].reshape(t_all.shape)
 
 
-def _touched(routing: Routing, model_type: str, n_experts: int, top_k: int, t: np.ndarray) -> np.ndarray:
+TABLE_LIMIT = 1 << 17  # integer token counts below this are priced from a growing table (the simulation's steps)
+_TABLES: dict[tuple[float, int, int], np.ndarray] = {}
+
+
+def _skewed_table(alpha: float, n_experts: int, top_k: int, size: int) -> np.ndarray:
+    """touched(T) for T = 0, 1, … at least `size` entries, grown by doubling and cached per (α, E, k)."""
+    key = (alpha, n_experts, top_k)
+    table = _TABLES.get(key, np.zeros(0))
+    if len(table) < size:
+        n = max(size, 2 * len(table), 1024)
+        new = np.arange(len(table), n, dtype=float)
+        chunks = [_touched(Routing("skewed"), "", n_experts, top_k, c, alpha)  # bounded memory: 2,048 rows × E
+                  for c in np.array_split(new, max(1, len(new) // 2048))]
+        table = np.concatenate([table, *chunks])
+        _TABLES[key] = table
+    return table
+
+
+def _touched(routing: Routing, model_type: str, n_experts: int, top_k: int, t: np.ndarray,
+             alpha: float | None = None) -> np.ndarray:
     e, k = float(n_experts), float(top_k)
     if routing.kind == "uniform" or n_experts <= top_k:
         return np.asarray(e * (1.0 - (1.0 - k / e) ** t))
@@ -91,7 +113,8 @@ def _touched(routing: Routing, model_type: str, n_experts: int, top_k: int, t: n
         shares = np.asarray(routing.shares, dtype=float)
         loads = t[..., None] * k * shares
     else:
-        alpha, _ = alpha_for(model_type)
+        if alpha is None:
+            alpha, _ = alpha_for(model_type)
         many = (t * k > e)[..., None]
         hi = np.where(many, np.maximum(0.8 * t[..., None], 2.0), 2.0)
         x = _quantile_loads(n_experts, alpha, hi, np.where(many, 1.0, 0.01))
