@@ -123,6 +123,30 @@ def _touched(routing: Routing, model_type: str, n_experts: int, top_k: int, t: n
     return np.asarray(np.where(t > 0, np.maximum(touched, min(k, e)), 0.0))
 
 
+def placement_cv(routing: Routing, model_type: str, n_experts: int, top_k: int, ep: int,
+                 tokens: np.ndarray) -> np.ndarray:
+    """Coefficient of variation of one expert-parallel rank's routed load from the skew alone: each rank holds
+    m = E/ep experts at fixed positions (vLLM, SGLang: expert i on rank ⌊i·ep/E⌋, no EPLB by default), so its load
+    is a sum of m of the step's per-expert loads drawn without replacement: Var = m·σ²·(E − m)/(E − 1), mean m·μ.
+    0 for uniform routing (the per-token sampling noise is moe_imbalance's)."""
+    t_all = np.maximum(np.asarray(tokens, dtype=float), 1.0)
+    if routing.kind == "uniform" or ep <= 1 or n_experts <= top_k:
+        return np.zeros_like(t_all)
+    t, inverse = np.unique(t_all.ravel(), return_inverse=True)
+    e, k = float(n_experts), float(top_k)
+    if routing.kind == "measured":
+        shares = np.asarray(routing.shares, dtype=float)[None, :] + 0.0 * t[:, None]
+    else:
+        alpha, _ = alpha_for(model_type)
+        many = (t * k > e)[:, None]
+        hi = np.where(many, np.maximum(0.8 * t[:, None], 2.0), 2.0)
+        x = _quantile_loads(n_experts, alpha, hi, np.where(many, 1.0, 0.01))
+        shares = x / x.sum(axis=-1, keepdims=True)
+    m = e / ep
+    var = m * shares.var(axis=-1) * (e - m) / (e - 1.0)
+    return np.asarray((np.sqrt(var) / (m * shares.mean(axis=-1)))[inverse].reshape(t_all.shape))
+
+
 def describe(routing: Routing, model_type: str) -> str:
     """Provenance of the routed-expert read, in words."""
     if routing.kind == "uniform":

@@ -22,8 +22,8 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
                     (the share the overlap cannot hide, fitted) (Scenario.overlaps_cpu: TRT-LLM's
                     default, or vLLM with --async-scheduling)
 Routed experts read per GPU: the distinct experts the step's tokens touch under skewed (power-law) loads, 1/ep of
-them on each GPU (routing.py; uniform routing E/ep · (1 − (1 − k/E)^T) with --routing uniform). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
-expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
+them on each GPU (routing.py; uniform routing E/ep · (1 − (1 − k/E)^T) with --routing uniform). Expert compute is set by the busiest expert-parallel rank: the mean load times the expected maximum of ep rank
+loads, from the sampling noise of B·k routed tokens and the skewed loads' placement variance (`moe_imbalance`). A decode batch inside the
 engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
 graphs.py); beyond it the step runs eagerly.
 Multi-token queries (t tokens per sequence: speculative verify, prefill chunks): KV read once per sequence over
@@ -52,7 +52,7 @@ from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.measured_ops import moe_layer_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
-from servescope.perfmodel.routing import routing_draws, touched_experts
+from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -245,15 +245,16 @@ def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr, t_logits: Arr) -> dict[st
     return out
 
 
-def moe_imbalance(ep: int, routed: Arr) -> Arr:
-    """Busiest expert-parallel rank's routed-token load over the mean load, for `routed` = B·k token-expert
-    assignments spread uniformly over ep ranks: E[max of ep Binomial(n, 1/ep)] / (n/ep) with the normal-tail
-    expectation of the maximum, 1 + sqrt(2·ln(ep)·(1 − 1/ep)·ep/n) (balls-in-bins; Raab & Steger 1998), capped
-    at ep (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
+def moe_imbalance(ep: int, routed: Arr, placement_cv: Arr | float = 0.0) -> Arr:
+    """Busiest expert-parallel rank's routed-token load over the mean load: 1 + sqrt(2·ln(ep)·(1 − 1/ep)) · CV, the
+    normal-tail expectation of the maximum of ep rank loads (balls-in-bins; Raab & Steger 1998), CV² = the sampling
+    noise of `routed` = B·k assignments (ep/n) + the skew's placement variance (routing.placement_cv²), capped at ep
+    (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
     n = np.maximum(np.asarray(routed, dtype=float), 1.0)
     if ep <= 1:
         return np.ones_like(n)
-    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep) * ep / n)
+    cv = np.sqrt(ep / n + np.asarray(placement_cv, dtype=float) ** 2)
+    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep)) * cv
     return np.asarray(np.minimum(f, float(ep)))
 
 
@@ -281,7 +282,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     # distinct experts: a prefill chunk's tokens route as independent draws; a verify step's per sequence in part alike
     moe_bytes = _moe_bytes(sc, o, t_glob if prefill else routing_draws(b_all, t))
     ep = sc.ep if o.n_moe_layers else 1
-    comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
+    skew_cv = placement_cv(sc.routing, sc.model.model_type, o.n_experts, o.top_k, ep, t_glob) if ep > 1 else 0.0
+    comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
     kv_bytes = b * sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + t_rank * o.kv_write_bytes_per_token
