@@ -45,7 +45,7 @@ class Efficiency:
     gemm_curve: float = 1.0  # 1: dense GEMMs on the GPU's measured curve where it has one (gemm_curve.py); 0: never
     # 1: routed experts at aiconfigurator's measured per-op curve where one covers the case (measured_ops.py); 0 (the
     # shipped default): roofline × fitted efficiency — the curve as measured raised leave-one-model-out TPOT error
-    # on the dev rows from 20.8 % to 28.4 % (bias +7.7 %: slower than the served steps; bench/RESULTS.md, issue 18)
+    # on the dev rows from 21.1 % to 28.3 % (bias +7.7 %: slower than the served steps; bench/RESULTS.md, issue 18)
     moe_curve: float = 0.0
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window

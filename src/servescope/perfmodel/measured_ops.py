@@ -5,7 +5,7 @@ aiconfigurator-core on this GPU with this engine (opcurve.py; nearest measured e
 hidden·inter): time at the step's tokens, with the expert loads of the scenario's routing (skewed → the
 power_law_1.01 rows, AIC-MOE-PL in specs/data/routing.toml; uniform → balanced). Used as measured, no fitted
 efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults, because on the dev rows the curve as
-measured is slower than the served steps imply (leave-one-model-out TPOT 20.8 % → 28.4 %, bias +7.7 %). None where no curve covers the case
+measured is slower than the served steps imply (leave-one-model-out TPOT 21.1 % → 28.3 %, bias +7.7 %). None where no curve covers the case
 (GPU, engine, dtype, experts/top-k, moe_tp/ep), a measured routing histogram, or curves turned off: the roofline
 × fitted efficiency prices it then, and `describe` says which.
 What it does not: price the all-to-all (step.py) or dense GEMMs and attention (their curves are not wired yet).
