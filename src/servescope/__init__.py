@@ -13,7 +13,7 @@ The public API (every name in `__all__`; loaded lazily so that `import servescop
     calibrate(step_breakdown, scenario) -> Calibration               the model fitted to a measured trace
     plan(scenario, calibration=…) -> Plan                            mitigations ranked by predicted gain
     advise(scenario, trace) -> Advice                                calibrate on a trace, then plan, in one call
-    steps_frame / kernels_frame / collectives_frame(analysis), points_frame(points) -> polars.DataFrame
+    steps_frame / kernels_frame / roofline_frame / collectives_frame(analysis), points_frame(points) -> DataFrames
     ServescopeError                                                  the root of every error servescope raises
 """
 
@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     from servescope.calibrate import Calibration, calibrate
     from servescope.perfmodel import Scenario, ServingPoint, decode_step, predict, prefill_step
     from servescope.planner.plan import Plan, plan
-    from servescope.report.frames import collectives_frame, kernels_frame, points_frame, steps_frame
+    from servescope.report.frames import (
+        collectives_frame,
+        kernels_frame,
+        points_frame,
+        roofline_frame,
+        steps_frame,
+    )
     from servescope.simulate import SimResult, simulate
     from servescope.specs.hardware import GpuSpec, load_gpu
     from servescope.specs.models import ModelSpec, load_model
@@ -70,13 +76,15 @@ _LAZY = {
     "kernels_frame": "servescope.report.frames",
     "collectives_frame": "servescope.report.frames",
     "points_frame": "servescope.report.frames",
+    "roofline_frame": "servescope.report.frames",
 }
 
 __all__ = [
     "Advice", "Calibration", "GpuSpec", "ModelSpec", "Plan", "Scenario", "ServescopeError", "ServingPoint",
     "SimResult", "Trace", "TraceAnalysis", "TraceDiff", "__version__", "advise", "analyze_trace", "calibrate",
     "classify_name", "collectives_frame", "decode_step", "diff_traces", "kernels_frame", "load_gpu", "load_model",
-    "load_trace", "load_traces", "plan", "points_frame", "predict", "prefill_step", "simulate", "steps_frame",
+    "load_trace", "load_traces", "plan", "points_frame", "predict", "prefill_step", "roofline_frame", "simulate",
+    "steps_frame",
 ]
 
 

@@ -5,7 +5,8 @@
     │   ├── TraceNotFound     the path does not exist
     │   ├── NotATrace         the file is not a Kineto/Chrome trace (or is unreadable beyond repair)
     │   ├── EmptyTrace        the trace holds no events
-    │   └── NoGpuEvents       a CPU-only or front-end trace: nothing ran on a GPU
+    │   ├── NoGpuEvents       a CPU-only or front-end trace: nothing ran on a GPU
+    │   └── CaptureMismatch   a graph-capture trace of another GPU or model than the replay trace
     ├── SpecError             hardware or model specs
     │   ├── UnknownName       an unknown GPU or model name (message lists the known ones)
     │   └── BadConfig         a malformed config.json or spec file
@@ -70,3 +71,7 @@ class MeasurementError(ServescopeError):
 
 class OutputError(ServescopeError):
     """An output that cannot be made: a format whose optional extra is not installed, an unwritable -o path."""
+
+
+class CaptureMismatch(TraceError):
+    """A graph-capture trace that does not belong to the replay trace (another GPU or model), or gives no shapes."""

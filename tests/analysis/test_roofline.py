@@ -26,6 +26,7 @@ from servescope.analysis.roofline import (
     WorkGroup,
     attach_work,
     attention_cost,
+    curve_reference,
     gemm_cost,
     op_cost,
     roofline,
@@ -136,7 +137,7 @@ def test_the_shared_traces_have_shaped_gemms() -> None:
 def test_every_shaped_op_has_a_model_and_statuses_are_known() -> None:
     for name in SHAPED_OPS:
         assert op_cost(name, None, None).status == "no_dims"
-    assert op_cost("vllm::moe_forward", "[[1, 2]]", '["float"]').status == "no_model"
+    assert op_cost("vllm::moe_forward", "[[1, 2]]", '["float"]').status == "no_model"  # no expert weights among its inputs
     gpu = _work(TRACES / "tracelens/b200/eager_trace.json.gz")
     assert set(gpu["shape_status"].unique()) <= set(SHAPE_STATUSES)
 
@@ -211,9 +212,12 @@ def test_roofline_against_peaks() -> None:
     r = roofline([memory], peaks)
     assert r is not None and r.bound == "memory" and r.frac_of_peak == pytest.approx(0.5)
     assert roofline([WorkGroup("gemm", "gemm", "fp32", 8, 1, 10.0, 1e6, 1e3)], peaks).frac_of_peak is None  # no fp32 peak
-    curve = Peaks("x", {"bf16": 1e15}, 4e12, 100, "test", gemm_ratio=lambda m: 2.0)
+    curve = Peaks("x", {"bf16": 1e15}, 4e12, 100, "test",
+                  achievable=curve_reference(lambda m: 2.0, {"bf16": 1e15}, 4e12))
     r = roofline([compute], curve)
     assert r is not None and r.frac_of_achievable == pytest.approx(1.0)  # twice the roofline = the measured curve
+    assert r.achievable_us == pytest.approx(1000.0)
+    assert roofline([memory], curve).frac_of_achievable is None  # no measured reference for a norm
     assert roofline([], peaks) is None
 
 

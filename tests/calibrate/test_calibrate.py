@@ -265,8 +265,11 @@ def _spaced(step, gaps_us):  # type: ignore[no-untyped-def]
 
 def test_cpu_time_between_steps_is_measured(trace_breakdown, gpt_oss) -> None:  # type: ignore[no-untyped-def]
     """Three copies of the real B200 prefill step 2 ms and 4 ms apart (synthetic spacing): the median idle, 3 ms, is
-    the step's CPU time on an engine that does not overlap scheduling — it replaces the fitted cpu_overhead_s, shows
-    in the calibration table, and leaves the GPU-side fit as it was with one step."""
+    the step's CPU time on an engine that does not overlap scheduling (vLLM 0.12: async scheduling opt-in) — it
+    replaces the fitted cpu_overhead_s, shows in the calibration table, and leaves the GPU-side fit as it was with one
+    step."""
+    gpt_oss = gpt_oss.with_(engine_version="0.12.0")
+    assert not gpt_oss.overlaps_cpu
     three = replace(trace_breakdown, steps=_spaced(trace_breakdown.steps[0], [2000.0, 4000.0]))
     cal = calibrate(three, gpt_oss)
     assert cal.step_gap_s == pytest.approx(3e-3) and cal.step_gap_pairs == 2
@@ -292,3 +295,14 @@ def test_overlapping_engine_keeps_its_fitted_cpu_time(trace_breakdown, gpt_oss) 
     assert cal.step_gap_s == pytest.approx(2e-3)
     assert cal.efficiency.cpu_overhead_s == trt.efficiency.cpu_overhead_s
     assert any("overlaps scheduling" in w for w in cal.warnings)
+
+
+def test_a_collective_latency_far_above_its_curve_says_profiled_or_eager() -> None:
+    """The reference box's profiled decode step fits a latency scale of ~3.3 (issue 18): said, with the way out;
+    an in-situ scale near 1 is not."""
+    from servescope.calibrate import _eff_warnings
+
+    knobs = {"communication": "collective_latency_scale"}
+    (w,) = [x for x in _eff_warnings(Efficiency(collective_latency_scale=3.3), knobs) if "profiled" in x]
+    assert "3.3x the measured curve" in w and "--measured" in w
+    assert not [x for x in _eff_warnings(Efficiency(collective_latency_scale=1.4), knobs) if "profiled" in x]

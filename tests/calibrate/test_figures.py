@@ -124,3 +124,27 @@ def test_any_text_parses_or_raises_one_line(text: str) -> None:
         return
     assert isinstance(f, Figure) and f.concurrency >= 1 and math.isfinite(f.value_si)
     assert f.metric in KNOWN_METRICS or f.metric.endswith("_share")
+
+
+@pytest.mark.parametrize(("text", "noise"), [
+    ("tpot=12.1ms±0.4ms@c1", 0.4 / 12.1),
+    ("tpot=12.1±0.4ms@c1", 0.4 / 12.1),  # one unit for both
+    ("tpot=12.1ms+-3%@c1", 0.03),
+    ("tpot=12.1ms±400us@c1", 0.4 / 12.1),
+    ("allreduce_share=51.5%±3%@c1", 0.03 / 0.515),  # a share's % noise is percentage points
+    ("allreduce_share=0.515±0.03@c1", 0.03 / 0.515),
+    ("tpot=12.1ms@c1", None),
+])
+def test_a_stated_noise_is_a_fraction_of_the_value(text: str, noise: float | None) -> None:
+    f = parse_figure(text)
+    assert f.value_si == pytest.approx(0.515 if f.is_share else 12.1e-3, rel=1e-12)
+    assert (f.noise is None) if noise is None else f.noise == pytest.approx(noise, rel=1e-12)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("tpot=12.1ms±0.4hr@c1", "unknown unit 'hr' for the noise of tpot; known: s, ms, us, µs, or %"),
+    ("tpot=12.1ms±-1ms@c1", "the noise after ± must be a number ≥ 0"),
+])
+def test_a_bad_noise_says_what_is_known(text: str, says: str) -> None:
+    with pytest.raises(MeasurementError, match=says):
+        parse_figure(text)

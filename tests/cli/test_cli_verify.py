@@ -5,16 +5,21 @@ Expected verdicts are computed here from the plan document's own fields and from
 
 from __future__ import annotations
 
+import functools
+import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from fuzz_inputs import check_cli
-from independent import DATA, gpu_events, raw_events
+from independent import DATA, gpu_events
 from servescope.cli import main
+from servescope.report.verify_text import render_verify
 
 REFERENCE_BOX = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
 CONTROL = DATA / "traces/hta/trace_diff/control/control.json.gz"
@@ -70,9 +75,9 @@ def test_eagle3_pair_against_the_speculative_track(plan_file: Path, plan_doc: di
 
 
 def test_eagle3_pair_against_the_plans_combination(plan_file: Path, plan_doc: dict[str, Any]) -> None:
-    """No --applied: the combination the plan chose, scored on its combined gain with the widest relative range
-    of the plan's range rule (cross-validated: gain / q90 … gain / q10) and the tracks' own."""
-    doc = _verify_json(plan_file, *EAGLE3)
+    """--applied combined: the combination the plan chose, scored on its combined gain with the widest relative
+    range of the plan's range rule (cross-validated: gain / q90 … gain / q10) and the tracks' own."""
+    doc = _verify_json(plan_file, *EAGLE3, "--applied", "combined")
     chosen = plan_doc["combined"]["tracks"]
     assert doc["applied"] == chosen and doc["applied_from"] == "plan_combined"
     g, rng = plan_doc["combined"]["gain"], plan_doc["range"]
@@ -93,9 +98,17 @@ def test_text_output_says_the_verdict(plan_file: Path) -> None:
     assert "verdict: inside — speculative_decoding: measured 1.32x vs predicted" in out
 
 
+@functools.cache
+def _raw(path: Path) -> dict[str, Any]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        doc: dict[str, Any] = json.load(fh)
+    return doc
+
+
+@functools.cache  # the pair is read by several tests
 def _independent_step_ms(path: Path) -> float:
     """Mean GPU span of the ProfilerStep#N steps: kernels attributed to a step by their launch's correlation id."""
-    events = raw_events(path)
+    events = _raw(path)["traceEvents"]
     steps = sorted((e for e in events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")),
                    key=lambda e: e["ts"])
     launch = {e["args"]["correlation"]: e["ts"] for e in events if e.get("ph") == "X"
@@ -119,6 +132,37 @@ def test_shared_before_after_traces(plan_file: Path, plan_doc: dict[str, Any], b
     want = _expected(b / a, t["gain_low"], t["gain_high"])
     assert doc["check"]["verdict"] == want and want in ("below", "above")  # 0.49x one way, 2.04x the other
     assert any("A100" in w and "V100" in w for w in doc["warnings"])  # HTA's pair ran on two GPUs
+
+
+def test_shared_traces_without_applied_find_what_changed(plan_file: Path, plan_doc: dict[str, Any]) -> None:
+    """HTA's control → test: test ran on 2 ranks (control 8) and replays CUDA graphs (control none); the plan prices
+    a layout change and calls CUDA graphs already on, so the layout change is scored and the graphs are said."""
+    raw = {side: _raw(side) for side in (CONTROL, TEST)}
+    world = {p: d["distributedInfo"]["world_size"] for p, d in raw.items()}
+    graphs = {p: sum(e.get("name") == "cudaGraphLaunch" for e in d["traceEvents"])
+              / sum(str(e.get("name", "")).startswith("ProfilerStep#") for e in d["traceEvents"]) for p, d in raw.items()}
+    assert (world[CONTROL], world[TEST], graphs[CONTROL], graphs[TEST]) == (8, 2, 0.0, 2.0)
+    doc = _verify_json(plan_file, "--before", str(CONTROL), "--after", str(TEST))
+    assert doc["applied"] == ["parallelism_change"] and doc["applied_from"] == "found"
+    assert doc["found"] == [{"kind": "parallelism_change", "evidence": f"world size {world[CONTROL]} → {world[TEST]}"}]
+    t = _track(plan_doc, "parallelism_change")
+    b, a = _independent_step_ms(CONTROL), _independent_step_ms(TEST)
+    assert doc["check"]["verdict"] == _expected(b / a, t["gain_low"], t["gain_high"])
+    note = next(w for w in doc["warnings"] if w.startswith("found cuda_graphs"))
+    assert f"graph launches {graphs[CONTROL]:.1f} → {graphs[TEST]:.1f} per step" in note
+    assert "not applicable" in note and _track(plan_doc, "cuda_graphs")["gain"] is None
+    buf = io.StringIO()
+    render_verify(doc, Console(file=buf, width=200))  # the text of the same document (no second analysis)
+    text = buf.getvalue()
+    assert "(found from what changed between the traces)" in text and "found parallelism_change: world size 8 → 2" in text
+
+
+def test_traces_that_show_no_known_change_ask_for_applied(plan_file: Path) -> None:
+    before, after = DATA / "traces/nsys-ai/mfu_2gpu_before.sqlite", DATA / "traces/nsys-ai/mfu_2gpu_after.sqlite"
+    result = CliRunner().invoke(main, ["verify", str(plan_file), "--before", str(before), "--after", str(after)])
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    assert "no applied track found to score: none of the changes servescope recognises" in result.stderr
+    assert "--applied KIND[,KIND] (or --applied combined" in result.stderr
 
 
 def test_benchmark_result_files(plan_file: Path, plan_doc: dict[str, Any], tmp_path: Path) -> None:
@@ -174,19 +218,20 @@ def test_campaign_log(plan_file: Path, plan_doc: dict[str, Any], tmp_path: Path)
 
 
 def test_csv_and_html(plan_file: Path, tmp_path: Path) -> None:
-    csv = _run(["verify", str(plan_file), *EAGLE3, "--format", "csv"]).stdout.splitlines()
+    csv = _run(["verify", str(plan_file), *EAGLE3, "--applied", "combined", "--format", "csv"]).stdout.splitlines()
     assert csv[0].startswith("plan,objective,unit,before,after,kind,gain")
     assert csv[-1].split(",")[-1] in ("plan_combined", "track")
     pytest.importorskip("jinja2")
     page = tmp_path / "v.html"
-    _run(["verify", str(plan_file), *EAGLE3, "-o", str(page)])
+    _run(["verify", str(plan_file), *EAGLE3, "--applied", "combined", "-o", str(page)])
     html = page.read_text()
     assert "Plan vs measured" in html and "verdict:" in html
 
 
 def test_the_log_is_never_an_input(plan_file: Path) -> None:
     before = plan_file.read_bytes()
-    result = CliRunner().invoke(main, ["verify", str(plan_file), *EAGLE3, "--log", str(plan_file)])
+    result = CliRunner().invoke(main, ["verify", str(plan_file), *EAGLE3, "--applied", "speculative_decoding",
+                                       "--log", str(plan_file)])
     assert result.exit_code == 1 and "the log is an input of this verification" in result.stderr
     assert plan_file.read_bytes() == before
 
@@ -203,6 +248,7 @@ def test_the_log_is_never_an_input(plan_file: Path) -> None:
     ["verify", "{plan}", "--before", "nope.json", "--after", "tpot=9ms@c1"],
     ["verify", "{plan}", *EAGLE3, "--applied", "warp_drive"],
     ["verify", "{plan}", *EAGLE3, "--applied", "cuda_graphs"],  # not applicable in this plan
+    ["verify", "{plan}", *EAGLE3],  # typed figures do not say what changed: --applied is needed
     ["verify", "{tmp}/bad.json", *EAGLE3],
     ["verify", "{tmp}/trace.json", *EAGLE3],
     ["verify", "{tmp}/nokeys.json", *EAGLE3],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -18,6 +19,7 @@ from servescope.perfmodel import (
     prefill_step,
     weights_bytes_per_gpu,
 )
+from servescope.perfmodel.routing import Routing
 from servescope.report.model_doc import model_document
 from servescope.specs.hardware import load_gpu
 
@@ -101,7 +103,8 @@ def test_speculative_verify_costs_more_than_one_token() -> None:
 
 
 def test_moe_experts_touched_grow_with_batch() -> None:
-    sc = Scenario.build("qwen3-30b-a3b", "h100_sxm", efficiency=EFF)
+    """Uniform routing (--routing uniform): the expected distinct experts of 64 independent tokens."""
+    sc = Scenario.build("qwen3-30b-a3b", "h100_sxm", efficiency=EFF).with_(routing=Routing("uniform"))
     w1 = decode_step(sc, 1, 512).class_time_s["moe"]
     w64 = decode_step(sc, 64, 512).class_time_s["moe"]
     m = sc.model
@@ -122,10 +125,25 @@ def test_errors() -> None:
         _llama8b(ep=2)
 
 
+def test_skewed_routing_touches_fewer_experts_as_the_published_loads_say() -> None:
+    """Skewed routing (the default): loads are the quantiles of aiconfigurator's power law (alpha 1.2 for Qwen3 MoE,
+    routing.toml) on [1, 0.8·T], recomputed here; an expert with expected load L is touched w.p. 1 − e^−L."""
+    sc = Scenario.build("qwen3-30b-a3b", "h100_sxm", efficiency=EFF)
+    w1 = decode_step(sc, 1, 512).class_time_s["moe"]
+    w64 = decode_step(sc, 64, 512).class_time_s["moe"]
+    e, k, t, a = sc.model.n_routed_experts, sc.model.top_k, 64, 1.2
+    hi = 0.8 * t
+    x = [((hi ** (1 - a) - 1.0) * ((i + 0.5) / e) + 1.0) ** (1 / (1 - a)) for i in range(e)]
+    touched = sum(1 - math.exp(-t * k * xi / sum(x)) for xi in x)
+    assert w64 / w1 == pytest.approx(touched / k, rel=1e-6)
+    assert touched < e * (1 - (1 - k / e) ** t)  # fewer than uniform routing touches
+
+
 def test_memory_and_max_concurrency() -> None:
+    """vLLM's KV pool: 0.9 (CacheConfig.gpu_memory_utilization default, engine_defaults.toml) of HBM − reserve − weights."""
     sc = _llama8b(isl=1024, osl=1024)
     gpu = load_gpu("h100_sxm")
-    free = gpu.hbm_bytes * EFF.gpu_memory_utilization - EFF.reserve_bytes - weights_bytes_per_gpu(sc)
+    free = gpu.hbm_bytes * 0.9 - EFF.reserve_bytes - weights_bytes_per_gpu(sc)
     assert max_concurrency(sc) == int(free // (32 * 2 * 8 * 128 * 2 * 2048))
 
 
@@ -223,3 +241,12 @@ def test_provenance_is_the_same_on_every_call() -> None:
     assert first == second and "cpu_overhead" in second
     overlapped = sc.with_(overlap_scheduler=True)
     assert provenance(overlapped)["cpu_overhead"] != first["cpu_overhead"]  # the engine's entry is not cached
+
+
+def test_scenario_build_defaults_to_the_checkpoints_own_scheme_as_the_cli() -> None:
+    """Issue 20: `Scenario.build` defaults to quant="native" like the CLI, so gpt-oss-120b (MXFP4 experts) fits one
+    H100 from Python as it does from `servescope model`; bf16 everywhere does not fit (~234 GB of weights)."""
+    sc = Scenario.build("gpt-oss-120b", "h100_sxm")
+    assert sc.quant.experts.name == "mxfp4"
+    with pytest.raises(ScenarioError, match="does not fit"):
+        Scenario.build("gpt-oss-120b", "h100_sxm", quant="bf16")

@@ -205,6 +205,7 @@ class FakeScenario:
     dp: int = 1
     efficiency: FakeEff = field(default_factory=FakeEff)
     draft: bool = False
+    decode_only: bool = False
     cuda_graphs: bool = False
     backend: str = "vllm"
     model: FakeModelSpec = field(default_factory=FakeModelSpec)
@@ -240,6 +241,9 @@ class FakeModel:
         """perfmodel's serving formula: interference share · (b − 1)/osl · (prefill + per-prefill overhead)."""
         eff = sc.efficiency
         return eff.prefill_interference * (batch - 1) / sc.osl * (0.050 + eff.prefill_overhead_s)
+
+    def interference_share(self, sc: FakeScenario, batch: int) -> float:
+        return sc.efficiency.prefill_interference * (batch - 1) / sc.osl
 
     def draft(self, sc: FakeScenario, method: str, draft_model: str | None) -> FakeScenario:
         return _draft(sc)

@@ -47,13 +47,14 @@ def test_communication_dominates_the_baseline(kimi_plan) -> None:  # type: ignor
     step = kimi_plan.baseline.step
     # 2 all-reduces per layer (61 layers) + the vocab-parallel embedding one, ~27 µs each on 8 PCIe GPUs
     assert step.collectives["all_reduce"].calls_per_step == 2 * 61 + 1
-    # the largest kernel class; with the kernels per layer counted in traces (specs/data/kernel_counts.toml) the
-    # per-kernel + CPU overhead (1,559 kernels x 2 us + 1 ms) is as large, so either may be the dominant class
+    # one of the two largest kernel classes, beside the dense GEMMs (which read the replicated MLA projections and,
+    # since issue 18, the 0.33 GB of router weights every rank reads every step); the per-kernel overhead
+    # (1,559 kernels x 2 us) is as large, so any of them may be the dominant class
     kernel_classes = {k: v for k, v in step.class_time_s.items() if k not in ("norm", "other")}
-    assert max(kernel_classes, key=kernel_classes.__getitem__) == "communication"
-    assert kimi_plan.dominant_class in ("communication", "overhead")
+    assert "communication" in sorted(kernel_classes, key=kernel_classes.__getitem__)[-2:]
+    assert kimi_plan.dominant_class in ("communication", "overhead", "gemm")
     comm = step.class_time_s["communication"]
-    assert comm > step.class_time_s["gemm"] and comm > step.class_time_s["moe"]
+    assert comm > step.class_time_s["moe"]
     assert comm / kimi_plan.baseline.tpot_s > 0.25
     doc = plan_document(kimi_plan)
     assert doc["baseline"]["dominant"] == max(step.terms_s, key=step.terms_s.get)
@@ -262,7 +263,7 @@ def test_plans_across_systems_are_consistent(model: str, gpu: str, tp: int, quan
 
 @pytest.mark.parametrize(
     ("gpu", "length", "bound"),
-    [("b200_sxm", 256, "compute"),  # NVLink: the (k+1)·B verification tokens turn the step compute-bound
+    [("b200_sxm", 256, "compute|weights"),  # NVLink: the (k+1)·B verification tokens: compute, beside the expert reads
      ("rtx_pro_6000_server", 128, "communication")],  # PCIe: their all-reduce bytes saturate the bus first
 )
 def test_kimi_eagle3_gain_crosses_one_where_verification_stops_being_free(gpu: str, length: int, bound: str) -> None:
@@ -277,13 +278,17 @@ def test_kimi_eagle3_gain_crosses_one_where_verification_stops_being_free(gpu: s
     assert _hand_gain(sc, 1, k) > 1.3 > 1.0 > _hand_gain(sc, high, k)  # pays clearly at batch 1, not at `high`
     assert _hand_gain(sc, 1, k) > _hand_gain(sc, int(stop / 2), k) > _hand_gain(sc, high, k)
     ctx = sc.isl + sc.osl / 2
-    assert decode_step(sc, high, ctx, tokens_per_seq=k + 1).dominant == bound
+    terms = decode_step(sc, high, ctx, tokens_per_seq=k + 1).terms_s
+    # the GPU term that binds (beyond the capture range the step runs eagerly and its launch overhead may be larger)
+    assert max((t for t in terms if t != "overhead"), key=terms.__getitem__) in bound.split("|")
 
 
-def test_async_scheduling_gain_is_the_hidden_cpu_time(kimi: Scenario, kimi_plan) -> None:  # type: ignore[no-untyped-def]
-    """vLLM without --async-scheduling: the track hides the step's CPU time behind the GPU's, so the TPOT gain is
-    step / max(GPU part, CPU part), computed here from the decode step's own terms."""
-    t = kimi_plan.track("async_scheduling")
+def test_async_scheduling_gain_is_the_hidden_cpu_time(kimi: Scenario) -> None:
+    """vLLM 0.12 (async scheduling opt-in): the track hides the step's CPU time behind the GPU's but for the share an
+    overlapping scheduler leaves exposed (overlap_exposed_frac), so the TPOT gain is step / (GPU + f·CPU), computed
+    here from the decode step's own terms."""
+    kimi = kimi.with_(engine_version="0.12.0")
+    t = plan(kimi, concurrency=1, forbid="quantization").track("async_scheduling")
     assert t.applicable and t.gain is not None
     eff = kimi.efficiency
     ctx = kimi.isl + kimi.osl // 2
@@ -291,7 +296,7 @@ def test_async_scheduling_gain_is_the_hidden_cpu_time(kimi: Scenario, kimi_plan)
     cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * 1
     gpu = step - cpu
     assert gpu > cpu > 0
-    want = step / gpu
+    want = step / (gpu + eff.overlap_exposed_frac * cpu)
     # the plan's TPOT is the serving TPOT (decode step + no interference at c = 1): the same ratio within rounding
     assert t.gain == pytest.approx(want, rel=0.02)
     assert "CPU time" in t.note
@@ -303,6 +308,9 @@ def test_async_scheduling_does_not_apply_where_the_engine_overlaps_already(kimi:
     assert not t.applicable and "already on" in (t.why_not or "")
     sg = plan(kimi.with_(backend="sglang"), objective="tpot", concurrency=1, forbid="quantization")
     t = sg.track("async_scheduling")
-    assert not t.applicable and "SGLang" in (t.why_not or "")
+    assert not t.applicable and "sglang" in (t.why_not or "") and "already on" in (t.why_not or "")
+    new = plan(kimi.with_(engine_version="0.16.0"), objective="tpot", concurrency=1, forbid="quantization")
+    t = new.track("async_scheduling")  # vLLM >= 0.14: on by default, so no track for it (issue 18)
+    assert not t.applicable and "0.14.0" in (t.why_not or "")
     on = plan(kimi.with_(overlap_scheduler=True), objective="tpot", concurrency=1, forbid="quantization")
     assert not on.track("async_scheduling").applicable

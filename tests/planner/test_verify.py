@@ -61,8 +61,8 @@ def test_throughput_gain_is_after_over_before() -> None:
     assert measured_gain("tpot", 2.0, 1.0) == 2.0 and measured_gain("throughput", 2.0, 1.0) == 0.5
 
 
-def test_unnamed_means_the_plans_combination() -> None:
-    v = verify(_plan(), _m(12e-3), _m(6e-3))
+def test_combined_means_the_plans_combination() -> None:
+    v = verify(_plan(), _m(12e-3), _m(6e-3), ["combined"])
     assert v.applied == ("a", "b") and v.applied_from == "plan_combined" and v.check.basis == "plan_combined"
     g = 1.9  # the plan's combined gain, not 1.5 × 1.2
     lo = g * min(1 / Q90, 1.2 / 1.5, 1.0 / 1.2)  # widest relative range: the rule's and each track's
@@ -86,7 +86,7 @@ def test_other_sets_are_scored_on_the_product() -> None:
 def test_rule_of_thumb_plans_use_their_r() -> None:
     p = PlanPrediction("plan.json", "tpot", 1, (PlannedTrack("a", 1.5, 1.4, 1.6), PlannedTrack("b", 1.2, 1.1, 1.3)),
                        ("a", "b"), 1.8, 0.01, 100.0, "rule_of_thumb", None, 0.3)
-    v = verify(p, _m(1.8), _m(1.0))
+    v = verify(p, _m(1.8), _m(1.0), ["combined"])
     n = 1 / 1.8
     d = 0.3 * min(abs(1 - n), n)  # docs/plan.md: gain_bounds, written out here
     assert v.check.gain_low == pytest.approx(min(1 / (n + d), 1.8 * 1.4 / 1.5, 1.8 * 1.1 / 1.2))
@@ -99,7 +99,9 @@ def test_bad_applied_tracks_are_one_line_errors() -> None:
     with pytest.raises(PlanError, match=r"track d has no predicted gain in the plan: not applicable \(needs NVLink\)"):
         verify(_plan(), _m(1.0), _m(1.0), ["d"])
     with pytest.raises(PlanError, match="the plan chose no track"):
-        verify(_plan(combined=()), _m(1.0), _m(1.0))
+        verify(_plan(combined=()), _m(1.0), _m(1.0), ["combined"])
+    with pytest.raises(PlanError, match="a typed figure measures the objective, not how the engine ran.*--applied"):
+        verify(_plan(), _m(1.0), _m(1.0))  # nothing named, and figures do not say what changed
     with pytest.raises(PlanError, match="positive and finite"):
         verify(_plan(), _m(0.0), _m(1.0), ["a"])
 
@@ -116,7 +118,7 @@ def test_speculation_measured_on_a_trace_is_warned() -> None:
     assert not any("speculative" in w for w in v.warnings)
     p = PlanPrediction("plan.json", "tpot", 4, (PlannedTrack("speculative_decoding", 1.5, 1.2, 1.9),),
                        ("speculative_decoding",), 1.5, 0.01, 100.0, "cross_validated", (Q10, Q90))
-    v = verify(p, trace, _m(0.008))
+    v = verify(p, trace, _m(0.008), ["combined"])
     assert any("step time is not its TPOT" in w for w in v.warnings)
     assert any("after was measured at concurrency 1, the plan predicts concurrency 4" in w for w in v.warnings)
 

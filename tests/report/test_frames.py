@@ -15,7 +15,13 @@ import pytest
 
 import servescope
 from independent import DATA, gpu_events, raw_events
-from servescope.report.frames import collectives_frame, kernels_frame, points_frame, steps_frame
+from servescope.report.frames import (
+    collectives_frame,
+    kernels_frame,
+    points_frame,
+    roofline_frame,
+    steps_frame,
+)
 
 B200 = DATA / "traces" / "tracelens" / "b200" / "eager_trace.json.gz"
 PAIR = DATA / "traces" / "hta" / "trace_filter"
@@ -48,6 +54,22 @@ def test_kernels_and_collectives_frames(analysis: servescope.TraceAnalysis) -> N
     durs = sorted(e["dur"] for e in gpu if "multimem_all_reduce" in e["name"])
     assert row["calls"] == 73 == len(durs)
     assert row["total_us"] == pytest.approx(sum(durs), rel=1e-9)
+
+
+def test_roofline_frame(analysis: servescope.TraceAnalysis) -> None:
+    """One row per kernel with a shape; its FLOPs from the raw Input Dims (36 addmm [888,2880]×[2880,640], bf16),
+    its achieved rate and its fraction of the B200 datasheet peak (2.25 PFLOP/s dense bf16, specs/data/gpus)."""
+    roof = roofline_frame(analysis)
+    assert servescope.roofline_frame is roofline_frame and roof.height > 0
+    assert roof["shaped_calls"].min() > 0 and (roof["shaped_us"] <= roof["total_us"] + 1e-9).all()
+    row = roof.filter(pl.col("name") == "nvjet_tst_64x64_64x16_2x1_2cta_v_bz_bias_TNT").row(0, named=True)
+    assert row["flops"] == 36 * 2 * 888 * 640 * 2880 and row["bound"] == "compute" and row["gpu"] == "b200_sxm"
+    assert row["achieved_flop_per_s"] == pytest.approx(row["flops"] / (row["shaped_us"] * 1e-6), rel=1e-9)
+    bf16 = tomllib.loads((resources.files("servescope.specs") / "data/gpus/b200_sxm.toml").read_text())
+    peak = bf16["flops"]["bf16"]["value_tflops"] * 1e12
+    assert row["frac_of_peak"] >= row["achieved_flop_per_s"] / peak - 1e-12  # ≥: the roofline max() with bytes
+    # B200's reference: aiconfigurator's measured GEMM curve at the shape (specs/data/opcurves), ≥ the roofline
+    assert row["achievable_us"] >= row["flops"] / peak * 1e6 * (1 - 1e-9) and row["frac_of_achievable"] > 0
 
 
 def test_frames_of_a_rank_folder_have_one_row_per_rank_step() -> None:

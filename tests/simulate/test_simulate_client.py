@@ -36,17 +36,23 @@ def test_engine_kv_budget_formulas(sc: Scenario) -> None:
 
 
 def test_backend_kv_pools_follow_their_sourced_shares(sc: Scenario) -> None:
-    vllm, trt = engine_defaults("vllm"), engine_defaults("trtllm")
-    assert vllm.kv_mem_fraction == 0.9 and vllm.kv_mem_of == "total" and "gpu_memory_utilization" in \
-        vllm.sources["kv_mem_fraction"]
-    assert trt.kv_mem_fraction == 0.9 and trt.kv_mem_of == "free" and "free_gpu_memory_fraction" in \
-        trt.sources["kv_mem_fraction"]
+    """The simulation sizes its KV pool as the closed-form model does, from the engine version's sourced share
+    (engine_defaults.toml): vLLM 0.9 of total memory, TRT-LLM 0.9 of what weights and activations leave."""
+    from servescope.specs.engines import engine_defaults as version_defaults
+
+    v, t = version_defaults("vllm", "0.16.0"), version_defaults("trtllm", "1.2.0")
+    assert v.kv_mem_fraction == 0.9 and v.kv_mem_of == "total" and "gpu_memory_utilization" in v.sources["kv_mem_fraction"]
+    assert t.kv_mem_fraction == 0.9 and t.kv_mem_of == "free" and "free_gpu_memory_fraction" in \
+        t.sources["kv_mem_fraction"]
     per_token = 2 * 8 * 128 * 2 * 32  # Llama-3.1-8B bf16 KV: 2 (K,V) · 8 kv heads · 128 · 2 B · 32 layers
-    for cfg in (vllm, trt):
-        want = engine_kv_bytes_per_gpu(sc, cfg.kv_mem_fraction, cfg.kv_mem_of) / per_token / cfg.block_size_tokens
-        assert kv_blocks(sc, cfg) == int(want)
+    hbm, rest = float(sc.gpu.hbm_bytes), sc.efficiency.reserve_bytes + weights_bytes_per_gpu(sc)
+    for backend, pool in (("vllm", 0.9 * hbm - rest), ("trtllm", 0.9 * (hbm - rest))):
+        s2 = sc.with_(backend=backend)
+        cfg = engine_defaults(backend)
+        assert usable_bytes_per_gpu(s2) == pytest.approx(pool)
+        assert kv_blocks(s2, cfg) == int(pool / per_token / cfg.block_size_tokens)
     with pytest.raises(ScenarioError, match="kv_mem_fraction"):
-        vllm.with_(kv_mem_fraction=1.5)
+        engine_defaults("vllm").with_(kv_mem_fraction=1.5)
 
 
 def test_wave_mean_weighs_first_and_last_waves_once() -> None:

@@ -400,6 +400,33 @@ def test_gpu_facts_give_device_names_and_blocks_per_sm(tmp_path: Path) -> None:
     assert kernel["blocks_per_sm"].to_list() == [pytest.approx(4 / 132)]  # grid 4×1×1 on 132 SMs
 
 
+
+def test_a_gpu_table_alone_names_the_gpus_when_they_are_one_model(tmp_path: Path) -> None:
+    """TARGET_INFO_GPU without the CUDA-device table that joins it to ordinals: its one model names every device;
+    two models name none (which GPU ran which kernel is then unknown)."""
+    path = _export(tmp_path / "one.sqlite", nvtx=[], runtime=[(1_000, 2_000, 1, 1)], kernels=[(3_000, 4_000, 1, 3, 2)])
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE TARGET_INFO_GPU (id INT, name TEXT, smCount INT)")
+        con.executemany("INSERT INTO TARGET_INFO_GPU VALUES (?, 'NVIDIA H100 80GB HBM3', 132)", [(0,), (1,), (2,)])
+    trace = load_trace(path)
+    assert trace.device_info(2) is not None and trace.device_info(2).name == "NVIDIA H100 80GB HBM3"
+    assert breakdown(trace).device_name == "NVIDIA H100 80GB HBM3" and breakdown(trace).num_sms == 132
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO TARGET_INFO_GPU VALUES (3, 'NVIDIA A100-SXM4-80GB', 108)")
+    assert breakdown(load_trace(path)).device_name is None
+
+
+def test_the_trimmed_fixtures_name_no_gpu_and_the_headers_say_so() -> None:
+    """The shared exports carry no TARGET_INFO_GPU / CUDA-device table and an empty GpuInfo: nothing names the
+    GPU, so `diff` says the trace does not (never a bare "GPU ?"; `trace`'s header: tests/trace/test_device_name.py)."""
+    with sqlite3.connect(PAIR[0]) as con:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        info = con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'GpuInfo'").fetchone()
+    assert not tables & {"TARGET_INFO_GPU", "TARGET_INFO_CUDA_DEVICE"} and info == ("{}",)
+    out = CliRunner().invoke(main, ["diff", *map(str, PAIR)], env={"COLUMNS": "200"}).output
+    assert out.count("GPU not named in the trace") == 2 and "GPU ?" not in out
+
+
 # Byte flips, zeroed pages and cuts of a real export: a clear one-line error or a result, never another exception.
 # FUZZ_SCALE as in tests/fuzz/test_fuzz_trace.py (CI: 25 cases, derandomized; 860 ran clean by hand after the fixes).
 _SCALE = int(os.environ.get("FUZZ_SCALE", "1"))

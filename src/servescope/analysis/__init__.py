@@ -3,6 +3,9 @@
     classify (+ rules)  kernel → class, collective, family        steps       the engine's steps
     breakdown           per step × class (intervals, timeline)    findings    what stands out, with evidence
     ranks               rank folders in worker processes or Ray   diff        two analyses, per step kind
+    costs, op_costs     cost models; each op's FLOPs and bytes   roofline    kernel work and its roofline
+    headroom            kernels against a measured reference
+    capture             shapes for graph replays from a capture trace
     analyze             the entry: `analyze_trace(path)` → TraceAnalysis
 
 Does not: read files itself (servescope.trace does), price anything (perfmodel), or format (report).

@@ -1,18 +1,23 @@
 """The trace analysis in one call: load → classify → steps → breakdown → findings, for a file or a rank folder.
 
 Does: run the stages for each rank — a rank folder's files in parallel worker processes (or Ray tasks) through
-`servescope.analysis.ranks` — filter by step kind, build the cross-rank view, and collect warnings, one line per cause.
+`servescope.analysis.ranks` — filter by step kind, build the cross-rank view, and collect warnings, one line per cause;
+with a peaks resolver, the kernel findings against measured references (analysis.headroom); with a capture trace,
+shapes for graph-replayed kernels (analysis.capture).
 Does not: print or format.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.capture import capture_work, check_capture
 from servescope.analysis.findings import Finding, find_all
+from servescope.analysis.headroom import kernel_headroom
 from servescope.analysis.rank_workers import RankPool
 from servescope.analysis.ranks import (
     CrossRankView,
@@ -22,8 +27,13 @@ from servescope.analysis.ranks import (
     fix_duplicate_ranks,
     group_warnings,
 )
+from servescope.analysis.roofline import CaptureWork, Peaks
 from servescope.errors import NoGpuEvents, TraceError
 from servescope.trace.folder import rank_files, rank_order
+
+# A rank's GPU peaks and measured references, with notes on where they come from (`advise.rank_peaks` resolves them
+# from specs and perfmodel by the rank's device name and SM count, and could read its engine; analysis reads neither).
+PeaksResolver = Callable[[TraceBreakdown], tuple[Peaks | None, tuple[str, ...]]]
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,9 @@ class TraceAnalysis:
     findings: tuple[Finding, ...]
     warnings: tuple[str, ...]
     cross_rank: CrossRankView | None = None  # set when two or more ranks ran kernels
+    # per rank: (peaks, notes) when analysed with a PeaksResolver, else () (reports resolve them themselves)
+    peaks: tuple[tuple[Peaks | None, tuple[str, ...]], ...] = ()
+    capture: str | None = None  # the capture trace that gave graph-replayed kernels their shapes
 
     def __repr__(self) -> str:
         steps = sum(len(b.steps) for b in self.ranks)
@@ -66,13 +79,15 @@ def _file_warnings(o: RankOutcome, several: bool) -> tuple[str, ...]:
     return (*o.warnings, *extra)
 
 
-def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_address: str | None) -> tuple[
-        list[RankOutcome], list[str]]:
+def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_address: str | None,
+              capture: CaptureWork | None = None) -> tuple[list[RankOutcome], list[str]]:
     """Loaded outcomes sorted by rank, and the warnings of all files, one line per cause. A file that is not a
     trace or is empty is skipped while another file loads (a stray config.json must not sink a folder); if none
     loads, its error is raised."""
     files, notes = rank_files(path)
-    outcomes = analyze_rank_files(files, top_n, workers=workers, ray_address=ray_address)
+    if capture is not None:
+        check_capture(capture, files[0])
+    outcomes = analyze_rank_files(files, top_n, workers=workers, ray_address=ray_address, capture=capture)
     failed: list[TraceError] = [o.error for o in outcomes if o.error is not None]
     loaded = [o for o in outcomes if o.error is None]
     if not loaded:
@@ -84,12 +99,19 @@ def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_addres
 
 
 def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | RankPool | None = None,
-                  ray_address: str | None = None) -> TraceAnalysis:
+                  ray_address: str | None = None, peaks: PeaksResolver | None = None,
+                  capture: str | Path | None = None) -> TraceAnalysis:
     """Analyse a Kineto trace file or a folder of per-rank files. A folder's files run in `workers` processes
     (default one per core; 1 = in-process) or, with `ray_address` ("local" or a cluster address), as Ray tasks.
-    Raises NoGpuEvents when no rank ran kernels."""
-    outcomes, warnings = _outcomes(Path(path), top_n, workers, ray_address)
+    `peaks`: resolves each rank's GPU peaks and measured references (`advise.peaks_for`); with it the findings
+    include `kernel_headroom`. `capture`: a CUDA-graph capture trace whose shapes the replayed kernels take (by
+    kernel name); one of another GPU or model is refused (CaptureMismatch). Raises NoGpuEvents when no rank ran
+    kernels."""
+    work = capture_work(Path(capture)) if capture is not None else None
+    outcomes, warnings = _outcomes(Path(path), top_n, workers, ray_address, work)
     ranks = [o.breakdown for o in outcomes if o.breakdown is not None]
+    if work is not None:
+        check_capture(work, Path(path), ranks)
     if not ranks:
         damage = f"; what could be read was damaged: {warnings[0]}" if warnings else ""
         raise NoGpuEvents(f"{path}: no GPU kernels in the trace (a CPU-only or front-end trace?){damage}")
@@ -98,4 +120,7 @@ def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, wo
         ranks = [_only_kind(b, kind) for b in ranks]
         if not any(b.steps for b in ranks):
             warnings.append(f"no {kind} steps in the trace (kinds present: {', '.join(present) or 'none'})")
-    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks)), tuple(warnings), cross_rank_view(ranks))
+    resolved = tuple(peaks(b) for b in ranks) if peaks is not None else ()
+    kernels = [f for b, (p, _) in zip(ranks, resolved, strict=True) for f in kernel_headroom(b, p)] if resolved else []
+    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks, kernels)), tuple(warnings),
+                         cross_rank_view(ranks), resolved, str(capture) if capture is not None else None)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import polars as pl
 
+from servescope.analysis._series import series
 from servescope.analysis.classify import classify_gpu
 from servescope.analysis.gpu_rows import (
     attach_work_chunked,
@@ -25,6 +26,7 @@ from servescope.analysis.gpu_rows import (
 from servescope.analysis.intervals import grouped_union_length
 from servescope.analysis.roofline import (
     WORK_COLUMNS,
+    CaptureWork,
     WorkGroup,
     unshaped_us,
     work_groups,
@@ -129,8 +131,9 @@ class StepBreakdown:
     launch_cpu_us: float  # summed duration of those launch calls on the CPU
     devices: int
     top_kernels: tuple[KernelStats, ...] = field(default=())
-    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M)
+    work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M, N, K)
     unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
+    graph_idle_us: float = 0.0  # idle inside graph replays: each replay's GPU span − the union of its kernels
 
     @property
     def generated_tokens(self) -> int | None:
@@ -179,6 +182,27 @@ def _launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
         )
     )
     return {int(s): (int(n), int(g), float(c)) for s, n, g, c in stats.iter_rows()}
+
+
+def _graph_idle(gpu: pl.DataFrame, launches: pl.DataFrame) -> dict[int, float]:
+    """Per step: idle inside graph replays = Σ over the graph launches (cudaGraphLaunch/hipGraphLaunch, one
+    correlation for all the kernels a replay runs) and devices of (last end − first start of the replay's GPU rows
+    − the union of those rows). Work of other launches running inside a replay's window is not subtracted."""
+    graph = launches.filter(pl.col("name").is_in(GRAPH_LAUNCH_NAMES) & pl.col("correlation").is_not_null())
+    if graph.height == 0:
+        return {}
+    rows = (gpu.lazy().filter(pl.col("correlation").is_in(graph["correlation"].implode()))  # the columns read only
+            .select("step", "correlation", pl.col("device").fill_null(-1), "ts_us", "dur_us").collect())
+    if rows.height == 0:
+        return {}
+    gid, _ = group_ids([rows["step"], rows["correlation"], rows["device"]])  # ordered as their struct's dense rank
+    busy = grouped_union_length(gid, rows["ts_us"].to_numpy(), rows["dur_us"].to_numpy())
+    spans = rows.select("step", series("gid", gid, pl.Int64), "ts_us", "dur_us").group_by("gid", "step").agg(
+        (pl.col("ts_us") + pl.col("dur_us") - pl.col("ts_us").min()).max().alias("span")).sort("gid")
+    out: dict[int, float] = {}
+    for g, step, span in spans.iter_rows():
+        out[int(step)] = out.get(int(step), 0.0) + max(0.0, float(span) - busy[int(g)])
+    return out
 
 
 def _unions(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) -> dict[tuple[int, str], float]:
@@ -335,6 +359,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
     classes = _per_class(gpu)
     work, unshaped = _work(gpu)
     launches = _launch_stats(table.launches)
+    graph_idle = _graph_idle(gpu, table.launches)
     per_step = gpu.group_by("step").agg(  # one query: each aggregation is as it was on its own
         pl.col("device").n_unique().alias("devices"),
         pl.col("dur_us").sum().alias("kernel_sum"),
@@ -369,6 +394,7 @@ def breakdown_steps(table: StepTable, top_n: int = 10) -> tuple[StepBreakdown, .
             kernels=int(kernel_counts.get(i, 0)), launches=n_launch, graph_launches=n_graph,
             launch_cpu_us=launch_us, devices=n_dev, top_kernels=tops.get(i, ()),
             work=work.get(i, ()), unshaped_us=unshaped.get(i, {}),
+            graph_idle_us=min(graph_idle.get(i, 0.0), max(0.0, span * n_dev - b)),
         ))
     return tuple(out)
 
@@ -387,42 +413,44 @@ def gaps_after_steps_us(steps: Sequence[StepBreakdown]) -> list[tuple[StepBreakd
             for p, n in zip(ordered, ordered[1:], strict=False)]
 
 
-def breakdown(trace: Trace, top_n: int = 10) -> TraceBreakdown:
-    """Classify, find steps, attach each kernel's work from its launching op's shapes, and break down one rank's
-    trace. Malformed `Input Dims` are counted into the warnings."""
-    return _breakdown(trace, *split_events(trace.events), top_n)
+def breakdown(trace: Trace, top_n: int = 10, capture: CaptureWork | None = None) -> TraceBreakdown:
+    """Classify, find steps, attach each kernel's work from its launching op's shapes (graph-replayed kernels: from
+    `capture`, a capture trace's work per kernel name), and break down one rank's trace. Malformed `Input Dims` are
+    counted into the warnings."""
+    return _breakdown(trace, *split_events(trace.events), top_n, capture)
 
 
-def breakdown_taking(traces: list[Trace], top_n: int = 10) -> TraceBreakdown:
+def breakdown_taking(traces: list[Trace], top_n: int = 10, capture: CaptureWork | None = None) -> TraceBreakdown:
     """`breakdown` of `traces[0]`, which is popped: when the list held the only reference to it, its events table
     is freed column by column as the GPU rows are split from the rest (`gpu_rows.take_split`), so the breakdown's
     peak is about one table, not a table and its GPU rows."""
     trace = traces.pop(0)
     holder = [trace.events]
     trace = replace(trace, events=holder[0].clear())
-    return _breakdown(trace, *take_split(holder), top_n)
+    return _breakdown(trace, *take_split(holder), top_n, capture)
 
 
 # GPU-row columns attach_work reads; those the breakdown reads no more once steps and classes are attached, and
 # once the work is too.
-_WORK_INPUTS = ("kind", "correlation", "external_id", "ts_us", "dur_us", "gpu_bytes")
+_WORK_INPUTS = ("kind", "name", "step", "correlation", "external_id", "ts_us", "dur_us", "gpu_bytes")
 _DONE_WITH_STEPS = ("launch_ts_us", "collective_source", "comm_name", "comm_in_nelems", "comm_out_nelems",
                     "comm_group_size", "comm_dtype", "comm_pg")
-_DONE_WITH_WORK = ("kind", "correlation", "external_id", "gpu_bytes")
+_DONE_WITH_WORK = ("kind", "external_id", "gpu_bytes")
 
 
-def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int) -> TraceBreakdown:
+def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int,
+               capture: CaptureWork | None) -> TraceBreakdown:
     """The breakdown of `trace` from its GPU rows and its other rows (`gpu_rows`); `trace.events` is not read."""
     table = find_steps(others, gpu=classify_gpu(gpu, others))
     del gpu
     table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
-    work, work_warnings = attach_work_chunked(others, table.gpu_events.select(_WORK_INPUTS))
+    work, work_warnings = attach_work_chunked(others, table.gpu_events.select(_WORK_INPUTS), table.steps, capture)
     del others
     gpu = compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
     del work
     table = replace(table, gpu_events=gpu)
     del gpu
-    device = trace.devices.get(_busiest_device(table.gpu_events)) if trace.devices else None
+    device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
     outside = table.gpu_events.lazy().filter(pl.col("step").is_null()).select("dur_us").collect()
     return TraceBreakdown(
@@ -464,6 +492,7 @@ class KindSummary:
     work: tuple[WorkGroup, ...] = ()  # shaped work per (class, model, dtype, M) over the kind's steps
     unshaped_us: dict[str, float] = field(default_factory=dict)  # GPU µs without a shape, by reason
     unshaped_kernels: tuple[tuple[str, str, float], ...] = ()  # (name, reason, µs): the most time without a shape
+    graph_idle_us: float = 0.0  # idle inside graph replays, summed over the kind's steps (StepBreakdown)
 
     def calls_per_step(self, collective: str) -> float:
         return self.collectives[collective].calls / self.steps if self.steps else 0.0
@@ -516,6 +545,7 @@ def summarize_by_kind(table: StepTable, steps: tuple[StepBreakdown, ...], top_n:
             graph_launches=sum(s.graph_launches for s in group),
             launch_cpu_us=sum(s.launch_cpu_us for s in group), top_kernels=tops.get(k, ()),
             work=work.get(k, ()), unshaped_us=unshaped.get(k, {}), unshaped_kernels=no_shape.get(k, ()),
+            graph_idle_us=sum(s.graph_idle_us for s in group),
         ))
     return tuple(out)
 

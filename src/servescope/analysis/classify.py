@@ -37,6 +37,7 @@ from servescope.analysis.rules import (
     dtype_bytes,
     op_collective,
 )
+from servescope.analysis.vocab import COLLECTIVES, KERNEL_CLASSES
 from servescope.errors import TraceError
 from servescope.trace.types import GPU_EVENT_KINDS
 
@@ -45,13 +46,6 @@ __all__ = [
     "link_collectives", "name_head",
 ]
 
-KERNEL_CLASSES: tuple[str, ...] = (
-    "communication", "gemm", "attention", "moe", "norm", "activation",
-    "rotary", "cast", "sampling", "memory", "other",
-)
-COLLECTIVES: tuple[str, ...] = (
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast",
-)
 # A launching op can also name a reduce to one root (`nccl:reduce`), which no kernel-name rule does.
 OP_COLLECTIVES: tuple[str, ...] = (*COLLECTIVES, "reduce")
 # Columns `link_collectives` adds to communication rows (null elsewhere).

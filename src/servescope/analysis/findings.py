@@ -1,12 +1,15 @@
 """Findings: what a breakdown says is wrong or notable, each with the numbers that support it.
 
-Does: apply documented thresholds to per-kind summaries (communication-bound, low occupancy, launch/CPU-bound,
-cast overhead, graph vs eager), to the idle between consecutive steps (step_gap), and compare ranks (skew). Every finding names its denominator.
+Does: apply documented thresholds to per-kind summaries (communication-bound, low occupancy, launch/CPU-bound, idle
+inside graph replays, cast overhead, graph vs eager), to the idle between consecutive steps (step_gap), and compare
+ranks (skew); `find_all` ranks them with any others given (analysis.headroom's kernel findings). Every finding
+names its denominator.
 Does not: compute times (breakdown does) or recommend with predicted gains (the planner does).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -41,6 +44,13 @@ class Finding:
     mitigations: tuple[str, ...] = field(default=())
 
 
+def _time(us: float) -> str:
+    """A duration in a message, in the unit that keeps it short: 712 µs, 46.7 ms, 1.25 s (the data keep µs)."""
+    if us < 1e3:
+        return f"{us:.0f} µs"
+    return f"{us / 1e3:.1f} ms" if us < 1e6 else f"{us / 1e6:.2f} s"
+
+
 def _kind_phrase(kind: str) -> str:
     """`unknown` steps are ProfilerStep#N or idle-gap segments: their label does not say prefill or decode."""
     return "unknown-kind" if kind == "unknown" else kind
@@ -73,7 +83,7 @@ def communication_bound(s: KindSummary, rank: int | None) -> Finding | None:
         f"communication is {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time "
         f"({_pct(_share(s.comm_exposed_us, s.gpu_busy_us))} exposed, not hidden under compute); {name} kernels "
         f"sum to {_pct(_share(top.total_us, s.gpu_busy_us))} of it: {per_step:.0f} calls per step at "
-        f"~{top.median_us:.0f} µs each (median)"
+        f"~{_time(top.median_us)} each (median)"
     )
     return Finding(
         "communication_bound", severity, message,
@@ -99,7 +109,8 @@ def low_occupancy(s: KindSummary, rank: int | None, num_sms: int | None) -> list
             f"one {k.kernel_class} kernel takes {_pct(share)} of {_kind_phrase(s.kind)} GPU busy time with {blocks} "
             f"({k.blocks_per_sm:.2f} blocks per SM): most SMs sit idle while it runs — {k.name[:80]}",
             {"kernel": k.name, "kernel_class": k.kernel_class, "share_of_busy": share, "blocks_per_sm": k.blocks_per_sm,
-             "grid_blocks": k.grid_blocks, "num_sms": num_sms, "calls": k.calls, "median_us": k.median_us},
+             "grid_blocks": k.grid_blocks, "num_sms": num_sms, "calls": k.calls, "median_us": k.median_us,
+             "waves": k.waves, "tail_efficiency": k.tail_efficiency, "total_us": k.total_us},
             rank, s.kind, ("split_k_attention",) if k.kernel_class == "attention" else (),
         ))
     return out
@@ -112,17 +123,19 @@ LAUNCH_EXPLAINS_IDLE = 0.5
 
 
 def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
-    """Idle inside the step span, split by its cause: `launch_bound` when the CPU's kernel-launch calls explain at
-    least LAUNCH_EXPLAINS_IDLE of the idle (eager steps), else `host_bound` (host work other than launching; between
-    graph replays always host work: a replay is one launch)."""
-    share = _share(s.idle_us, s.gpu_span_us)
+    """Idle inside the step span outside graph replays, split by its cause: `launch_bound` when the CPU's
+    kernel-launch calls explain at least LAUNCH_EXPLAINS_IDLE of the idle (eager steps), else `host_bound` (host work
+    other than launching; between graph replays always host work: a replay is one launch). Idle inside a replay is
+    neither (`graph_replay_idle`)."""
+    idle = max(0.0, s.idle_us - s.graph_idle_us)
+    share = _share(idle, s.gpu_span_us)
     severity = _severity(share, IDLE_SHARE_MEDIUM, IDLE_SHARE_HIGH)
     if severity is None:
         return None
     graphs = s.graph_launches > 0
     per_step = max(s.steps, 1)
-    explained = min(1.0, _share(s.launch_cpu_us, s.idle_us)) if s.idle_us > 0 else 0.0
-    launches = (f"{s.launches / per_step:.0f} launches per step, {s.launch_cpu_us / per_step:.0f} µs of launch calls "
+    explained = min(1.0, _share(s.launch_cpu_us, idle)) if idle > 0 else 0.0
+    launches = (f"{s.launches / per_step:.0f} launches per step, {_time(s.launch_cpu_us / per_step)} of launch calls "
                 f"on the CPU per step ({_pct(explained)} of the idle)")
     fix: tuple[str, ...]
     if not graphs and explained >= LAUNCH_EXPLAINS_IDLE:
@@ -134,10 +147,28 @@ def launch_bound(s: KindSummary, rank: int | None) -> Finding | None:
                             "scheduling, sampling, synchronisation)", ("cuda_graphs", "async_scheduling"))
     return Finding(
         code, severity, f"the GPU idles {_pct(share)} of the {_kind_phrase(s.kind)} step span {cause}: {launches}",
-        {"idle_share_of_span": share, "idle_us": s.idle_us, "span_us": s.gpu_span_us,
+        {"idle_share_of_span": share, "idle_us": idle, "span_us": s.gpu_span_us, "graph_idle_us": s.graph_idle_us,
          "launches_per_step": s.launches / per_step, "launch_cpu_us_per_step": s.launch_cpu_us / per_step,
          "graph_launches": s.graph_launches, "launch_share_of_idle": explained},
         rank, s.kind, fix,
+    )
+
+
+def graph_replay_idle(s: KindSummary, rank: int | None) -> Finding | None:
+    """Idle inside graph replays (between the kernels of one replay: dependencies, event waits, graph node gaps):
+    the CPU launched the whole graph at once, so no launch or host work explains it; thresholds as launch_bound."""
+    share = _share(s.graph_idle_us, s.gpu_span_us)
+    severity = _severity(share, IDLE_SHARE_MEDIUM, IDLE_SHARE_HIGH) or ("info" if share >= 0.05 else None)
+    if severity is None:
+        return None
+    return Finding(
+        "graph_replay_idle", severity,
+        f"the GPU idles {_pct(share)} of the {_kind_phrase(s.kind)} step span inside CUDA/HIP graph replays — "
+        "between the kernels of one replay (dependencies, event waits, graph node gaps), not launch- or host-bound: "
+        "the CPU launched each graph at once",
+        {"graph_idle_share_of_span": share, "graph_idle_us": s.graph_idle_us, "span_us": s.gpu_span_us,
+         "graph_launches": s.graph_launches},
+        rank, s.kind,
     )
 
 
@@ -155,15 +186,23 @@ def cast_overhead(s: KindSummary, rank: int | None) -> Finding | None:
 
 
 def graph_mode(s: KindSummary, rank: int | None) -> Finding:
+    """Eager or graph replay; a replayed kind says what its trace cannot give (the kernels' shapes and the per-op
+    time of the kernels without a launching op) and how to capture one that can (docs/capture.md)."""
+    no_op = s.unshaped_us.get("no_op", 0.0)
     if s.graph_launches:
         per_launch = s.kernels / s.graph_launches
+        missing = (f"; {no_op / 1e3:,.2f} ms of kernels carry no launching op, so this trace cannot give their shapes "
+                   "(FLOPs, bytes, % of peak), per-op time or kernel tuning headroom — give a capture trace "
+                   "(servescope trace --capture FILE; vLLM --profiler-config.capture_torch_profiler, SGLang "
+                   "--enable-profile-cuda-graph) or profile eagerly (docs/capture.md)") if no_op > 0 else ""
         message = (f"{_kind_phrase(s.kind)} steps replay CUDA/HIP graphs: {s.graph_launches} graph launches for {s.kernels} GPU "
-                   f"events (~{per_launch:.0f} per launch); per-op attribution inside a graph is not in the trace")
+                   f"events (~{per_launch:.0f} per launch); per-op attribution inside a graph is not in the trace"
+                   f"{missing}")
     else:
         message = f"{_kind_phrase(s.kind)} steps run eagerly: {s.launches} launches for {s.kernels} GPU events"
     return Finding("graph_mode", "info", message,
-                   {"graph_launches": s.graph_launches, "launches": s.launches, "gpu_events": s.kernels},
-                   rank, s.kind)
+                   {"graph_launches": s.graph_launches, "launches": s.launches, "gpu_events": s.kernels,
+                    "no_op_us": no_op}, rank, s.kind)
 
 
 def step_gaps(b: TraceBreakdown) -> Finding | None:
@@ -201,7 +240,8 @@ def step_gaps(b: TraceBreakdown) -> Finding | None:
 def findings_for_rank(b: TraceBreakdown) -> list[Finding]:
     out: list[Finding] = []
     for s in b.kinds:
-        out += [f for f in (communication_bound(s, b.rank), launch_bound(s, b.rank), cast_overhead(s, b.rank)) if f]
+        out += [f for f in (communication_bound(s, b.rank), launch_bound(s, b.rank), graph_replay_idle(s, b.rank),
+                            cast_overhead(s, b.rank)) if f]
         out += low_occupancy(s, b.rank, b.num_sms)
         out.append(graph_mode(s, b.rank))
     gap = step_gaps(b)
@@ -229,8 +269,8 @@ def rank_skew(ranks: list[TraceBreakdown]) -> list[Finding]:
     return [Finding(
         "rank_skew", severity,
         f"across {len(ranks)} ranks over {n} common step(s), summed GPU busy time differs by {_pct(spread)} of "
-        f"the largest (max {max(busy):.0f} µs on rank {slow}, min {min(busy):.0f} µs); communication differs by "
-        f"{comm_spread:.0f} µs — {who_waits}",
+        f"the largest (max {_time(max(busy))} on rank {slow}, min {_time(min(busy))}); communication differs by "
+        f"{_time(comm_spread)} — {who_waits}",
         {"ranks": len(ranks), "steps_compared": n, "busy_spread_share": spread, "busy_max_us": max(busy),
          "busy_min_us": min(busy), "slowest_rank": slow, "comm_max_us": max(comm), "comm_min_us": min(comm),
          "comm_spread_us": max(comm) - min(comm), "most_waiting_rank": waits,
@@ -238,8 +278,9 @@ def rank_skew(ranks: list[TraceBreakdown]) -> list[Finding]:
     )]
 
 
-def find_all(ranks: list[TraceBreakdown]) -> list[Finding]:
-    """Findings of every rank, then the cross-rank ones, highest severity first (stable within a severity)."""
+def find_all(ranks: list[TraceBreakdown], extra: Sequence[Finding] = ()) -> list[Finding]:
+    """Findings of every rank, then the cross-rank ones, then `extra`, highest severity first (stable within a
+    severity)."""
     order = {"high": 0, "medium": 1, "low": 2, "info": 3}
-    out = [f for r in ranks for f in findings_for_rank(r)] + rank_skew(ranks)
+    out = [f for r in ranks for f in findings_for_rank(r)] + rank_skew(ranks) + list(extra)
     return sorted(out, key=lambda f: order[f.severity])

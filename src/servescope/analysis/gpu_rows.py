@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from servescope.analysis.roofline import WORK_COLUMNS, attach_work
+from servescope.analysis.roofline import WORK_COLUMNS, CaptureWork, attach_work
 from servescope.trace.types import GPU_EVENT_KINDS
 
 _COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
@@ -74,15 +74,17 @@ WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy 
 _ROW = "_work_row"
 
 
-def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.DataFrame | None = None,
+                        capture: CaptureWork | None = None) -> tuple[pl.DataFrame, list[str]]:
     """`attach_work(others, gpu)`, in chunks of about WORK_CHUNK_ROWS rows when there are more: the same work
     (WORK_COLUMNS) for the same rows in the same order. attach_work shares an op's work over the kernels of one
     launching op (its `_op_id`: the launch's External id, else the kernel's), so a chunk holds every row of the
-    ops it holds; rows with no op share nothing and are dealt out by row. The warning (malformed Input Dims) is
-    attach_work's own, on the malformed rows of all chunks together."""
+    ops it holds; rows with no op share nothing and are dealt out by row (`lengths` size a row by its own step).
+    The warning (malformed Input Dims) is attach_work's own, on the malformed rows of all chunks together. With
+    `capture` shapes there is one call (its note counts the replayed kernels of all rows)."""
     n_chunks = -(-gpu.height // WORK_CHUNK_ROWS)
-    if n_chunks <= 1:
-        return attach_work(others, gpu)
+    if n_chunks <= 1 or (capture is not None and capture.kernels):
+        return attach_work(others, gpu, lengths, capture)
     launch_ext = (others.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
                   .select("correlation", "external_id").unique("correlation", keep="first", maintain_order=True)
                   .collect())
@@ -92,14 +94,14 @@ def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.Dat
     rows = gpu.with_row_index(_ROW).with_columns(chunk.alias("_chunk"))
     parts, warned = [], False
     for k in range(n_chunks):  # one chunk's rows copied at a time
-        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"))
+        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"), lengths)
         parts.append(work.select(_ROW, *WORK_COLUMNS))
         warned = warned or bool(warnings)
     del rows
     out = pl.concat(parts).sort(_ROW).drop(_ROW)
     if not warned:
         return out, []
-    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"))[1]
+    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"), lengths)[1]
 
 
 _TEXT_COLUMNS = ("name", "kernel_class", "collective", "shape_status", "work_model", "work_dtype")

@@ -19,12 +19,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from statistics import median
 
 from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown_taking
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
+from servescope.analysis.roofline import CaptureWork
 from servescope.errors import EmptyTrace, NotATrace, TraceError
 from servescope.progress import report
 from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
@@ -42,11 +44,11 @@ class RankOutcome:
     error: TraceError | None = None
 
 
-def analyze_rank_file(path: str, top_n: int = 10) -> list[RankOutcome]:
+def analyze_rank_file(path: str, top_n: int = 10, capture: CaptureWork | None = None) -> list[RankOutcome]:
     """One rank file → the outcome of each rank it holds: one for a Kineto file, one per (process, GPU) for an
     Nsight Systems export of several processes (`trace.nsys.split_gpu_processes`). Not-a-trace / empty files
     come back as one outcome with `error` set; other servescope errors propagate (a missing file is the
-    caller's mistake, not one rank's damage)."""
+    caller's mistake, not one rank's damage). `capture`: shapes for graph-replayed kernels (analysis.capture)."""
     try:
         traces = load_rank_file(path)
     except (NotATrace, EmptyTrace) as exc:
@@ -54,7 +56,8 @@ def analyze_rank_file(path: str, top_n: int = 10) -> list[RankOutcome]:
     outcomes = []
     while traces:  # each trace handed to its breakdown, which frees its table as it goes (breakdown_taking)
         rank, warnings, has_gpu = traces[0].rank, traces[0].warnings, traces[0].has_gpu_events
-        outcomes.append(RankOutcome(path, rank, breakdown_taking(traces, top_n) if has_gpu else None, warnings))
+        outcomes.append(RankOutcome(path, rank, breakdown_taking(traces, top_n, capture) if has_gpu else None,
+                                    warnings))
         if not has_gpu:
             traces.pop(0)
     return outcomes
@@ -65,19 +68,21 @@ def default_workers(files: Sequence[str]) -> int:
     return parallel_workers(files)
 
 
+RankFn = Callable[[str, int], list[RankOutcome]]
 FILES_DONE = "rank files"  # servescope.progress: files of a folder analysed (a single file reports nothing)
 
 
-def _in_process(names: list[str], top_n: int) -> list[list[RankOutcome]]:
+def _in_process(names: list[str], top_n: int, fn: RankFn) -> list[list[RankOutcome]]:
     out = []
     for name in names:
-        out.append(analyze_rank_file(name, top_n))
+        out.append(fn(name, top_n))
         if len(names) > 1:
             report(FILES_DONE, len(out), len(names))
     return out
 
 
-def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[list[RankOutcome]]:
+def _run_processes(files: Sequence[str], top_n: int, pool: RankPool,
+                   fn: RankFn = analyze_rank_file) -> list[list[RankOutcome]]:
     """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
     worker to start) and takes files from the front while the workers take them from the back, each worker kept
     two files deep."""
@@ -87,12 +92,12 @@ def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[lis
     def feed() -> None:
         while len(todo) > 1 and len(running) < deep:
             i = todo.pop()
-            running[pool.submit(analyze_rank_file, files[i], top_n)] = i
+            running[pool.submit(fn, files[i], top_n)] = i
 
     feed()
     while todo:
         i = todo.popleft()
-        results[i] = analyze_rank_file(files[i], top_n)
+        results[i] = fn(files[i], top_n)
         for future in [f for f in running if f.done()]:
             results[running.pop(future)] = future.result()
         report(FILES_DONE, len(results), len(files))
@@ -111,29 +116,31 @@ def _run_processes(files: Sequence[str], top_n: int, pool: RankPool) -> list[lis
 # first task each have a deadline: a Ray that cannot start or answer is one line, not a hang.
 def analyze_rank_files(
     files: Sequence[str | Path], top_n: int = 10, workers: int | RankPool | None = None,
-    ray_address: str | None = None,
+    ray_address: str | None = None, capture: CaptureWork | None = None,
 ) -> list[RankOutcome]:
     """Outcomes in the order of `files` (an Nsight export of several GPU processes gives one per GPU). `workers`: processes (default: one per core; 1 = in-process), or a
     started RankPool (the CLI starts one before it imports Polars, so that its workers fork; the caller shuts
     it down); `ray_address`: run on Ray instead ("local" or a cluster address). By default, folders under
     rank_workers.PARALLEL_MIN_BYTES run in-process."""
     names = [str(f) for f in files]
-    return [o for per_file in _run(names, top_n, workers, ray_address) for o in per_file]
+    # a module-level function or its partial: both pickle to worker processes and Ray tasks
+    fn: RankFn = analyze_rank_file if capture is None else partial(analyze_rank_file, capture=capture)
+    return [o for per_file in _run(names, top_n, workers, ray_address, fn) for o in per_file]
 
 
 def _run(names: list[str], top_n: int, workers: int | RankPool | None,
-         ray_address: str | None) -> list[list[RankOutcome]]:
+         ray_address: str | None, fn: RankFn) -> list[list[RankOutcome]]:
     if ray_address is not None:
-        return run_on_ray(analyze_rank_file, names, top_n, ray_address)
+        return run_on_ray(fn, names, top_n, ray_address)
     if isinstance(workers, RankPool):
         if len(names) < 2:
-            return _in_process(names, top_n)
-        return _run_processes(names, top_n, workers)
+            return _in_process(names, top_n, fn)
+        return _run_processes(names, top_n, workers, fn)
     n = parallel_workers(names, workers)
     if n == 1:
-        return _in_process(names, top_n)
+        return _in_process(names, top_n, fn)
     with RankPool(n, warm_up=__name__) as pool:
-        return _run_processes(names, top_n, pool)
+        return _run_processes(names, top_n, pool, fn)
 
 
 def fix_duplicate_ranks(outcomes: list[RankOutcome]) -> list[RankOutcome]:

@@ -10,7 +10,7 @@ Does not: classify kernels, sum times, or judge anything (see breakdown and find
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -30,6 +30,8 @@ _VLLM = re.compile(
 )
 # vLLM PR #22496 (about Aug 2025, gpu_worker.annotate_profile): execute_new_{scheduled new requests}_cached_{scheduled
 # cached requests}: request counts only, no token counts (docs/capture.md, reference capture-and-formats.md §1.5).
+# The detailed part's sums (vllm/config/profiler.py `detailed_trace_annotation`: "roofline metrics (sk, sqsq, sqsk)").
+_LENGTHS = re.compile(r"sq(?P<sq>\d+)sk(?P<sk>\d+)sqsq(?P<sqsq>\d+)sqsk(?P<sqsk>\d+)")
 _VLLM_NEW_CACHED = re.compile(r"^execute_new_(?P<new>\d+)_cached_(?P<cached>\d+)$")
 _SGLANG = re.compile(r"^step\[(?P<mode>EXTEND|DECODE|MIXED|PREFILL|IDLE)(?P<rest>[^\]]*)\]")
 _ATOM = re.compile(r"^(?P<mode>prefill|decode)\[(?P<rest>[^\]]*)\]")
@@ -41,12 +43,15 @@ _KV_INT = re.compile(r"(?P<key>bs|toks|tok)=(?P<val>\d+)")
 
 @dataclass(frozen=True)
 class StepLabel:
-    """What a step annotation says about its step."""
+    """What a step annotation says about its step. `lengths`: (Σ sq, Σ sk, Σ sq², Σ sq·sk) over all its requests
+    (query tokens scheduled, KV length) when the label carries them (vLLM `detailed_trace_annotation`, PR #37524:
+    `…context_N(sq…sk…sqsq…sqsk…)_generation_N(sq…sk…sqsq…sqsk…)`), else None."""
 
     kind: str  # prefill | decode | mixed | unknown
     batch_size: int | None
     tokens: int | None
     source: str  # vllm | sglang | atom | profiler_step
+    lengths: tuple[int, int, int, int] | None = None
 
 
 def _leading_int(text: str) -> int | None:
@@ -62,12 +67,20 @@ def _kind(n_prefill: int, n_decode: int) -> str:
     return "decode" if n_decode else "unknown"
 
 
+def _lengths(info: str) -> tuple[int, int, int, int] | None:
+    """(Σ sq, Σ sk, Σ sq², Σ sq·sk) of a detailed label part `sq…sk…sqsq…sqsk…`, else None."""
+    m = _LENGTHS.fullmatch(info)
+    return (int(m["sq"]), int(m["sk"]), int(m["sqsq"]), int(m["sqsk"])) if m else None
+
+
 def _parse_vllm(m: re.Match[str]) -> StepLabel:
     n_ctx, n_gen = int(m["nctx"]), int(m["ngen"])
     ctx_tokens = _leading_int(m["ctxinfo"]) or 0
     gen_tokens = _leading_int(m["geninfo"]) or 0
     tokens = int(m["total"]) if m["total"] else ctx_tokens + gen_tokens
-    return StepLabel(_kind(n_ctx, n_gen), n_ctx + n_gen, tokens, "vllm")
+    ctx, gen = _lengths(m["ctxinfo"]), _lengths(m["geninfo"])
+    both = tuple(a + b for a, b in zip(ctx, gen, strict=True)) if ctx and gen else None
+    return StepLabel(_kind(n_ctx, n_gen), n_ctx + n_gen, tokens, "vllm", both)  # type: ignore[arg-type]
 
 
 def _parse_vllm_new_cached(m: re.Match[str]) -> StepLabel:
@@ -120,9 +133,10 @@ class StepTable:
     """Steps and the GPU events attributed to them.
 
     `steps`: one row per step: step, label, kind, batch_size, tokens, cpu_start_us, cpu_end_us, gpu_start_us,
-    gpu_end_us, source. `gpu_events`: the GPU rows (kernel, memcpy, memset) of the events frame with a `step`
-    column (null for events outside every step). `launches`: launch rows (runtime/driver) with `step` (and the
-    LAUNCH_COLUMNS of the events frame). `method`: how steps were found, in words, for the report.
+    gpu_end_us, source, and the label's attention length sums attn_sq, attn_sk, attn_sqsq, attn_sqsk (null
+    without). `gpu_events`: the GPU rows (kernel, memcpy, memset) of the events frame with a `step` column (null for
+    events outside every step). `launches`: launch rows (runtime/driver) with `step` (and the LAUNCH_COLUMNS of the
+    events frame). `method`: how steps were found, in words, for the report.
     """
 
     steps: pl.DataFrame
@@ -161,6 +175,7 @@ def _label_rows(events: pl.DataFrame) -> pl.DataFrame:
             "batch_size": [r[3].batch_size for r in rows],
             "tokens": [r[3].tokens for r in rows],
             "source": [r[3].source for r in rows],
+            **{c: [r[3].lengths[i] if r[3].lengths else None for r in rows] for i, c in enumerate(LENGTH_COLUMNS)},
         },
         schema=_LABEL_SCHEMA,
     )
@@ -176,7 +191,10 @@ def _merge_nested(rows: list[tuple]) -> list[tuple]:
             continue  # an inner label; handled from its outer one below
         inner = [o for o in rows if o is not r and _contains(r, o)]
         if len(inner) == 1:
-            out.append((inner[0][0], r[1], r[2], inner[0][3]))
+            label = inner[0][3]
+            if label.lengths is None and r[3].lengths is not None:  # the outer's length sums are the same step's
+                label = replace(label, lengths=r[3].lengths)
+            out.append((inner[0][0], r[1], r[2], label))
         elif not inner:
             out.append(r)
         else:
@@ -196,7 +214,9 @@ _LABEL_SCHEMA = {
     "batch_size": pl.Int64,
     "tokens": pl.Int64,
     "source": pl.Utf8,
+    **{c: pl.Int64 for c in ("attn_sq", "attn_sk", "attn_sqsq", "attn_sqsk")},
 }
+LENGTH_COLUMNS = ("attn_sq", "attn_sk", "attn_sqsq", "attn_sqsk")  # StepLabel.lengths, one column each
 
 
 def _empty_labels() -> pl.DataFrame:
@@ -330,6 +350,7 @@ def _attribute_gaps(events: pl.DataFrame, gpu: pl.DataFrame) -> tuple[pl.DataFra
         pl.lit(None, pl.Int64).alias("batch_size"),
         pl.lit(None, pl.Int64).alias("tokens"),
         pl.lit("idle_gap").alias("source"),
+        *(pl.lit(None, pl.Int64).alias(c) for c in LENGTH_COLUMNS),
     )
     cpu = launch_step.group_by("step").agg(
         pl.col("ts_us").min().alias("cpu_start_us"), (pl.col("ts_us") + pl.col("dur_us")).max().alias("cpu_end_us")
@@ -361,7 +382,7 @@ def _gpu_spans(gpu: pl.DataFrame) -> pl.DataFrame:
 
 _STEP_COLUMNS = [
     "step", "label", "kind", "batch_size", "tokens", "cpu_start_us", "cpu_end_us", "gpu_start_us", "gpu_end_us",
-    "source",
+    "source", *LENGTH_COLUMNS,
 ]
 
 

@@ -22,7 +22,8 @@ Honesty: k knobs fitted to k measured numbers reproduce them by construction, so
 nothing about error. With two or more steps the knobs fit the sums and each step's residual is an out-of-fit check:
 `cross_step_error` (80th percentile of |per-step error|) is what a plan's ranges use; with one step the calibration
 is "fitted, not validated" and the plan keeps the uncalibrated range. Warnings (text and JSON): a fitted efficiency
-above 90 % of its peak (above 100 %: the model over-counts work), a collective faster than its measured curve, and a
+above 90 % of its peak (above 100 %: the model over-counts work), a collective faster than its measured curve or its
+latency scaled above 2× it (a profiled or eager step: the all-reduce tracks would be priced on it), and a
 trace that disagrees with the model config — layers (RMSNorm kernels per step ≈ 2·layers + 1 in vLLM/SGLang, and
 all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
 records message sizes). Two or more of these three independent checks disagreeing refuse the trace (PlanError
@@ -38,8 +39,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import TYPE_CHECKING, TypeGuard
 
-from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown, gaps_after_steps_us
 from servescope.calibrate.fit import (
     CLASSES,
     EFF_RANGE,
@@ -53,11 +54,17 @@ from servescope.perfmodel import Efficiency, Scenario, StepPrediction
 from servescope.specs.hardware import load_gpu
 from servescope.units import s_to_us, us_to_s
 
+if TYPE_CHECKING:  # the trace's breakdown (Polars) is imported where a trace is calibrated, not by figure users
+    from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown
+
 __all__ = ["CLASSES", "CalibratedStep", "Calibration", "calibrate", "calibration_table", "knob_value"]
 AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
 NEAR_PEAK = 0.9  # a fitted efficiency above this share of its peak is implausible for real kernels
 HIDDEN_TOLERANCE = 0.05  # relative disagreement of the trace's implied hidden size with the config
 STEP_ERROR_QUANTILE = 0.8  # the cross-step error is this quantile of |per-step error| (an 80 % range)
+# a fitted collective latency scale above this is not in-situ rank skew (measured curves already include the
+# engine's own call path) but a profiled or eager step: the reference box's profiled step fits ~3.3 (issue 18)
+PROFILED_LATENCY_SCALE = 2.0
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,7 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     has the sum over sequences as `sk…`); default isl + osl/2 of the scenario, with a warning."""
     steps = _choose_steps(breakdown, step)
     warnings: list[str] = []
-    if isinstance(breakdown, TraceBreakdown):
+    if _is_trace(breakdown):
         _check_trace(breakdown, scenario)
     graphs = any(s.graph_launches > 0 for s in steps)
     if graphs != bool(scenario.cuda_graphs):
@@ -195,7 +202,9 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
 def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) -> tuple[float | None, int]:
     """Median GPU idle (s) from each calibrated step's last GPU end to the next step's first GPU start in the trace
     (0 where they overlap), over the calibrated steps that have a next step; (None, 0) without one."""
-    if not isinstance(b, TraceBreakdown):
+    from servescope.analysis.breakdown import gaps_after_steps_us
+
+    if not _is_trace(b):
         return None, 0
     picked = {s.index for s in chosen}
     gaps = [g for s, g in gaps_after_steps_us(b.steps) if s.index in picked]
@@ -207,13 +216,29 @@ def _idle_share(s: StepBreakdown) -> float | None:
     return min(1.0, max(0.0, s.idle_us / span)) if span > 0 else None
 
 
+def _is_trace(b: TraceBreakdown | StepBreakdown) -> TypeGuard[TraceBreakdown]:
+    from servescope.analysis.breakdown import TraceBreakdown
+
+    return isinstance(b, TraceBreakdown)
+
+
+def _is_step(b: TraceBreakdown | StepBreakdown) -> TypeGuard[StepBreakdown]:
+    from servescope.analysis.breakdown import StepBreakdown
+
+    return isinstance(b, StepBreakdown)
+
+
 def _source(b: TraceBreakdown | StepBreakdown) -> str:
-    return b.file if isinstance(b, TraceBreakdown) else f"step {b.index}"
+    if _is_step(b):
+        return f"step {b.index}"
+    assert _is_trace(b)
+    return b.file
 
 
 def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[StepBreakdown]:
-    if isinstance(b, StepBreakdown):
+    if _is_step(b):
         return [b]
+    assert _is_trace(b)
     if step is not None:
         for s in b.steps:
             if s.index == step:
@@ -359,6 +384,12 @@ def _eff_warnings(eff: Efficiency, knobs: dict[str, str]) -> list[str]:
         elif knob.endswith("_eff") and value > NEAR_PEAK:
             out.append(f"{cls}: fitted {knob} = {value:.2f} is above {NEAR_PEAK:.0%} of the peak, more than real "
                        "kernels reach: the model probably misses work elsewhere in this class")
+        if knob == "collective_latency_scale" and value > PROFILED_LATENCY_SCALE:
+            out.append(f"{cls}: profiled or eager step: per-call collective cost {value:.1f}x the measured curve for "
+                       "its message size; a profiler (shapes, stacks) or an eager step inflates it, so the fitted "
+                       "latency scale — and the all-reduce tracks priced on it — overstate what a served graph-mode "
+                       "step pays: calibrate on an unprofiled CUDA-graph trace, or give the served TPOT and "
+                       "all-reduce share with --measured")
         if knob == "collective_bw_scale" and value > 1.0 + 1e-6:
             out.append(f"{cls}: fitted collective bandwidth {value:.2f}x the measured curve: faster than the "
                        "collective measured alone, so the model probably over-counts bytes or calls")

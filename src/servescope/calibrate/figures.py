@@ -3,15 +3,18 @@
     tpot=12.1ms@c1                      ttft=340ms@c1                  itl=9.8ms@c16
     e2e=5.2s@c64,isl=1024,osl=1024      output=1536tok/s@c128          output=1.5ktok/s@c128
     request_rate=3.2req/s@c16           allreduce_share=0.515@c1       moe_share=38%@c1
+    tpot=12.1ms±0.4ms@c1                tpot=12.1ms±3%@c1              allreduce_share=0.515±0.03@c1
 
 Does: parse one spec into a `Figure` in SI units (seconds, output tokens/s, requests/s, a fraction), through
 servescope.units. Metrics (METRICS): the latencies tpot, ttft, itl, e2e (units ms, s, us, µs — a unit is
 required: a bare 12.1 could be ms or s); `output`, output tokens/s of the whole instance (tok/s, ktok/s; default
 tok/s); `request_rate` (req/s, the default); and `<name>_share`, the share of a decode step's time spent in a
-kernel class (analysis.classify.KERNEL_CLASSES: `communication_share`, `moe_share`, ...) or a collective
+kernel class (analysis.vocab.KERNEL_CLASSES: `communication_share`, `moe_share`, ...) or a collective
 (COLLECTIVES; underscores optional: `allreduce_share` is `all_reduce_share`), a fraction in [0, 1] or a
 percentage (`51.5%`). `@cN` (the concurrency it was measured at, N ≥ 1) is required; `isl=`/`osl=` (tokens)
-are optional. Every bad spec raises MeasurementError with one line naming what is known (metrics, units, keys).
+are optional. A stated noise follows the value after `±` (or `+-`): in the value's units (`±0.4ms`; no unit: the
+value's), or `%` of the value (for a share: `±3%` of 51.5% is percentage points); kept as `noise`, a fraction of
+the value (None: not stated; calibrate.consistency assumes one). Every bad spec raises MeasurementError with one line naming what is known (metrics, units, keys).
 Does not: decide what a figure calibrates (issue 17) or which figure a command uses (servescope.advise).
 """
 
@@ -22,7 +25,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servescope.analysis.classify import COLLECTIVES, KERNEL_CLASSES
+from servescope.analysis.vocab import COLLECTIVES, KERNEL_CLASSES
 from servescope.errors import MeasurementError
 from servescope.units import KILO, ms_to_s, us_to_s
 
@@ -57,6 +60,12 @@ class Figure:
     isl: int | None
     osl: int | None
     text: str
+    noise: float | None = None  # stated noise, a fraction of value_si (± 0.4 ms on 12.1 ms: 0.033); None: not stated
+    source: str = ""  # where it came from when not typed: "FILE:LINE (tool, run)" of a benchmark result
+
+    def described(self) -> str:
+        """The spec, and the file it was read from when it was not typed."""
+        return f"{self.text} (from {self.source})" if self.source else self.text
 
     @property
     def unit(self) -> str:
@@ -93,16 +102,39 @@ def _metric(text: str, raw: str) -> str:
     raise _fail(text, f"unknown metric {metric or '(none)'!r}; known: {', '.join(KNOWN_METRICS)}")
 
 
-def _value(text: str, metric: str, raw: str) -> float:
+def _units(metric: str) -> tuple[dict[str, float], str | None, str]:
+    return (SHARE_UNITS, "", "1") if metric.endswith("_share") else METRICS[metric]
+
+
+def _number(text: str, raw: str) -> tuple[float, str]:
     m = _NUMBER.fullmatch(raw)
     if m is None:
         raise _fail(text, f"{raw.strip()!r} is not a number with a unit")
-    number, unit = float(m.group(1)), m.group(2)
+    return float(m.group(1)), m.group(2)
+
+
+def _noise(text: str, metric: str, raw: str, value: float, value_unit: str) -> float:
+    """A stated noise as a fraction of the value (module docstring)."""
+    number, unit = _number(text, raw)
+    units, _, si = _units(metric)
+    if not math.isfinite(number) or number < 0:
+        raise _fail(text, f"the noise after ± must be a number ≥ 0, got {raw.strip()!r}")
+    if unit == "%" and si != "1":
+        return number / 100.0
+    unit = unit or value_unit
+    if unit not in units:
+        listed = ", ".join(u for u in units if u not in ("", "μs"))
+        raise _fail(text, f"unknown unit {unit!r} for the noise of {metric}; known: {listed}, or %")
+    return number * units[unit] / value if value > 0 else math.inf
+
+
+def _value(text: str, metric: str, raw: str) -> tuple[float, float | None]:
+    main, sep, noise_raw = raw.replace("+-", "±").partition("±")
+    number, unit = _number(text, main)
     default: str | None
-    if metric.endswith("_share"):
-        units, default, si = SHARE_UNITS, "", "1"
-    else:
-        units, default, si = METRICS[metric]
+    units, default, si = _units(metric)
+    if not unit and sep and (shared := _number(text, noise_raw)[1]) in units:
+        unit = shared  # 12.1±0.4ms: one unit for both
     if not unit:
         if default is None:
             raise _fail(text, f"{metric} needs a unit, one of {', '.join(u for u in units if u != 'μs')}")
@@ -118,7 +150,7 @@ def _value(text: str, metric: str, raw: str) -> float:
             raise _fail(text, f"a share is between 0 and 1 (or 0% and 100%), got {raw.strip()}")
     elif value <= 0.0:
         raise _fail(text, f"{metric} must be positive, got {raw.strip()}")
-    return value
+    return value, (_noise(text, metric, noise_raw, value, unit) if sep else None)
 
 
 def _positive_int(text: str, what: str, raw: str) -> int:
@@ -155,9 +187,9 @@ def parse_figure(text: str) -> Figure:
     value_raw, at, load = rest.partition("@")
     if not at:
         raise _fail(text, "missing @cN, the concurrency it was measured at")
-    value = _value(text, metric, value_raw)
+    value, noise = _value(text, metric, value_raw)
     concurrency, isl, osl = _load(text, load)
-    return Figure(metric, value, concurrency, isl, osl, text.strip())
+    return Figure(metric, value, concurrency, isl, osl, text.strip(), noise)
 
 
 def parse_figures(texts: Iterable[str]) -> tuple[Figure, ...]:

@@ -461,8 +461,8 @@ class Output:
         if self.format != "text" or text is None:
             for w in warnings:
                 click.echo(f"servescope: warning: {w}", err=True)
-        for n in _NOTES:  # what the command read its options as: said once the result is out
-            click.echo(f"servescope: note: {n}", err=True)
+        for n in dict.fromkeys(_NOTES):  # what the command read its options as: said once the result is out
+            click.echo(f"servescope: {n}" if n.startswith("warning: ") else f"servescope: note: {n}", err=True)
         _NOTES.clear()
 
     def _write_pieces(self, pieces: Iterable[str]) -> None:
@@ -678,8 +678,20 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8); default: what the backend's 'auto' allocates for the checkpoint."),
         click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
         click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
-                     help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM "
-                          "--async-scheduling); default: the backend's default as the model prices it (TRT-LLM on)."),
+                     help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM async "
+                          "scheduling); default: what the engine version does (vLLM from 0.14, SGLang, TRT-LLM on)."),
+        click.option("--engine-version", default="", metavar="VERSION",
+                     help="Engine release whose defaults are priced (e.g. 0.16.0); default: the newest in the data."),
+        click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+                     help="Share of GPU memory the engine may use; default: the engine version's (vLLM 0.9)."),
+        click.option("--routing", default="skewed", show_default=True, metavar="skewed|uniform|FILE",
+                     help="How routed tokens spread over experts: skewed (published power-law loads), uniform, or "
+                          "a measured expert-count histogram (JSON list or one count per line)."),
+        click.option("--moe-curve", is_flag=True, default=False,
+                     help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
+                          "(off by default: on the dev rows it raised cross-validated TPOT error, bench/RESULTS.md)."),
+        click.option("--decode-only", is_flag=True, default=False,
+                     help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
         click.option("--backend", default="vllm", show_default=True,
                      type=click.Choice(["vllm", "sglang", "trtllm"], case_sensitive=False)),
         click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
@@ -714,6 +726,32 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
         isl=kw["isl"], osl=kw["osl"], backend=kw["backend"].lower(), interconnect=kw["interconnect"],
+        engine_version=kw.get("engine_version") or "", gpu_memory_utilization=kw.get("gpu_memory_utilization"),
     )
-    overlap = kw.get("overlap_scheduler")
-    return sc if overlap is None else sc.with_(overlap_scheduler=bool(overlap))
+    if sc.engine.note:  # the defaults used are printed with the result (provenance); an odd version is a warning
+        note("warning: " + sc.engine.note)
+    changes: dict[str, Any] = {}
+    if kw.get("overlap_scheduler") is not None:
+        changes["overlap_scheduler"] = bool(kw["overlap_scheduler"])
+    if kw.get("decode_only"):
+        changes["decode_only"] = True
+    if kw.get("moe_curve"):
+        changes["efficiency"] = sc.efficiency.scaled(moe_curve=1.0)
+    if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
+        changes["routing"] = routing
+    return sc.with_(**changes) if changes else sc
+
+
+def _routing(text: str, sc: Scenario) -> Any:
+    """The --routing value as a perfmodel Routing (None: the default, skewed)."""
+    from servescope.perfmodel.routing import Routing
+    from servescope.specs.routing_file import read_expert_histogram
+
+    if text == "skewed":
+        return None
+    if text == "uniform":
+        return Routing("uniform")
+    if not sc.model.n_routed_experts:
+        raise click.BadParameter(f"{sc.model.name} has no routed experts", param_hint="--routing")
+    return Routing("measured", read_expert_histogram(text, sc.model.n_routed_experts), text)
+

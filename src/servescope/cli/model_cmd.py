@@ -12,10 +12,12 @@ from servescope.cli._app import (
     _int_list,
     _scenario,
     main,
+    note,
     one_line_errors,
     output_options,
     scenario_options,
 )
+from servescope.cli._measured import measured_figures, measured_option
 from servescope.errors import UnknownName
 
 
@@ -24,10 +26,7 @@ from servescope.errors import UnknownName
 @click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
 @click.option("--simulate", "with_sim", is_flag=True,
               help="Also simulate the engine's scheduler (closed loop) per concurrency: TTFT/TPOT/ITL percentiles.")
-@click.option("--measured", multiple=True,
-              help="What you measured, repeatable: tpot=12.1ms@c1, output=1536tok/s@c128[,isl=1024,osl=1024]; sets "
-                   "the deployment's TPOT levels (one point: the level; two concurrencies: fixed vs per-batch cost) "
-                   "and every point's range from the held-out error of calibrating so.")
+@measured_option
 @output_options
 @one_line_errors
 def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
@@ -41,14 +40,14 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
     points = predict(sc, concs)
     title = scenario_title(sc)
     calibration = None
-    if measured:
-        from servescope.calibrate.figures import parse_figures
+    figures = measured_figures(measured)
+    if figures:
         from servescope.calibrate.measured import calibrate_points
 
-        calibration = calibrate_points(sc, points, parse_figures(measured))
+        calibration = calibrate_points(sc, points, figures)
         points = list(calibration.points)
-        for note in calibration.notes:
-            click.echo(f"servescope: note: {note}", err=True)
+        for n in calibration.notes:
+            note(n)
     simulated = None
     if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
         from servescope.cli._app import progress_bar
@@ -86,9 +85,9 @@ def _model_text(title: str, points: Any, doc: dict[str, Any], console: Any, with
     render_points(title, points, console)
     cal = doc.get("calibration")
     if cal and cal["used"]:
-        console.print(f"calibrated on {', '.join(cal['used'])}: TPOT levels ×{cal['tpot_level_fixed']:.3g} fixed, "
-                      f"×{cal['tpot_level_per_batch']:.3g} per batch ({cal['basis']}); TPOT ranges are the held-out "
-                      f"error of calibrating so ({cal['case']}, data-build/calibrated_ranges.py); TTFT as modelled")
+        from servescope.report.model_text import render_calibration
+
+        render_calibration(cal, console)
     if with_sim:
         from servescope.report.simulate_text import render_model_sim
 
@@ -120,8 +119,8 @@ def specs_list(out: Output) -> None:
 @one_line_errors
 def specs_show(name: str, out: Output) -> None:
     """Show one GPU or model spec with its sources."""
-    from servescope.report.model_text import render_spec
     from servescope.report.specs_doc import spec_document
+    from servescope.report.specs_text import render_spec
     from servescope.specs.hardware import GpuSpec, load_gpu
     from servescope.specs.models import ModelSpec, load_model
 
@@ -147,10 +146,12 @@ def specs_show(name: str, out: Output) -> None:
 @output_options
 @one_line_errors
 def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output) -> None:
-    """Predicted against measured TPOT and TTFT for a CSV of measured serving results."""
+    """Predicted against measured TPOT and TTFT for a CSV of measured serving results. Rows with an `arrival`
+    column (closed, poisson:RATE, burst:N) are simulated under it."""
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
     from servescope.validation.crossval import validate_cv
+    from servescope.validation.simulate_rows import with_arrivals
     from servescope.validation.validate import validate_csv
 
     if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
@@ -161,9 +162,10 @@ def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str
                                                    progress=lambda done, total: report("simulating rows", done, total)))
     elif cv:
         result, cross = validate_cv(csv)
-        document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on))
+        document = validate_document(with_arrivals(csv, result), cross_validation=cross,
+                                     calibrated=_calibrated(csv, calibrate_on))
     else:
-        document = validate_document(validate_csv(csv), calibrated=_calibrated(csv, calibrate_on))
+        document = validate_document(with_arrivals(csv, validate_csv(csv)), calibrated=_calibrated(csv, calibrate_on))
     out.emit(document, text=lambda console: render_validation(document, console))
 
 

@@ -12,10 +12,12 @@ from servescope.cli._app import (
     Output,
     _scenario,
     main,
+    note,
     one_line_errors,
     output_options,
     scenario_options,
 )
+from servescope.cli._measured import measured_figures, measured_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,14 +51,17 @@ def plan_goal_options(fn: F) -> F:
 @click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="The engine's log: the per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices "
                    "speculative decoding instead of a published curve (--acceptance wins).")
+@measured_option
 @output_options
 @one_line_errors
 def plan_command(trace_path: Path | None, objective: str | None, concurrency: int, target: str | None,
                  tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
-                 acceptance_rate: float | None, engine_log: Path | None, out: Output, **kw: Any) -> None:
+                 acceptance_rate: float | None, engine_log: Path | None, measured: tuple[str, ...], out: Output,
+                 **kw: Any) -> None:
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
-    TRACE_PATH (optional) calibrates the model on a measured trace first."""
+    TRACE_PATH (optional) calibrates the model on a measured trace first; --measured on your own figures or
+    benchmark results (each gain then stated on the measured baseline)."""
     from servescope.advise import advise
     from servescope.planner.speculative import spec_from_options
     from servescope.planner.target import implied_objective, parse_target
@@ -67,8 +72,11 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
         acceptance = _logged_acceptance(engine_log)
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
-    advice = advise(_scenario(kw), trace_path, objective=implied_objective(target, objective),
+    figures = measured_figures(measured)
+    advice = advise(_scenario(kw), trace_path, figures, objective=implied_objective(target, objective),
                     concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s)
+    for n in advice.fit.notes if advice.fit is not None else ():
+        note(n)
     document = plan_document(advice.plan)
     if out.format == "html":  # the page also draws the latency–throughput curve of each paying track
         from servescope.planner.curves import plan_curves

@@ -13,10 +13,12 @@ from servescope.cli._app import (
     Output,
     _scenario,
     main,
+    note,
     one_line_errors,
     optional_scenario_options,
     output_options,
 )
+from servescope.cli._measured import measured_figures, measured_option
 from servescope.cli.plan_cmd import plan_goal_options
 
 
@@ -27,14 +29,16 @@ from servescope.cli.plan_cmd import plan_goal_options
 @click.option("--objective", type=click.Choice(["tpot", "throughput"]), default="tpot", show_default=True)
 @click.option("--concurrency", default=1, show_default=True, help="Concurrent requests for the plan.")
 @plan_goal_options
+@measured_option
 @output_options
 @one_line_errors
 def report_command(path: Path, kind: str | None, objective: str, concurrency: int, target: str | None,
                    forbid: str | None, spec_method: str | None, spec_k: int | None, acceptance: str | None,
-                   acceptance_rate: float | None, out: Output, **kw: Any) -> None:
+                   acceptance_rate: float | None, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """One self-contained HTML page of a trace: findings, time by class per step kind, a step's timeline,
     collectives, low-occupancy kernels; with --model and --gpu also measured vs modelled, the plan (the plan's
-    options: --target, --forbid, --spec-method, --acceptance, ...) and the latency–throughput curve. Default
+    options: --target, --forbid, --spec-method, --acceptance, ...) and the latency–throughput curve (with
+    --measured: calibrated on your figures or benchmark results too, the curve through the measured points). Default
     output: HTML, written with -o report.html (never to a terminal)."""
     from servescope.advise import overview
     from servescope.planner.speculative import spec_from_options
@@ -46,11 +50,16 @@ def report_command(path: Path, kind: str | None, objective: str, concurrency: in
                                "pass -o report.html (or --format json)")
     if (kw["model_name"] is None) != (kw["gpu"] is None):
         raise click.UsageError("--model and --gpu go together (both to add the model and plan, neither for the trace)")
+    if measured and kw["model_name"] is None:
+        raise click.UsageError("--measured calibrates the model: give --model and --gpu with it")
     scenario = _scenario(kw) if kw["model_name"] is not None else None
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
-    document = overview_document(overview(path, scenario, kind=kind, objective=objective, concurrency=concurrency,
-                                          target=target, forbid=forbid, spec=spec)
-                                 if scenario is not None else overview(path, kind=kind))
+    figures = measured_figures(measured)
+    o = (overview(path, scenario, kind=kind, objective=objective, concurrency=concurrency, target=target,
+                  forbid=forbid, spec=spec, figures=figures) if scenario is not None else overview(path, kind=kind))
+    for n in o.fit.notes if o.fit is not None else ():
+        note(n)
+    document = overview_document(o)
     plan = document.get("plan") or {}
     shown = list(document["trace"]["warnings"])
     fmt.emit(document, warnings=[*shown, *(w for w in plan.get("warnings", [])

@@ -14,10 +14,12 @@ from servescope.cli._app import (
     Output,
     _scenario,
     main,
+    note,
     one_line_errors,
     output_options,
     scenario_options,
 )
+from servescope.cli._measured import measured_figures, measured_fit, measured_option
 
 if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
     from servescope.perfmodel.scenario import Scenario
@@ -70,13 +72,17 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
                    "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
                    "max_num_batched_tokens, max_model_len, kv_cache_tokens) from FILE.server.toml when present; "
                    "flags override it.")
+@measured_option
 @output_options
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
              range_ratio: float, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
-             replay_file: Path | None, compare_file: Path | None, out: Output, **kw: Any) -> None:
-    """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput."""
+             replay_file: Path | None, compare_file: Path | None, measured: tuple[str, ...], out: Output,
+             **kw: Any) -> None:
+    """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
+    --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
+    the model's at --concurrency, else at the first measured concurrency)."""
     from servescope.report.plan_doc import scenario_document
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
@@ -92,6 +98,9 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
     kv = given.pop("kv_cache_tokens", None)
     engine = engine_for(sc, **given)
+    level = _measured_level(sc, measured, concurrency)
+    if level is not None:
+        engine = engine.with_(decode_level=level[0])
     title = scenario_title(sc, backend=True)
     if compare_file is not None:
         _compare(sc, engine, compare_file, kv, seed, title, out)
@@ -108,7 +117,24 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
                              kv, progress, memory_limit(), time_limit_s=MAX_RUN_S)
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
+    if level is not None:
+        doc["measured"] = level[1]
     out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+
+
+def _measured_level(sc: Scenario, values: tuple[str, ...], concurrency: int | None) -> tuple[float, Any] | None:
+    """`--measured`: (the decode level the simulation runs at, its document) or None; said in a note."""
+    fit = measured_fit(sc, measured_figures(values))
+    if fit is None or not fit.calibrated:
+        return None
+    from servescope.calibrate.measured import decode_level_at
+    from servescope.report.measured_doc import measured_document
+
+    c = concurrency or (fit.points[0].concurrency if fit.points else 1)
+    level = decode_level_at(sc, fit, c)
+    note(f"--measured: every decode step simulated at ×{level:.3g} the model (the calibrated TPOT over the model's "
+         f"at concurrency {c}; prefill chunks as modelled)")
+    return level, measured_document(fit) | {"decode_level": level, "level_at_concurrency": c}
 
 
 def memory_limit() -> int:
@@ -179,11 +205,14 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
 @click.option("--concurrency", default="1,4,16,32,64,128,256", show_default=True,
               help="Comma-separated concurrencies per layout.")
 @click.option("--all", "all_points", is_flag=True, help="Show every point, not only the Pareto front.")
+@measured_option
 @output_options
 @one_line_errors
-def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, **kw: Any) -> None:
+def sweep(n_gpus: int | None, concurrency: str, all_points: bool, measured: tuple[str, ...], out: Output,
+          **kw: Any) -> None:
     """Concurrency × TP/EP/DP layouts of the same GPUs (closed form): the Pareto front of tok/s per GPU
-    against tok/s per user."""
+    against tok/s per user. With --measured: calibrated on your figures (measured on the layout of the options;
+    its levels carried to the other layouts) and the measured points listed."""
     from servescope.cli._app import _int_list
     from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.plan_doc import scenario_document
@@ -193,11 +222,29 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, out: Output, *
 
     base = _scenario(kw)
     n = n_gpus if n_gpus is not None else kw["tp"] * kw["dp"]
+    fit = measured_fit(base, measured_figures(measured))
+    concs = _int_list(concurrency)
+    restate = None
+    if fit is not None and fit.calibrated:
+        from servescope.calibrate.measured import restate_points
+
+        concs = sorted({*concs, *(p.concurrency for p in fit.points)})  # the curves pass through the points
+
+        def restate(sc: Any, points: Any) -> Any:
+            return restate_points(sc, points, fit)
 
     def build(tp: int, ep: int, dp: int) -> Any:
         return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})
 
-    doc = sweep_document(run_sweep(build, n, _int_list(concurrency), base.model.is_moe))
+    doc = sweep_document(run_sweep(build, n, concs, base.model.is_moe, restate))
     doc["scenario"] = scenario_document(base)  # the model and GPU swept (layouts vary per point)
+    if fit is not None:
+        from servescope.perfmodel.memory import max_concurrency
+        from servescope.planner.layouts import Layout
+        from servescope.report.measured_doc import curve_points, measured_document
+
+        doc["measured"] = measured_document(fit) | {
+            "layout": Layout(base.tp, base.ep, base.dp).label(),
+            "curve_points": curve_points(fit, n, int(max_concurrency(base)))}
     title = scenario_title(base, layout=False, backend=True, n_gpus=n)
     out.emit(doc, text=lambda console: render_sweep(title, doc, console, all_points))

@@ -27,10 +27,13 @@ from servescope.cli._app import (
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Rank folder: analyse ranks as Ray tasks; bare --ray starts or joins a local Ray, --ray ADDRESS "
                    "joins a cluster (needs servescope[ray]; put PATH first).")
+@click.option("--capture", type=click.Path(path_type=Path), default=None,
+              help="A CUDA/HIP-graph capture trace of the same deployment: graph-replayed kernels take its shapes "
+                   "(matched by kernel name; docs/capture.md).")
 @output_options
 @one_line_errors
 def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank: bool, workers: int | None,
-          ray_address: str | None) -> None:
+          ray_address: str | None, capture: Path | None) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
     from servescope.analysis.rank_workers import start_for_folder
@@ -39,10 +42,11 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
         path, ray_address = Path(ray_address), "local"
     # A rank folder's worker processes start here, before Polars is imported, so that they fork (rank_workers).
     with start_for_folder(path, workers, ray_address, "servescope.analysis.ranks") or nullcontext() as pool:
-        from servescope.analysis.analyze import analyze_trace, example_trace
+        from servescope.advise import analyze
+        from servescope.analysis.analyze import example_trace
 
-        analysis = analyze_trace(path or example_trace(), kind=kind, top_n=top_n,
-                                 workers=workers if pool is None else pool, ray_address=ray_address)
+        analysis = analyze(path or example_trace(), kind=kind, top_n=top_n,
+                           workers=workers if pool is None else pool, ray_address=ray_address, capture=capture)
     from servescope.report.trace_json import trace_document
     from servescope.report.trace_text import render_trace
 

@@ -17,7 +17,10 @@ _MEASURED_HELP = ("a trace file or folder, a benchmark result file (vllm bench s
 @click.option("--before", multiple=True, help="What was measured before the change: " + _MEASURED_HELP)
 @click.option("--after", multiple=True, help="What was measured after the change: same forms as --before.")
 @click.option("--applied", default=None,
-              help="The tracks applied, e.g. speculative_decoding or k1,k2 (default: the plan's combination).")
+              help="The tracks applied, e.g. speculative_decoding or k1,k2, or 'combined' (the plan's combination). "
+                   "Default: found from what changed between a before and an after trace (CUDA graphs, speculative "
+                   "decoding, the all-reduce kernel, GEMM dtypes, fused norms, the rank count); benchmark files "
+                   "and typed figures need it.")
 @click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append this verification to a campaign log (JSON lines); alone, without PLAN, show the campaign.")
 @output_options

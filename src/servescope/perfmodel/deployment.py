@@ -18,7 +18,8 @@ from typing import Any, Self
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.graphs import overlaps_cpu
+from servescope.perfmodel.routing import Routing
+from servescope.specs.engines import EngineDefaults, engine_defaults
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec
@@ -45,14 +46,40 @@ class Deployment:
     interconnect: str | None = None
     efficiency: Efficiency = field(default_factory=Efficiency)
     kv_explicit: bool = False  # kv_quant was given; else the KV format follows the engine's default (with_)
-    # the engine prepares step n+1 on the CPU while the GPU runs step n (vLLM --async-scheduling, TRT-LLM's default
-    # overlap scheduler); None = what the backend's default does as the model prices it (graphs.overlaps_cpu)
+    # the engine prepares step n+1 on the CPU while the GPU runs step n (vLLM async scheduling, SGLang's and TRT-LLM's
+    # overlap scheduler); None = what the engine version's default does (specs/data/engine_defaults.toml)
     overlap_scheduler: bool | None = None
+    engine_version: str = ""  # "" = the newest defaults in the data (specs.engines)
+    # share of GPU memory the engine may use (vLLM --gpu-memory-utilization); None = the engine version's default
+    gpu_memory_utilization: float | None = None
+    routing: Routing = field(default_factory=Routing)  # how routed tokens spread over experts (routing.py)
+    # a decode-only measurement (context fixed at isl, no prompts in the steps: serving.py), as many published
+    # decode and speculative-decoding benchmarks are taken
+    decode_only: bool = False
+
+    @property
+    def engine(self) -> EngineDefaults:
+        """The defaults this engine version runs with (specs.engines, a source per value)."""
+        return engine_defaults(self.backend, self.engine_version)
 
     @property
     def overlaps_cpu(self) -> bool:
-        """Whether this scenario's steps hide their CPU time behind the GPU's (step.py overhead)."""
-        return overlaps_cpu(self.backend) if self.overlap_scheduler is None else self.overlap_scheduler
+        """Whether this scenario's steps hide their CPU time behind the GPU's (step.py overhead): as set, else the
+        engine version's default, off where the engine turns it off by itself (pipeline parallel)."""
+        if self.overlap_scheduler is not None:
+            return self.overlap_scheduler
+        e = self.engine
+        return e.overlap_scheduler and not ("pp" in e.overlap_off_when and self.pp > 1)
+
+    @property
+    def memory_share(self) -> tuple[float, str, str]:
+        """(share of GPU memory for weights + activations + KV, what it is a share of, where it came from)."""
+        e = self.engine
+        if self.gpu_memory_utilization is not None:
+            return self.gpu_memory_utilization, e.kv_mem_of, "as set"
+        if e.kv_mem_fraction is not None:
+            return e.kv_mem_fraction, e.kv_mem_of, f"{e.label} default"
+        return self.efficiency.gpu_memory_utilization, "total", f"generic share ({self.backend} derives its own)"
 
     @property
     def n_gpus(self) -> int:
@@ -96,5 +123,7 @@ def check_layout(sc: Deployment) -> None:
         raise ScenarioError(f"{m.name}: ep={sc.ep} does not divide {m.n_routed_experts} experts")
     if (sc.tp * sc.dp) % sc.ep:
         raise ScenarioError(f"ep={sc.ep} does not divide tp*dp={sc.tp * sc.dp} GPUs")
+    if sc.gpu_memory_utilization is not None and not 0.0 < sc.gpu_memory_utilization <= 1.0:
+        raise ScenarioError(f"gpu_memory_utilization={sc.gpu_memory_utilization} must be within (0, 1]")
     if sc.pp > m.n_layers:
         raise ScenarioError(f"pp={sc.pp} exceeds {m.n_layers} layers")

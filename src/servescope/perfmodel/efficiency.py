@@ -36,10 +36,17 @@ class Efficiency:
     launch_overhead_s: float = 8.0e-6  # per kernel without CUDA graphs (CPU launch)
     cpu_overhead_s: float = 1.0e-3  # per engine step (scheduler, sampling, detokenize)
     cpu_overhead_per_seq_s: float = 5.0e-6  # per sequence in the step
+    # share of the step's CPU time an overlapping scheduler still leaves on the critical path (the sync of the
+    # sampled tokens into the next step's inputs, output processing): 0 = all hidden, 1 = none (step.py)
+    overlap_exposed_frac: float = 0.0
     prefill_overhead_s: float = 5.0e-3  # per prefill (request setup, tokenizer, first-token sampling)
     mla_prefill_layer_s: float = 0.0  # per MLA attention layer per prefill (latent-cache context path set-up)
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
     gemm_curve: float = 1.0  # 1: dense GEMMs on the GPU's measured curve where it has one (gemm_curve.py); 0: never
+    # 1: routed experts at aiconfigurator's measured per-op curve where one covers the case (measured_ops.py); 0 (the
+    # shipped default): roofline × fitted efficiency — the curve as measured raised leave-one-model-out TPOT error
+    # on the dev rows from 21.1 % to 28.3 % (bias +7.7 %: slower than the served steps; bench/RESULTS.md, issue 18)
+    moe_curve: float = 0.0
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.2  # mixed-step engines: share of a synchronised wave's first-token wait (serving.py)

@@ -1,8 +1,7 @@
 """CUDA-graph capture sizes per engine: which decode batches replay a graph, padded to which size.
 
 What it does: reads the engine defaults in `specs/data/engines.toml` (each with its source): the prompt tokens
-one prefill step takes and whether waves of requests stay in lock-step (serving.py TTFT), whether the scheduler
-overlaps the CPU work of the next step with the GPU work of this one (step.py), and, for a
+one prefill step takes and whether waves of requests stay in lock-step (serving.py TTFT), and, for a
 decode step of `t` tokens per rank, returns whether it replays a captured graph (t ≤ the largest captured size)
 and the size it runs at (the next captured size ≥ t; eager steps run at t). Prefill chunks run eagerly here.
 What it does not: model piecewise graphs of mixed batches (simulate/ does), or time anything.
@@ -77,9 +76,3 @@ def prefill_tokens_per_step(backend: str, hbm_bytes: float) -> int:
 def lockstep_waves(backend: str) -> bool:
     """True for engines whose steps are all-prefill or all-decode (data/engines.toml lockstep_waves)."""
     return bool(engine_table().get(backend, {}).get("lockstep_waves", False))
-
-
-def overlaps_cpu(backend: str) -> bool:
-    """True for engines whose default scheduler prepares step n+1 on the CPU while the GPU runs step n
-    (data/engines.toml overlap_scheduler): the step's CPU time shows only where it exceeds the GPU's."""
-    return bool(engine_table().get(backend, {}).get("overlap_scheduler", False))

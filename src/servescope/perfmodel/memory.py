@@ -6,12 +6,13 @@ Formulas (bytes, per GPU):
   KV / seq  = Σ full layers L·kv_token_layer + Σ sliding layers min(L, window)·kv_token_layer
               + linear/Mamba state (fp32, /tp), divided by pp; GQA kv_token_layer = 2·max(nkv/tp,1)·d·kvb,
               MLA (kv_lora+rope)·kvb (+ index keys for DSA) replicated on every TP rank
-  usable    = hbm · gpu_memory_utilization − reserve_bytes − weights
-  max_concurrency = dp · floor(usable / KV per seq at isl+osl)
-  engine KV budget (the scheduler simulation, per backend: specs/data/scheduler.toml kv_mem_fraction, kv_mem_of)
-            "total": hbm · f − reserve_bytes − weights   (vLLM gpu_memory_utilization)
-            "free":  f · (hbm − reserve_bytes − weights) (TRT-LLM free_gpu_memory_fraction)
-            no f:    usable                               (the generic share above)
+  usable    = the engine's KV pool, the same for model, plan, simulate and validate, with the memory share f of
+              the engine version (specs/data/engine_defaults.toml; Deployment.memory_share, or as set):
+            "total": hbm · f − reserve_bytes − weights   (vLLM gpu_memory_utilization, default 0.9)
+            "free":  f · (hbm − reserve_bytes − weights) (TRT-LLM free_gpu_memory_fraction, default 0.9)
+            no sourced f (SGLang): hbm · 0.93 − reserve_bytes − weights (the generic share, efficiency.py)
+  max_concurrency = dp · floor(usable / KV per seq at isl+osl);  kv_cache_tokens = dp · floor(usable / KV per token)
+  weights include the vision tower of a multimodal checkpoint (loaded on every rank, bf16; specs.models)
 What it does not: model paging granularity (vLLM blocks of 16 tokens round up by < 1 block per sequence),
 prefix caching, or CPU offload.
 """
@@ -34,7 +35,8 @@ def weights_bytes_per_gpu(sc: Deployment) -> float:
     shared = p.shared_experts / tp * qc.shared_experts.bytes_per_param
     experts = p.routed_experts / (tp * sc.dp) * qc.experts.bytes_per_param
     vocab = (p.embedding + p.lm_head) / tp * qc.lm_head.bytes_per_param + p.other * 2.0
-    return (attn + dense + shared + experts + vocab) / sc.pp
+    router = p.router * 2.0  # router (gate) weights: bf16, replicated on every rank
+    return (attn + dense + shared + experts + vocab + router) / sc.pp + p.vision * 2.0
 
 
 def kv_bytes_per_seq(sc: Deployment, context_len: float) -> float:
@@ -58,12 +60,20 @@ def kv_bytes_per_seq(sc: Deployment, context_len: float) -> float:
 
 
 def usable_bytes_per_gpu(sc: Deployment) -> float:
-    eff = sc.efficiency
-    return float(sc.gpu.hbm_bytes) * eff.gpu_memory_utilization - eff.reserve_bytes - weights_bytes_per_gpu(sc)
+    """KV-cache bytes per GPU of the engine's pool at the engine version's memory share (module docstring)."""
+    fraction, of, _ = sc.memory_share
+    return engine_kv_bytes_per_gpu(sc, fraction, of)
+
+
+def kv_cache_tokens(sc: Deployment) -> int:
+    """Tokens the KV pool of one engine instance holds (what an engine log prints: vLLM 'GPU KV cache size')."""
+    per = kv_bytes_per_seq(sc, 1.0)
+    free = usable_bytes_per_gpu(sc)
+    return int(sc.dp * (free // per)) if per > 0 and free > 0 else 0
 
 
 def engine_kv_bytes_per_gpu(sc: Deployment, fraction: float | None = None, of: str = "total") -> float:
-    """KV-cache bytes per GPU as an engine sizes its pool (module docstring: engine KV budget)."""
+    """KV-cache bytes per GPU as an engine sizes its pool (module docstring: usable)."""
     if fraction is None:
         return usable_bytes_per_gpu(sc)
     rest = sc.efficiency.reserve_bytes + weights_bytes_per_gpu(sc)
@@ -89,7 +99,7 @@ def check_fits(sc: Deployment) -> None:
     """ScenarioError when the weights alone leave no room (one line, in GB per GPU)."""
     w = weights_bytes_per_gpu(sc)
     if usable_bytes_per_gpu(sc) <= 0 or max_concurrency(sc) < 1:
-        cap = float(sc.gpu.hbm_bytes) * sc.efficiency.gpu_memory_utilization
+        cap = float(sc.gpu.hbm_bytes) * sc.memory_share[0]
         raise ScenarioError(
             f"{sc.model.name} does not fit on {sc.gpu.name} at tp={sc.tp} ep={sc.ep} pp={sc.pp} dp={sc.dp}: "
             f"{w / GIGA:.1f} GB of weights per GPU + {sc.efficiency.reserve_bytes / GIGA:.1f} GB reserve "

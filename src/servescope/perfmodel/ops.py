@@ -4,6 +4,7 @@ kernels and collectives per step. Pure arithmetic on ModelSpec + QuantConfig + l
 What it does: turns a Scenario into `Ops` (constants, SI units) that step.py combines with a batch and context
 length. Formulas (per GPU; h hidden, nh/nkv heads, d head_dim, kvb KV bytes/element):
   weights read    attention·(1/tp) + replicated MLA parts + dense_mlp/tp + shared/tp + lm_head/tp, each × bytes/param
+                  + the MoE router h·E per MoE layer, bf16, replicated on every rank (read every step)
   expert bytes    per_expert/moe_tp × bytes/param, per distinct expert touched (see step.py)
   GEMM FLOPs      2 · params_on_gpu per token, timed at the peak of each part's GEMM dtype
   KV read / seq   GQA 2·max(nkv/tp,1)·d·kvb per token per layer (sliding layers: min(L, window));
@@ -32,7 +33,7 @@ from servescope.errors import BadConfig
 from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
 from servescope.specs import tables
 from servescope.specs.hardware import GpuSpec
-from servescope.specs.quant import QuantScheme
+from servescope.specs.quant import QuantScheme, scheme
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -125,7 +126,7 @@ def build_ops(sc: Deployment) -> Ops:
     attn_sh = (p.attention - p.attention_replicated) / tp
     attn_rep = p.attention_replicated
     parts = ((attn_sh + attn_rep, qc.attention), (p.dense_mlp / tp, qc.dense_mlp),
-             (p.shared_experts / tp, qc.shared_experts), (p.lm_head / tp, qc.lm_head))
+             (p.shared_experts / tp, qc.shared_experts), (p.router, scheme("bf16")), (p.lm_head / tp, qc.lm_head))
     wbytes = sum(n * s.bytes_per_param for n, s in parts)
     gemm_s = sum(_time_peak(n, s, g) for n, s in parts[:-1])
     lm_head_s = _time_peak(p.lm_head / tp, qc.lm_head, g)

@@ -21,7 +21,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from servescope.errors import BadConfig
-from servescope.perfmodel import gemm_curve, hw
+from servescope.perfmodel import gemm_curve, hw, measured_ops
+from servescope.perfmodel.routing import describe as routing_describe
 from servescope.specs import tables
 
 if TYPE_CHECKING:
@@ -102,18 +103,30 @@ def provenance(sc: Scenario) -> dict[str, str]:
     key = (id(sc.gpu), sc.tp, sc.interconnect)
     hit = _PROV.get(key)
     if hit is not None and hit[0] is sc.gpu:
-        return {**hit[1], "cpu_overhead": _cpu_provenance(sc)}  # the CPU entry depends on the engine: never cached
+        return {**hit[1], **_engine_provenance(sc)}  # the engine entries depend on the engine: never cached
     out = _provenance(sc)
     _PROV[key] = (sc.gpu, out)  # keeps the GPU alive so its id stays unique
-    return {**out, "cpu_overhead": _cpu_provenance(sc)}
+    return {**out, **_engine_provenance(sc)}
+
+
+def _engine_provenance(sc: Scenario) -> dict[str, str]:
+    """The engine-dependent entries: CPU time, the engine defaults used, the KV pool's share, the routing."""
+    frac, of, where = sc.memory_share
+    out = {"cpu_overhead": _cpu_provenance(sc), "engine_defaults": sc.engine.label,
+           "kv_pool": f"{frac:g} of {'total' if of == 'total' else 'free'} GPU memory ({where}), KV {sc.quant.kv.name}"}
+    if sc.model.n_routed_experts:
+        out["routing"] = routing_describe(sc.routing, sc.model.model_type)
+        out["experts"] = measured_ops.describe(sc)
+    return out
 
 
 def _cpu_provenance(sc: Scenario) -> str:
     """Where the step's CPU time comes from and whether it adds to the step (docs/model.md §2)."""
     fitted = "fitted globally (cpu_overhead_s + cpu_overhead_per_seq_s · batch, data/efficiency.toml)"
     if not sc.overlaps_cpu:
-        return f"{fitted}; adds to every step ({sc.backend}: no overlap scheduler in the model)"
-    why = "as set" if sc.overlap_scheduler is not None else f"{sc.backend}'s default overlap scheduler"
+        why = "as set" if sc.overlap_scheduler is not None else f"no overlap by default in {sc.engine.label}"
+        return f"{fitted}; adds to every step ({why})"
+    why = "as set" if sc.overlap_scheduler is not None else f"the default of {sc.engine.label}"
     return f"{fitted}; hidden behind the GPU step where shorter ({why})"
 
 

@@ -38,7 +38,7 @@ class Scenario(Deployment):
         ep: int = 1,
         pp: int = 1,
         dp: int = 1,
-        quant: str = "bf16",
+        quant: str = "native",
         moe_quant: str | None = None,
         kv_quant: str | None = None,
         cuda_graphs: bool = True,
@@ -48,9 +48,13 @@ class Scenario(Deployment):
         interconnect: str | None = None,
         efficiency: Efficiency | None = None,
         check_memory: bool = True,
+        engine_version: str = "",
+        gpu_memory_utilization: float | None = None,
     ) -> Scenario:
-        """Scenario from names. quant="native" keeps the checkpoint's own scheme per part (moe_quant overrides the
-        experts). kv_quant=None takes the KV format the backend's default allocates for the checkpoint
+        """Scenario from names. quant="native" (the default, as the CLI's) keeps the checkpoint's own scheme per part
+        (moe_quant overrides the experts). engine_version picks the engine's defaults of that release (overlap
+        scheduler, memory share; specs/data/engine_defaults.toml; "" = the newest in the data);
+        gpu_memory_utilization overrides the engine's memory share. kv_quant=None takes the KV format the backend's default allocates for the checkpoint
         (`specs.kv_cache.engine_kv`: e.g. vLLM bf16 unless the checkpoint has a kv_cache_scheme).
         Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""
         m = model if isinstance(model, ModelSpec) else load_model(model)
@@ -67,7 +71,8 @@ class Scenario(Deployment):
         qc = qc.with_kv(kv_quant) if kv_quant else replace(qc, kv=engine_kv(m, backend, g).scheme)
         eff = efficiency or default_efficiency(g.generation, backend, g.name)
         sc = Scenario(m, g, qc, tp, ep, pp, dp, cuda_graphs, isl, osl, backend, interconnect, eff,
-                      kv_explicit=bool(kv_quant))
+                      kv_explicit=bool(kv_quant), engine_version=engine_version,
+                      gpu_memory_utilization=gpu_memory_utilization)
         check_layout(sc)
         model_for(sc)  # loads the collective curves now: a group beyond one NVLink domain fails here
         if check_memory:

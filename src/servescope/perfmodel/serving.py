@@ -13,7 +13,9 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
            (gated delta-net) or Mamba layers — a chain of small chunked-scan kernels (cumsum, triangular solve,
            state passing, output) launched eagerly per layer; both 0 for plain GQA models)
   t_pf'  = the same prefill without its launch/CPU overhead: its marginal cost when it rides in a mixed step
-  TPOT   = decode step + prefill_interference · I
+  decode-only (Deployment.decode_only): the decode step at context isl, with no prompts in the steps (I = 0)
+  TPOT   = decode step + prefill_interference · I · (the prefill's marginal terms: FLOPs, KV traffic, collective
+           bandwidth — not the weights nor the collectives' latency, which the decode step already pays; `_marginal`)
            I = (c_eff − 1)/(osl · dp) · t_pf' on engines that mix prompts into decode steps (vLLM, TRT-LLM: every
            request is prefilled once per lifetime, spread over the osl decode steps of the others);
            I = u · (n − 1 − W(n, k))/(osl − 1) on lock-step engines (SGLang, below): decoding pauses while the rest
@@ -33,8 +35,8 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
            staggered after the first wave, and the fitted share is about 1/(waves in the run) plus the queueing of
            the staggered arrivals
   output tokens/s = c_eff · osl / (TTFT + (osl − 1) · TPOT)   (one instance: all tp·dp·pp GPUs)
-The point's terms are the decode step's terms plus the interference share of the prefill terms, so they add up to
-TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, speculative decoding.
+The point's terms are the decode step's terms plus the interference share of the prefill's marginal terms, so they
+add up to TPOT exactly. What it does not: disaggregated prefill/decode, prefix caching, speculative decoding.
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ class ServingParts:
     per_step: np.ndarray  # requests prefilled per step in a wave: k = max(1, ⌊B/isl⌋)
     in_step: np.ndarray  # requests in the wave's prefill step: min(k, ⌈c_eff/dp⌉)
     lockstep: np.ndarray  # 1.0 for engines whose waves stay synchronised, else 0.0
+    mixed: np.ndarray  # 1.0 where prompts share the decode steps (0.0: a decode-only measurement)
 
 
 def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: bool = False) -> ServingParts:
@@ -152,7 +155,8 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
     c = np.maximum(np.asarray(concurrency, dtype=float).ravel(), 1.0)
     n = len(c)
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
-    dec = step_parts(sc, np.minimum(c, cap), sc.isl + sc.osl / 2.0, 1)
+    ctx = float(sc.isl) if sc.decode_only else sc.isl + sc.osl / 2.0  # decode-only: the context stays fixed
+    dec = step_parts(sc, np.minimum(c, cap), ctx, 1)
     pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
     per_step = max(1, prefill_tokens_per_step(sc.backend, sc.gpu.hbm_bytes) // max(sc.isl, 1))
     in_step = np.minimum(float(per_step), np.ceil(np.minimum(c, cap) / sc.dp))
@@ -164,7 +168,8 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
         return np.full(n, float(x)) if flat else np.asarray(float(x))
 
     return ServingParts(dec, pf, wave, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
-                        full(linear_layers(sc)), full(per_step), in_step, full(float(lockstep_waves(sc.backend))))
+                        full(linear_layers(sc)), full(per_step), in_step, full(float(lockstep_waves(sc.backend))),
+                        full(0.0 if sc.decode_only else 1.0))
 
 
 def stack_serving(parts: list[ServingParts]) -> ServingParts:
@@ -174,7 +179,7 @@ def stack_serving(parts: list[ServingParts]) -> ServingParts:
 
     return ServingParts(stack_parts([p.dec for p in parts]), stack_parts([p.pf for p in parts]),
                         stack_parts([p.wave for p in parts]), cat("concurrency"), cat("cap"), cat("osl"), cat("dp"),
-                        cat("n_mla"), cat("n_lin"), cat("per_step"), cat("in_step"), cat("lockstep"))
+                        cat("n_mla"), cat("n_lin"), cat("per_step"), cat("in_step"), cat("lockstep"), cat("mixed"))
 
 
 def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
@@ -184,18 +189,28 @@ def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
     n = np.maximum(ce / p.dp, 1.0)
     wave_u = wave["step"] / eff.prefill_eff / p.in_step / (pf["step"] / eff.prefill_eff)  # u / t_pf in units
     lock_share = wave_u * (n - wave_wait(n, p.per_step) - 1.0) / np.maximum(p.osl - 1.0, 1.0)
-    share = eff.prefill_interference * ((1.0 - p.lockstep) * (ce - 1.0) / (p.osl * p.dp) + p.lockstep * lock_share)
-    terms = {k: dec[k] + (0.0 if k == "overhead" else share * pf[k] / eff.prefill_eff) for k in TERMS}
+    share = p.mixed * eff.prefill_interference * ((1.0 - p.lockstep) * (ce - 1.0) / (p.osl * p.dp) + p.lockstep * lock_share)
+    terms = {k: dec[k] + share * _marginal(pf, k) / eff.prefill_eff for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
     ttft = ttft_s(pf["step"], pf["overhead"], dec["step"], p.concurrency, p.cap, tpot, p.osl, p.dp, eff.prefill_eff,
                   eff.prefill_overhead_s, eff.ttft_queue_frac, wave["step"], wave["overhead"], p.per_step, p.in_step,
                   p.lockstep, p.n_mla, eff.mla_prefill_layer_s,
                   p.n_lin, eff.linear_prefill_layer_s)
     out = {"tpot_s": tpot, "ttft_s": ttft, "batch": ce, "step": dec["step"], "floor": dec["floor"],
-           "pf_step": pf["step"], "pf_overhead": pf["overhead"]}
+           "pf_step": pf["step"], "pf_overhead": pf["overhead"],
+           "interference_share": share / eff.prefill_eff}  # prefills per decode step, times the marginal terms
     out.update({"term:" + k: v for k, v in terms.items()})
     out.update({k: v for k, v in dec.items() if k.startswith("coll:")})
     return out
+
+
+def _marginal(pf: dict[str, np.ndarray], term: str) -> np.ndarray | float:
+    """A prefill's cost when it rides in a decode step, per TPOT term: its FLOPs (GEMM, experts, attention), its KV
+    traffic and the bandwidth part of its collectives; not the weights (the decode step reads them once for every
+    token in it), not the collectives' latency (the same calls carry the prompt's rows) nor launch/CPU overhead."""
+    if term in ("compute", "kv", "communication"):
+        return pf["marginal:" + term]
+    return pf[term] if term in ("indexer", "recurrent") else 0.0
 
 
 def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dict[str, Any]:
@@ -217,6 +232,7 @@ def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dic
         "step": np.broadcast_to(a["step"], c.shape), "floor": np.broadcast_to(a["floor"], c.shape),
         "collectives": {k: (c_.calls, np.broadcast_to(c_.bytes_per_call, c.shape),
                             np.broadcast_to(a["coll:" + k], c.shape)) for k, c_ in p.dec.colls.items()},
+        "interference_share": np.broadcast_to(a["interference_share"], c.shape),
         "parts": {"pf_step": float(a["pf_step"]), "pf_overhead": float(a["pf_overhead"]),
                   "dec_step": a["step"], "cap": int(cap), "n_mla": int(p.n_mla), "n_lin": int(p.n_lin)},
     }

@@ -17,12 +17,13 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
     step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
     overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + cpu,
-                    cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or only max(cpu − the GPU terms, 0)
-                    on an engine that overlaps scheduling with execution (Scenario.overlaps_cpu: TRT-LLM's
+                    cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or on an engine that overlaps
+                    scheduling with execution f·cpu + max((1 − f)·cpu − the GPU terms, 0), f = overlap_exposed_frac
+                    (the share the overlap cannot hide, fitted) (Scenario.overlaps_cpu: TRT-LLM's
                     default, or vLLM with --async-scheduling)
-Routed experts read per GPU: E/ep · (1 − (1 − k/E)^(tokens in the step)) distinct experts per MoE layer (uniform
-routing). Expert compute is set by the busiest expert-parallel rank: the mean load times the balls-in-bins
-expectation of the maximum of ep binomial loads of B·k routed tokens (`moe_imbalance`). A decode batch inside the
+Routed experts read per GPU: the distinct experts the step's tokens touch under skewed (power-law) loads, 1/ep of
+them on each GPU (routing.py; uniform routing E/ep · (1 − (1 − k/E)^T) with --routing uniform). Expert compute is set by the busiest expert-parallel rank: the mean load times the expected maximum of ep rank
+loads, from the sampling noise of B·k routed tokens and the skewed loads' placement variance (`moe_imbalance`). A decode batch inside the
 engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
 graphs.py); beyond it the step runs eagerly.
 Multi-token queries (t tokens per sequence: speculative verify, prefill chunks): KV read once per sequence over
@@ -49,7 +50,9 @@ from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
+from servescope.perfmodel.measured_ops import moe_layer_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
+from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -115,6 +118,7 @@ class StepParts:
     coll_bandwidth_s: Arr  # Σ over collectives of calls × bandwidth part
     gemm_mem_ratio: Arr  # measured GEMM curve: multiplies mem_gemm_s (ratio(M) · achieved/datasheet BW); 0 = none
     gemm_comp_ratio: Arr  # ... multiplies comp_gemm_s (ratio(M)); 0 where the GPU has no curve
+    moe_curve_s: Arr  # routed experts at the measured per-op curve (measured_ops.py), all MoE layers; 0 = none
     colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
 
     def take(self, n: int) -> StepParts:
@@ -129,7 +133,7 @@ class StepParts:
 
 _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
                  "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
-                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio")
+                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
@@ -140,7 +144,8 @@ def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts
         mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
         kernels=fn(p.kernels), graphed=fn(p.graphed), overlap=fn(p.overlap), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
         coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s),
-        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), colls=colls or {},
+        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), moe_curve_s=fn(p.moe_curve_s),
+        colls=colls or {},
     )
 
 
@@ -240,23 +245,26 @@ def _coll_parts(mdl: _Model, t_rank: Arr, t_glob: Arr, t_logits: Arr) -> dict[st
     return out
 
 
-def moe_imbalance(ep: int, routed: Arr) -> Arr:
-    """Busiest expert-parallel rank's routed-token load over the mean load, for `routed` = B·k token-expert
-    assignments spread uniformly over ep ranks: E[max of ep Binomial(n, 1/ep)] / (n/ep) with the normal-tail
-    expectation of the maximum, 1 + sqrt(2·ln(ep)·(1 − 1/ep)·ep/n) (balls-in-bins; Raab & Steger 1998), capped
-    at ep (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
+def moe_imbalance(ep: int, routed: Arr, placement_cv: Arr | float = 0.0) -> Arr:
+    """Busiest expert-parallel rank's routed-token load over the mean load: 1 + sqrt(2·ln(ep)·(1 − 1/ep)) · CV, the
+    normal-tail expectation of the maximum of ep rank loads (balls-in-bins; Raab & Steger 1998), CV² = the sampling
+    noise of `routed` = B·k assignments (ep/n) + the skew's placement variance (routing.placement_cv²), capped at ep
+    (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
     n = np.maximum(np.asarray(routed, dtype=float), 1.0)
     if ep <= 1:
         return np.ones_like(n)
-    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep) * ep / n)
+    cv = np.sqrt(ep / n + np.asarray(placement_cv, dtype=float) ** 2)
+    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep)) * cv
     return np.asarray(np.minimum(f, float(ep)))
 
 
-def _moe_bytes(o: Ops, t_glob: Arr) -> Arr:
+def _moe_bytes(sc: Deployment, o: Ops, t_glob: Arr) -> Arr:
+    """Routed-expert bytes one step reads per GPU: MoE layers · distinct experts touched on this GPU (routing.py,
+    skewed loads by default) · bytes of one expert's slice."""
     if not o.n_moe_layers:
         return np.zeros_like(t_glob)
-    touched = o.experts_per_gpu * (1.0 - (1.0 - o.top_k / o.n_experts) ** t_glob)
-    return o.n_moe_layers * touched * o.expert_bytes
+    touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, t_glob)
+    return o.n_moe_layers * touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes
 
 
 def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
@@ -271,9 +279,11 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     t_rank, t_glob = b * t, b_all * t
     graphed, t_pad = padded_tokens(sc.backend, t_rank, sc.cuda_graphs and not prefill)
     bw = o.bw_bytes_per_s
-    moe_bytes = _moe_bytes(o, t_glob)
+    # distinct experts: a prefill chunk's tokens route as independent draws; a verify step's per sequence in part alike
+    moe_bytes = _moe_bytes(sc, o, t_glob if prefill else routing_draws(b_all, t))
     ep = sc.ep if o.n_moe_layers else 1
-    comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k)
+    skew_cv = placement_cv(sc.routing, sc.model.model_type, o.n_experts, o.top_k, ep, t_glob) if ep > 1 else 0.0
+    comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
     kv_bytes = b * sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + t_rank * o.kv_write_bytes_per_token
@@ -293,6 +303,10 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     floor = np.maximum(mem_peak, fl_peak) + c_lat + c_bw
     curve = curve_for(sc.gpu)
     r_comp = curve.ratio(t_pad) if curve is not None else zero
+    # the curve at the step's routing draws (verified tokens of a sequence partly alike), padded rows included
+    draws = t_glob if prefill else routing_draws(b_all, t) * t_pad / np.maximum(t_rank, 1e-9)
+    moe_layer = moe_layer_s(sc, draws)
+    moe_curve = o.n_moe_layers * moe_layer + zero if moe_layer is not None else zero
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
         comp_gemm_s=t_pad * o.gemm_s_per_token_peak + t_logits_pad * o.lm_head_s_per_token_peak,
@@ -304,7 +318,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         kernels=np.full_like(t_rank, float(o.kernels_per_step)), graphed=graphed,
         overlap=np.full_like(t_rank, 1.0 if sc.overlaps_cpu else 0.0), batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
-        gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, colls=colls,
+        gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, moe_curve_s=moe_curve,
+        colls=colls,
     )
 
 
@@ -341,6 +356,10 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
         c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
     m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
+    if eff.moe_curve > 0.5 and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
+        has, mem_bound = p.moe_curve_s > 0, m_moe >= c_moe  # only says which term it is attributed to
+        m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
+        c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
     idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
     rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
@@ -356,13 +375,20 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
             + np.where(m_attn < c_attn, c_attn, 0.0))
     gpu = w + kv + comp + comm + kern + idx + rec
     cpu_raw = cpu
-    cpu = np.where(p.overlap > 0.5, np.maximum(cpu - gpu, 0.0), cpu)  # overlapped: only what the GPU step cannot hide
+    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
+    exposed = eff.overlap_exposed_frac * cpu
+    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
     over = kern + cpu
     out.update({
         "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
         "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
         "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
         "tokens": p.tokens,
+        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
+        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
+        # decode step's already
+        "marginal:compute": c_gemm + c_moe + np.where(m_attn < c_attn, c_attn, 0.0),
+        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
     })
     return out
 

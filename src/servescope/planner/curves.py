@@ -60,8 +60,12 @@ def _curve(ev: Evaluator, name: str, whatifs: tuple[WhatIf, ...], concurrencies:
 def plan_curves(p: Plan, concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES,
                 model: StepModel | None = None) -> tuple[Curve, ...]:
     """Baseline, every track that pays (alone), and the plan's combination when it has two or more tracks: each
-    with the what-if its track was evaluated with in the plan (the planner's tracks are not run again)."""
-    ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
+    with the what-if its track was evaluated with in the plan (the planner's tracks are not run again), priced
+    with the plan's step model (on a deployment calibrated on figures, at its levels: the baseline curve passes
+    through the measured points)."""
+    if p.measured is not None:  # the curves pass through the measured points: their concurrencies are on the grid
+        concurrencies = sorted({*concurrencies, *(m.concurrency for m in p.measured.points)})
+    ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
                    (imbalance_adjust,))
     whatifs: dict[str, WhatIf] = {t.kind: t.whatif for t in p.tracks if t.pays and t.whatif is not None}
     curves = [_curve(ev, "baseline", (), concurrencies)]

@@ -22,9 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servescope.calibrate import Calibration
+from servescope.calibrate.figure_fit import FigureFit
 from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.gain_range import PlanRange, plan_range
+from servescope.planner.kernels import KernelEvidence
+from servescope.planner.measured import LevelledModel, measured_range
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
@@ -106,6 +109,10 @@ class Plan:
     measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
     tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
     aggregate: bool = False  # objective throughput with no per-user TPOT cap (a rate target without --tpot-limit)
+    measured: FigureFit | None = None  # the user's figures the deployment was calibrated on (planner.measured)
+    # the step model the plan was priced with, for its curves and combinations (None: the perfmodel)
+    step_model: StepModel | None = field(default=None, compare=False, repr=False)
+    kernels: KernelEvidence | None = None  # the trace's per-kernel numbers the kernel tracks read
 
     @property
     def uncertainty(self) -> float:
@@ -152,8 +159,13 @@ def plan(
     spec: SpecConfig | None = None,
     tpot_limit_s: float | None = None,
     model: StepModel | None = None,
+    measured: FigureFit | None = None,
+    kernels: KernelEvidence | None = None,
 ) -> Plan:
-    """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring)."""
+    """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring). `measured`:
+    the deployment calibrated on the user's figures (its knobs set on the scenario after a trace's calibration, its
+    decode levels on every step: planner.measured); the physical ceiling stays unlevelled. `kernels`: the trace's
+    per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks."""
     check_objective(objective)
     if concurrency < 1:
         raise PlanError(f"concurrency {concurrency} must be >= 1")
@@ -164,29 +176,43 @@ def plan(
     given = scenario
     if calibration is not None:
         scenario = calibration.apply(scenario)
+    raw_model = model or PerfModel()
+    step_model: StepModel = raw_model
+    physical = scenario  # the ceiling's scenario: collectives at no less than their measured curves
+    if measured is not None and measured.calibrated:
+        scenario = measured.apply(scenario)
+        step_model = LevelledModel(raw_model, measured)
+    else:
+        measured = None
     # A rate target is aggregate output throughput, as benchmarks report it: no per-user cap unless one is given.
     aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
-    ev = Evaluator(model or PerfModel(), scenario, objective, concurrency,
-                   math.inf if aggregate else tpot_limit_s, (imbalance_adjust,))
+    limit_arg = math.inf if aggregate else tpot_limit_s
+    ev = Evaluator(step_model, scenario, objective, concurrency, limit_arg, (imbalance_adjust,))
     baseline = ev.objective_value(())
-    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec)
+    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels)
     r = plan_range(scenario, calibration)
+    if measured is not None:
+        r = measured_range(r, measured, concurrency)
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
-    measured = _measured_step(calibration)
-    if measured is not None:
-        tracks = [_on_measured(ev, t, proposals[i], measured) for i, t in enumerate(tracks)]
+    measured_step = _measured_step(calibration)
+    if measured_step is not None:
+        tracks = [_on_measured(ev, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
     ranked = tuple(sorted(tracks, key=_rank_key))
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
-    ceiling = _ceiling(ctx, combined, {p.kind: p for p in proposals})
+    floor_ev = ev if measured is None else Evaluator(raw_model, physical, objective, concurrency, limit_arg,
+                                                     (imbalance_adjust,))
+    ceiling = _ceiling(floor_ev, combined, {p.kind: p for p in proposals})
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
     if verdict is not None and goal is not None and goal.aggregate:
-        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model))
+        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
+                                                              measured, kernels))
     warnings = calibration.warnings if calibration is not None else ()
     limit = tpot_limit_s if tpot_limit_s is not None else (
         ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
-    return Plan(scenario, objective, concurrency, calibration is not None, r, baseline, ranked, combined,
-                ceiling, verdict, calibration, warnings, spec, measured, limit, aggregate)
+    return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
+                ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
+                measured, step_model if measured is not None else model, kernels=kernels)
 
 
 def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
@@ -287,9 +313,9 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
         t = p.track(k)
         if not t.applicable:
             raise PlanError(f"track {k} does not apply: {t.why_not}")
-    ev = Evaluator(model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
+    ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
                    (imbalance_adjust,))
-    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec)
+    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec, p.kernels)
     proposals = {k: TRACKS[k](ctx) for k in names}
     whatifs = {k: pr.whatif for k, pr in proposals.items() if pr.whatif is not None}
     reason = compatible(list(names), whatifs)
@@ -308,9 +334,9 @@ IDEAL = WhatIf("ideal", scenario=Change.of(
     efficiency_floor={"collective_bw_scale": 1.0}, efficiency_ceiling={"collective_latency_scale": 1.0}))
 
 
-def _ceiling(ctx: Context, combined: Combination, proposals: dict[str, Proposal]) -> Ceiling:
+def _ceiling(ev: Evaluator, combined: Combination, proposals: dict[str, Proposal]) -> Ceiling:
     whatifs = [proposals[k].whatif for k in combined.tracks]
-    out = ctx.evaluator.objective_value((*_ordered([w for w in whatifs if w is not None]), IDEAL))
+    out = ev.objective_value((*_ordered([w for w in whatifs if w is not None]), IDEAL))
     terms = {k: v for k, v in out.step.terms_s.items() if k != "overhead"}
     return Ceiling(combined.tracks, out, max(terms, key=lambda k: terms[k]))
 
@@ -352,11 +378,13 @@ def point_text(o: Outcome, objective: str) -> str:
 
 
 def _per_user_reading(scenario: Scenario, goal: Target, forbid: tuple[str, ...], calibration: Calibration | None,
-                      spec: SpecConfig | None, model: StepModel | None) -> str:
+                      spec: SpecConfig | None, model: StepModel | None, measured: FigureFit | None,
+                      kernels: KernelEvidence | None = None) -> str:
     """An aggregate rate read as one user's rate: a TPOT of 1/rate at concurrency 1, planned as such (its own
     tracks, combination and floor) — the second verdict of an ambiguous target ("1000 tok/s" said of one stream)."""
     per_user = Target("tpot", MS_PER_S / goal.value, goal.text, per_user_rate=goal.value)
-    single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model)
+    single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model, measured=measured,
+                  kernels=kernels)
     assert single.target is not None  # a target was given
     floor_s = single.ceiling.outcome.tpot_s
     return (f"per user, {goal.text} is a TPOT of {per_user.value:.3g} ms at concurrency 1: {single.target.text} "

@@ -48,8 +48,10 @@ def pareto(points: Sequence[SweepPoint]) -> list[bool]:
     return flags
 
 
-def sweep(build: Any, n_gpus: int, concurrency: Sequence[int], moe: bool) -> Sweep:
-    """`build(tp=, ep=, dp=)` -> Scenario for each layout of n_gpus; the closed form at each concurrency."""
+def sweep(build: Any, n_gpus: int, concurrency: Sequence[int], moe: bool, restate: Any = None) -> Sweep:
+    """`build(tp=, ep=, dp=)` -> Scenario for each layout of n_gpus; the closed form at each concurrency.
+    `restate(scenario, points)` -> points, when given: each layout's points restated (a deployment calibrated on
+    measured figures: calibrate.measured.restate_points, its levels carried to every layout)."""
     from servescope.perfmodel.serving import predict
 
     pts: list[SweepPoint] = []
@@ -58,6 +60,8 @@ def sweep(build: Any, n_gpus: int, concurrency: Sequence[int], moe: bool) -> Swe
         try:
             sc = build(tp=lay.tp, ep=lay.ep, dp=lay.dp)
             served = predict(sc, list(concurrency))
+            if restate is not None:
+                served = list(restate(sc, served))
         except ServescopeError as e:
             skipped.append(f"{lay.label()}: {e}")
             continue

@@ -12,6 +12,7 @@ from typing import Any
 
 from servescope.calibrate import Calibration
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.kernels import KernelEvidence
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.whatif import Evaluator, Outcome, WhatIf
 
@@ -30,6 +31,7 @@ class Context:
     forbid: tuple[str, ...] = ()
     calibration: Calibration | None = None
     spec: SpecConfig | None = None
+    kernels: KernelEvidence | None = None  # the trace's per-kernel numbers (advise.kernel_evidence)
 
     @property
     def n_gpus(self) -> int:

@@ -1,6 +1,7 @@
 """The track list: every mitigation the planner evaluates, by name, in the order plans list them.
 
-Does: map each track kind to the function that proposes its what-if (tracks_comm, tracks_compute, tracks_spec),
+Does: map each track kind to the function that proposes its what-if (tracks_comm, tracks_compute, tracks_kernels,
+tracks_spec),
 and validate names given by a user (`parse_forbid`). `TRACK_KINDS` is derived from the map: one declaration.
 Does not: evaluate a track (planner.plan) or decide what pays.
 """
@@ -25,6 +26,7 @@ from servescope.planner.tracks_compute import (
     quantization_track,
     split_k_attention_track,
 )
+from servescope.planner.tracks_kernels import kernel_tuning_track
 from servescope.planner.tracks_spec import speculative_track
 
 TRACKS: dict[str, Callable[[Context], Proposal]] = {
@@ -36,6 +38,7 @@ TRACKS: dict[str, Callable[[Context], Proposal]] = {
     "cuda_graphs": cuda_graphs_track,
     "async_scheduling": async_scheduling_track,
     "split_k_attention": split_k_attention_track,
+    "kernel_tuning": kernel_tuning_track,
     "quantization": quantization_track,
     "pd_disaggregation": pd_disaggregation_track,
     "parallelism_change": parallelism_change_track,

@@ -11,6 +11,11 @@ and express it as a what-if:
                      R6K-ONESHOT), bw_in 28 GB/s (DERIVED: R6K-ONESHOT 8 GPUs, 256 KB in 73.6 µs);
                      NVLink: floor 4.6 µs (AIC-COMM H100 custom AR, 1 KB), bw_in 0.78 × NVLink per direction
                      (DERIVED: AIC-COMM H100 custom AR 16 MB in 92.4 µs).
+                     The custom path is scaled like the curve it replaces (the in-situ collective scale of a
+                     calibration stays), so the track is priced from the step's all-reduce term: new term = term ×
+                     ratio, ratio = custom / current per call at the step's message size (details
+                     `all_reduce_ratio`; PCIe 8 GPUs at 14 KiB: the measured one-shot over the NCCL curve), and
+                     the TPOT gain is 1 / (1 − s · (1 − ratio)) at all-reduce share s of the step.
   nccl_tuning        all-reduce on the measured tuned-NCCL curve (`nccl_tuned`, R6K-NCCL) where it exists, else
                      bus bandwidth ×(tuned / default) (R6K-NCCL; NVIDIA/nccl-tests#212 for NVLS); and the
                      latency floor back to the measured floor when calibration found it inflated.
@@ -167,9 +172,11 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     source = ("measured one-shot curve (specs.collectives pcie_oneshot, R6K-ONESHOT)" if measured
               else "one-shot/two-shot formula (module docstring)")
     max_bytes = curves.custom_allreduce_max_bytes or VLLM_CUSTOM_AR_MAX_BYTES
-    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=AllReducePath(call_s, max_bytes)),
+    adjust = AllReducePath(call_s, max_bytes)
+    old, new = (v.collectives["all_reduce"].time_s for v in (ctx.baseline.step, adjust(sc, ctx.baseline.step)))
+    return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=adjust),
                     note=f"{note}; priced with the {source}" if note else f"priced with the {source}",
-                    details={"source": source})
+                    details={"source": source, "all_reduce_ratio": new / old if old > 0 else 1.0})
 
 
 def nccl_tuning_track(ctx: Context) -> Proposal:

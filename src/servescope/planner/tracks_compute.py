@@ -29,6 +29,7 @@ from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
+from servescope.planner.kernels import KernelRow
 from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Change, WhatIf
@@ -55,13 +56,10 @@ def async_scheduling_track(ctx: Context) -> Proposal:
                 "CPU time, and a trace (servescope trace) should show the GPU idle between decode steps shrink")
     sc = ctx.scenario
     if sc.overlaps_cpu:
+        why = "as set" if sc.overlap_scheduler is not None else f"the default of {sc.engine.label}"
         return not_applicable(kind, "already on: the engine prepares the next step on the CPU while the GPU runs "
-                              "this one (TRT-LLM's default overlap scheduler)", "config change", validate)
-    if sc.backend == "sglang":
-        return not_applicable(kind, "SGLang's overlap scheduler is already on by default; the model keeps SGLang's "
-                              "CPU time additive because its measured steps are slower than the GPU terms by more "
-                              "than that time (data/engines.toml), so it claims no gain here", "config change",
-                              validate)
+                              f"this one ({why}; {sc.engine.sources.get('overlap_scheduler', '')})",
+                              "config change", validate)
     if sc.backend != "vllm":
         return not_applicable(kind, f"no async-scheduling switch known for backend {sc.backend!r}", "config change",
                               validate)
@@ -71,10 +69,9 @@ def async_scheduling_track(ctx: Context) -> Proposal:
     cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
     note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
             f"(at batch {ctx.concurrency}, context {sc.isl + sc.osl // 2})")
-    pre = ("a vLLM version with the V1 engine's --async-scheduling, not already on (it was opt-in when the model's "
-           "engine data were written, unverified for the newest releases: check the server's startup log; if it is "
-           "on, this gain is already in your numbers), and the other features in use — speculative decoding, "
-           "pipeline parallelism, structured output — supported with it in that version",
+    pre = ("vLLM >= 0.14 turns async scheduling on by default (engine_defaults.toml); on older releases it is "
+           "--async-scheduling (V1 engine, 0.10 on), and the features in use — speculative decoding, pipeline "
+           "parallelism, structured output — must be supported with it in that version",
            _cpu_basis(ctx))
     return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change), note=note)
 
@@ -97,6 +94,12 @@ def split_k_attention_track(ctx: Context) -> Proposal:
                 "should reach ≥1 and its time fall")
     cal = ctx.calibration
     blocks = cal.attention_blocks_per_sm if cal is not None else None
+    low = _low_occupancy_attention(ctx)
+    if low:  # the trace's per-kernel numbers (the kernel_tuning track's): the same weighting, and the kernels' names
+        blocks = sum((r.blocks_per_sm or 0.0) * r.measured_us for r in low) / sum(r.measured_us for r in low)
+        validate += "; " + "; ".join(
+            f"{r.name[:50]}: now {r.measured_us / max(r.calls, 1):,.1f} µs per call at {r.blocks_per_sm:.2f} blocks "
+            "per SM" for r in low[:2])
     knob = cal.knobs.get("attention") if cal is not None else None
     if cal is None or blocks is None or knob is None:
         return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
@@ -122,6 +125,18 @@ def split_k_attention_track(ctx: Context) -> Proposal:
             f"{knob} {fitted:.3f} → {target:.3f}")
     return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
                     note=note, details={"blocks_per_sm": blocks, "knob": knob})
+
+
+def _low_occupancy_attention(ctx: Context) -> list[KernelRow]:
+    """The traced attention kernels (per-kernel numbers of the calibrated step kinds) with blocks per SM known,
+    longest first; [] without per-kernel numbers."""
+    ev = ctx.kernels
+    if ev is None:
+        return []
+    kinds = {s.kind for s in ctx.calibration.steps} if ctx.calibration is not None else None
+    rows = [r for r in ev.rows if r.kernel_class == "attention" and r.blocks_per_sm is not None
+            and (kinds is None or r.kind in kinds)]
+    return sorted(rows, key=lambda r: -r.measured_us)
 
 
 def occupancy(blocks_per_sm: float) -> float:

@@ -5,7 +5,10 @@ Does: take what a plan predicted (`PlanPrediction`, read from a `plan/1` documen
 objective, before and after the change (`Measured`, in SI: TPOT in seconds or output tokens/s), and score each
 applied track: the measured gain (TPOT: before / after; throughput: after / before; > 1 is better, as the
 plan's gains) against the predicted 80 % range: `inside`, `above` (better than the range's top) or `below`.
-Which tracks were applied: named (`applied`), or, when not named, the combination the plan chose. One applied
+Which tracks were applied: named (`applied`; `combined` names the combination the plan chose), or, when not named,
+found from what changed between a before and an after trace (planner.applied: each found track with the evidence
+that named it; a found track the plan cannot score is said and left out). Benchmark files and typed figures do not
+say how the engine ran: without `applied` they are refused, asking for it. One applied
 track is scored against its own gain and range (basis `track`). Several applied tracks are scored together,
 since one measurement cannot split a gain between them, as ONE change between two deployments:
   plan_combined  the applied set is the plan's combination: its combined gain (interactions priced by the plan);
@@ -27,12 +30,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from servescope.errors import PlanError
+from servescope.planner.applied import EngineView, Found, found_changes
 from servescope.planner.gain_range import BASES, PlanRange
 from servescope.units import ms_to_s
 
 Verdict = Literal["inside", "above", "below"]
 Basis = Literal["track", "plan_combined", "product"]
 OBJECTIVES = ("tpot", "throughput")
+COMBINED = "combined"  # --applied combined: the combination the plan chose
+AppliedFrom = Literal["named", "found", "plan_combined"]
 BASIS_TEXT: dict[str, str] = {
     "track": "the track's own predicted gain and 80% range",
     "plan_combined": "the plan's combined gain for these tracks, its range the widest relative range of the plan's "
@@ -93,6 +99,7 @@ class Measured:
     concurrency: int | None = None  # the load it was measured at, when known
     warnings: tuple[str, ...] = ()
     device: str | None = None  # the GPU a trace ran on, when it says
+    facts: EngineView | None = None  # how a trace's engine ran (analysis.engine_facts), to find what changed
 
 
 @dataclass(frozen=True)
@@ -126,10 +133,11 @@ class Verification:
     before: Measured
     after: Measured
     applied: tuple[str, ...]
-    applied_from: Literal["named", "plan_combined"]
+    applied_from: AppliedFrom
     tracks: tuple[PlannedTrack, ...]  # the applied tracks as predicted, in the order given
     check: Check
     warnings: tuple[str, ...] = ()
+    found: tuple[Found, ...] = ()  # applied_from "found": each scored track and the evidence that named it
 
     @property
     def measured_gain(self) -> float:
@@ -172,15 +180,24 @@ def parse_applied(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
 
 def verify(prediction: PlanPrediction, before: Measured, after: Measured,
            applied: Sequence[str] | None = None) -> Verification:
-    """Score the applied tracks (module docstring); PlanError for an unknown or inapplicable track, or when
-    nothing was named and the plan chose nothing."""
+    """Score the applied tracks (module docstring); PlanError for an unknown or inapplicable track, when nothing
+    was named and nothing can be found, or when `combined` is named and the plan chose nothing."""
     objective = prediction.objective
     gain = measured_gain(objective, before.value, after.value)
     named = tuple(dict.fromkeys(applied)) if applied else ()
-    if not named and not prediction.combined_tracks:
-        raise PlanError(f"{prediction.source}: the plan chose no track (nothing pays); name what you applied "
-                        "with --applied KIND[,KIND]")
-    kinds = named or prediction.combined_tracks
+    notes: list[str] = []
+    found: tuple[Found, ...] = ()
+    applied_from: AppliedFrom = "named"
+    if named == (COMBINED,):
+        if not prediction.combined_tracks:
+            raise PlanError(f"{prediction.source}: the plan chose no track (nothing pays); name what you applied "
+                            "with --applied KIND[,KIND]")
+        kinds, applied_from = prediction.combined_tracks, "plan_combined"
+    elif named:
+        kinds = named
+    else:
+        found, notes = _found(prediction, before, after)
+        kinds, applied_from = tuple(f.kind for f in found), "found"
     tracks = tuple(prediction.track(k) for k in kinds)
     priced = [_scored(t, prediction.source) for t in tracks]
     if len(tracks) == 1:
@@ -196,8 +213,35 @@ def verify(prediction: PlanPrediction, before: Measured, after: Measured,
         rel_hi = max(rule_hi / g, *(p[2] / p[0] for p in priced))
         lo, hi = g * rel_lo, g * rel_hi
     check = Check(kinds, basis, g, lo, hi, gain, verdict(gain, lo, hi))
-    return Verification(prediction, objective, before, after, kinds, "named" if named else "plan_combined",
-                        tracks, check, _warnings(prediction, before, after, kinds))
+    return Verification(prediction, objective, before, after, kinds, applied_from, tracks, check,
+                        (*notes, *_warnings(prediction, before, after, kinds)), found)
+
+
+def _found(p: PlanPrediction, before: Measured, after: Measured) -> tuple[tuple[Found, ...], list[str]]:
+    """The tracks found applied between two traces that the plan can score, and notes on the rest; PlanError when
+    a side is not a trace or nothing scorable changed."""
+    ask = f"name what you applied with --applied KIND[,KIND] (or --applied {COMBINED}: the plan's choice"
+    ask += f", {' + '.join(p.combined_tracks)})" if p.combined_tracks else ")"
+    if before.facts is None or after.facts is None:
+        words = {"benchmark": "benchmark result file", "figure": "typed figure", "trace": "trace"}
+        what = " or ".join(sorted({words.get(m.kind, m.kind) for m in (before, after) if m.facts is None}))
+        raise PlanError(f"nothing says which tracks were applied: a {what} measures the objective, not how the "
+                        f"engine ran (only a before and an after trace show what changed); {ask}")
+    forward, reverse = found_changes(before.facts, after.facts)
+    kinds = {t.kind: t for t in p.tracks}
+    scorable = tuple(f for f in forward if f.kind in kinds and kinds[f.kind].gain is not None)
+    notes = [f"found {f.kind} ({f.evidence}) but the plan "
+             + (f"has no gain for it: not applicable ({kinds[f.kind].why_not})" if f.kind in kinds
+                else "has no such track") + "; not scored"
+             for f in forward if f not in scorable]
+    notes += [f"the traces change the other way from {f.kind} (read after → before: {f.evidence}); not scored"
+              for f in reverse]
+    if not scorable:
+        seen = "; ".join(notes) if notes else ("none of the changes servescope recognises (CUDA graphs, "
+                                               "speculative decoding, the all-reduce kernel, GEMM dtypes, fused "
+                                               "norms, the rank count, all-to-all)")
+        raise PlanError(f"{before.source} → {after.source}: no applied track found to score: {seen}; {ask}")
+    return scorable, notes
 
 
 def _warnings(p: PlanPrediction, before: Measured, after: Measured, kinds: Sequence[str]) -> tuple[str, ...]:

@@ -35,6 +35,8 @@ class StepModel(Protocol):
 
     def interference(self, scenario: Scenario, batch: int) -> float: ...
 
+    def interference_share(self, scenario: Scenario, batch: int) -> float: ...
+
     def draft(self, scenario: Scenario, method: str, draft_model: str | None) -> Scenario | None: ...
 
 
@@ -65,6 +67,12 @@ class PerfModel:
         a = predict_arrays(scenario, [batch])
         return max(0.0, float(a["tpot_s"][0] - a["step"][0]))
 
+    def interference_share(self, scenario: Scenario, batch: int) -> float:
+        """Prompts' marginal prefill cost per decode step (the multiplier perfmodel.serving applies)."""
+        from servescope.perfmodel import predict_arrays
+
+        return float(predict_arrays(scenario, [batch])["interference_share"][0])
+
     def draft(self, scenario: Scenario, method: str, draft_model: str | None) -> Scenario | None:
         """The drafter's scenario for a speculative method (None: no drafter forward, e.g. n-gram)."""
         return draft_scenario(scenario, method, draft_model)
@@ -88,6 +96,7 @@ class StepView:
     dominant: str
     floor_s: float
     tokens: int = 1  # tokens in the step over all dp ranks (batch × tokens per sequence)
+    kind: str = "decode"  # "decode" | "prefill": adjustments measured on one step kind apply to that kind
 
     @classmethod
     def of(cls, pred: StepPrediction) -> StepView:
@@ -103,6 +112,7 @@ class StepView:
             dominant=str(pred.dominant),
             floor_s=float(pred.floor_s),
             tokens=max(1, int(pred.tokens)),
+            kind=str(getattr(pred, "kind", "decode")),
         )
 
     def with_collective(self, name: str, new: Collective) -> StepView:
@@ -227,7 +237,7 @@ class Evaluator:
         key = (id(scenario), batch, tokens_per_seq)
         hit = self._steps.get(key)
         if hit is None or hit[0] is not scenario:
-            ctx = scenario.isl + scenario.osl / 2.0
+            ctx = float(scenario.isl) if scenario.decode_only else scenario.isl + scenario.osl / 2.0
             hit = (scenario, StepView.of(self.model.decode(scenario, batch, ctx, tokens_per_seq)))
             self._steps[key] = hit
         view = hit[1]
@@ -248,6 +258,20 @@ class Evaluator:
         if batch <= 1 or not eff.prefill_interference:
             return 0.0
         return float(self.model.interference(scenario, batch))
+
+    def prompt_collective_delta_s(self, scenario: Scenario, batch: int, adjusts: Iterable[Adjust]) -> float:
+        """What the step adjustments (a faster all-reduce path, NCCL tuning) change in the prompts' collectives that
+        ride in the decode steps, per output token: the adjusted minus the modelled communication of one prefill of
+        isl tokens, times the prompts per decode step (perfmodel serving). 0 without adjustments or prompts."""
+        fns = tuple(adjusts)
+        if not fns or batch <= 1 or scenario.decode_only:
+            return 0.0
+        base = StepView.of(self.model.prefill(scenario, int(scenario.isl)))
+        view = base
+        for fn in fns:
+            view = fn(scenario, view)
+        delta = view.terms_s.get("communication", 0.0) - base.terms_s.get("communication", 0.0)
+        return delta * self.model.interference_share(scenario, batch) if delta else 0.0
 
     def prefill_s(self, scenario: Scenario) -> float:
         """One request's prefill (isl tokens) plus the per-prefill overhead, seconds."""
@@ -291,6 +315,8 @@ class Evaluator:
         adjusts = [w.adjust for w in whatifs if w.adjust is not None]
         batch = max(1, min(concurrency, self.max_concurrency(sc)))
         extra = 0.0 if any(w.no_prefill_interference for w in whatifs) else self.interference_s(sc, batch)
+        if extra > 0.0:  # the adjustments reach the prompts' collectives too (issue 18)
+            extra = max(0.0, extra + self.prompt_collective_delta_s(sc, batch, adjusts))
         specs = [w.spec for w in whatifs if w.spec is not None]
         if not specs:
             view, al = self.step(sc, batch, 1, adjusts), 1.0

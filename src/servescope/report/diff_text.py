@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from servescope.analysis.diff import Change, KindDiff, Side, TraceDiff
-from servescope.report.trace_text import short_names
+from servescope.report.trace_text import short_names, trace_gpu
 
 VERDICT = {True: "yes", False: "no", None: "?"}
 
@@ -89,7 +89,7 @@ def _kernels(k: KindDiff) -> Table:
 def _side(label: str, path: str, s: Side | None) -> str:
     if s is None:
         return f"{label} {path}"
-    gpus = ", ".join(s.gpus) or "GPU ?"
+    gpus = ", ".join(s.gpus) or trace_gpu(None)
     sources = ", ".join(f"{n} {src.replace('_', '-')}" for src, n in s.step_sources.items()) or "no steps"
     ranks = f"{s.ranks} ranks, " if s.ranks > 1 else ""
     return f"{label} {path} · {gpus} · {ranks}steps: {sources}"

@@ -2,7 +2,8 @@
 installed).
 
 Does: flatten a TraceAnalysis into one row per (rank, step) — `steps_frame` —, per (rank, step, kernel name) —
-`kernels_frame` — and per (rank, step, collective) — `collectives_frame` —, and a model sweep (a list of
+`kernels_frame` —, per (rank, step kind, kernel with a shape) on the roofline — `roofline_frame` — and per (rank,
+step, collective) — `collectives_frame` —, and a model sweep (a list of
 ServingPoint) into one row per concurrency — `points_frame`. Column names carry their unit (`_us`, `_s`,
 `_bytes`, `_tok_s`). Values are copied from the result objects; nothing is recomputed.
 Does not: analyse, model or format; `kernels_frame` holds the kernels the analysis kept (the top `top_n` per
@@ -68,6 +69,42 @@ def kernels_frame(a: TraceAnalysis) -> pl.DataFrame:
         for b in a.ranks for s in b.steps for k in s.top_kernels
     ]
     return _frame(rows, KERNEL_COLUMNS)
+
+
+ROOFLINE_COLUMNS = {
+    "rank": pl.Int64, "kind": pl.Utf8, "name": pl.Utf8, "kernel_class": pl.Utf8, "calls": pl.Int64,
+    "shaped_calls": pl.Int64, "total_us": pl.Float64, "shaped_us": pl.Float64, "flops": pl.Float64,
+    "bytes": pl.Float64, "flop_per_byte": pl.Float64, "achieved_flop_per_s": pl.Float64,
+    "achieved_bytes_per_s": pl.Float64, "frac_of_peak": pl.Float64, "bound": pl.Utf8, "achievable_us": pl.Float64,
+    "frac_of_achievable": pl.Float64, "waves": pl.Float64, "tail_efficiency": pl.Float64, "gpu": pl.Utf8,
+}
+
+
+def roofline_frame(a: TraceAnalysis) -> pl.DataFrame:
+    """One row per (rank, step kind, kernel) of the top kernels with a shape: work, achieved rates, fraction of
+    the datasheet peak and of the measured reference (`analysis.roofline.roofline` against the rank's peaks: those
+    the analysis resolved, else `advise.peaks_for`); fractions are 0–1, not %."""
+    from servescope.analysis.roofline import roofline
+    from servescope.report.trace_json import rank_peaks
+
+    rows = []
+    for i, b in enumerate(a.ranks):
+        peaks, _ = rank_peaks(a, i)
+        for s in b.kinds:
+            for k in s.top_kernels:
+                r = roofline(k.work, peaks) if k.work else None
+                if r is None:
+                    continue
+                rows.append({
+                    "rank": b.rank, "kind": s.kind, "name": k.name, "kernel_class": k.kernel_class, "calls": k.calls,
+                    "shaped_calls": k.shaped_calls, "total_us": k.total_us, "shaped_us": k.shaped_us,
+                    "flops": r.flops, "bytes": r.bytes,
+                    "flop_per_byte": r.intensity_flops_per_byte if r.flops > 0 else None,
+                    "achieved_flop_per_s": r.achieved_flops_per_s, "achieved_bytes_per_s": r.achieved_bytes_per_s,
+                    "frac_of_peak": r.frac_of_peak, "bound": r.bound, "achievable_us": r.achievable_us,
+                    "frac_of_achievable": r.frac_of_achievable, "waves": k.waves,
+                    "tail_efficiency": k.tail_efficiency, "gpu": peaks.name if peaks else None})
+    return _frame(rows, ROOFLINE_COLUMNS)
 
 
 def collectives_frame(a: TraceAnalysis) -> pl.DataFrame:

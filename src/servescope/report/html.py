@@ -2,8 +2,8 @@
 
 Does: put the scenario the result is about (model, GPU, layout, quantization, engine) and every warning and
 caveat of the command's text output at the top of the page (html_sections.page_header), then turn a document (`servescope.report/1`, `trace/1`, `model/1`, `plan/1`, `diff/1`, any other as generic
-tables) into sections of blocks — findings, tables of preformatted cells, Plotly figures (report/html_charts.py)
-— and render report/templates/page.html.j2. The page fetches nothing: its Content-Security-Policy allows no
+tables) into sections of blocks — findings, tables of preformatted cells, Plotly figures (report/html_charts.py),
+the kernels on the roofline for trace and report pages (report/html_roofline.py) — and render report/templates/page.html.j2. The page fetches nothing: its Content-Security-Policy allows no
 source but the page itself (inline script and style, data: images), so a request would fail and be reported.
 Does not: compute (documents carry every number), or write files (the CLI does).
 Uses jinja2 and plotly's bundled plotly.min.js (base dependencies); OutputError if an install lacks them.
@@ -20,6 +20,7 @@ import msgspec
 
 from servescope.errors import OutputError
 from servescope.report import html_sections as sections
+from servescope.report.html_roofline import roofline_section
 
 EXTRA = "HTML output needs jinja2 and plotly (base dependencies of servescope): reinstall it (pip install servescope)"
 
@@ -54,6 +55,10 @@ def _json_for_script(value: Any) -> str:
 def document_html(doc: dict[str, Any]) -> str:
     """The page of one document."""
     title, subtitle, secs = sections.for_document(doc)
+    trace = doc if doc.get("schema") == "servescope.trace/1" else doc.get("trace")
+    if doc.get("schema") in ("servescope.trace/1", "servescope.report/1") and isinstance(trace, dict):
+        at = next((i + 1 for i, s in enumerate(secs) if s["id"] == "kernels"), len(secs))
+        secs.insert(at, roofline_section(trace))  # right after the top kernels
     header = sections.page_header(doc)
     figures = [b for s in secs for b in s["blocks"] if b["type"] == "chart"]
     for i, f in enumerate(figures):

@@ -102,18 +102,32 @@ def plan_gains(tracks: list[dict[str, Any]], objective: str) -> Figure:
                                                                                         "t": 40, "b": 50})}
 
 
-def latency_throughput(curves: list[dict[str, Any]]) -> Figure:
-    """tok/s per GPU against tok/s per user, one line per curve, points labelled with the concurrency."""
+def latency_throughput(curves: list[dict[str, Any]], measured: list[dict[str, Any]] | None = None) -> Figure:
+    """tok/s per GPU against tok/s per user, one line per curve, points labelled with the concurrency; the
+    user's measured points (measured_doc.curve_points) as markers the baseline passes through."""
     data = [{"type": "scatter", "mode": "lines+markers", "name": c["name"],
              "x": [p["tok_s_per_user"] for p in c["points"]], "y": [p["tok_s_per_gpu"] for p in c["points"]],
              "text": [f"concurrency {p['concurrency']}" for p in c["points"]], "hoverinfo": "text+x+y",
              "line": {"dash": "solid" if c["name"] in ("baseline", "combined") else "dot"}}
             for c in curves]
-    return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace is given)",
-                                            "output tok/s per user (1 / TPOT)", "output tok/s per GPU", height=420)}
+    data += measured_markers(measured)
+    return {"data": data, "layout": _layout("latency–throughput (model, calibrated when a trace or measured figures "
+                                            "are given)", "output tok/s per user (1 / TPOT)",
+                                            "output tok/s per GPU", height=420)}
 
 
-def pareto(points: list[dict[str, Any]]) -> Figure:
+def measured_markers(points: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The measured points as one marker series (none without points)."""
+    if not points:
+        return []
+    return [{"type": "scatter", "mode": "markers", "name": "measured",
+             "x": [p["tok_s_per_user"] for p in points], "y": [p["tok_s_per_gpu"] for p in points],
+             "text": [f"measured at concurrency {p['concurrency']}: {', '.join(p['figures'])}" for p in points],
+             "hoverinfo": "text+x+y", "marker": {"symbol": "x", "size": 13, "color": "#d62728",
+                                                 "line": {"width": 2}}}]
+
+
+def pareto(points: list[dict[str, Any]], measured: list[dict[str, Any]] | None = None) -> Figure:
     """tok/s per GPU against tok/s per user for every (layout, concurrency) point of a sweep, one marker series
     per layout, and the Pareto front drawn through its points."""
     layouts = list(dict.fromkeys(p["layout"] for p in points))
@@ -124,6 +138,7 @@ def pareto(points: list[dict[str, Any]]) -> Figure:
          "text": [f"{lay}, concurrency {p['concurrency']}" for p in points if p["layout"] == lay],
          "hoverinfo": "text+x+y"} for lay in layouts]
     front = sorted((p for p in points if p["on_front"]), key=lambda p: p["tok_s_per_user"])
+    data += measured_markers(measured)
     if front:
         data.append({"type": "scatter", "mode": "lines+markers", "name": "Pareto front",
                      "x": [p["tok_s_per_user"] for p in front], "y": [p["tok_s_per_gpu"] for p in front],
@@ -167,3 +182,40 @@ def before_after(kind: str, classes: dict[str, Any]) -> Figure:
             for side in ("before", "after")]
     return {"data": data, "layout": _layout(f"{kind}: µs per step by class", "class", "µs per step",
                                             barmode="group")}
+
+
+def roofline(label: str, kernels: list[dict[str, Any]], peaks: dict[str, Any] | None) -> Figure:
+    """Kernels (top-kernel rows of a trace document with FLOPs) on the GPU's roofline: x = arithmetic intensity
+    (FLOP/byte), y = achieved TFLOP/s, both log; marker area ∝ the kernel's shaped µs (diameter ∝ √µs), colour =
+    class; one roofline
+    per dtype the kernels use, min(peak, intensity × HBM bandwidth), from the document's datasheet peaks."""
+    pts = [k for k in kernels if k.get("flop_per_byte") and k.get("achieved_tflops")]
+    longest = max((k["shaped_us"] or 0.0 for k in pts), default=0.0) or 1.0
+    data: list[dict[str, Any]] = []
+    for c in sorted({k["class"] for k in pts}):
+        mine = [k for k in pts if k["class"] == c]
+        data.append({"type": "scatter", "mode": "markers", "name": c, "x": [k["flop_per_byte"] for k in mine],
+                     "y": [k["achieved_tflops"] for k in mine], "hoverinfo": "text+x+y",
+                     "text": [f"{k['name'][:80]}<br>{k['shaped_us'] / 1e3:,.3f} ms, {k['pct_of_peak'] or '–'}% of peak"
+                              for k in mine],
+                     "marker": {"color": CLASS_COLORS.get(c, "#999"), "opacity": 0.75,
+                                "size": [6 + 34 * ((k["shaped_us"] or 0.0) / longest) ** 0.5 for k in mine],
+                                "line": {"width": 1, "color": "#333"}}})
+    if peaks and pts and peaks.get("hbm_bw_bytes_per_s"):
+        bw = peaks["hbm_bw_bytes_per_s"]
+        lo = min(k["flop_per_byte"] for k in pts) / 4
+        hi = max(k["flop_per_byte"] for k in pts) * 4
+        for dtype in sorted({d for k in pts for d in (k.get("dtypes") or [])}):
+            peak = (peaks.get("flops_per_s") or {}).get(dtype)
+            if not peak:
+                continue
+            ridge = peak / bw
+            xs = [lo, min(max(ridge, lo), hi), hi]
+            data.append({"type": "scatter", "mode": "lines", "name": f"{dtype} roofline",
+                         "x": xs, "y": [min(peak, x * bw) / 1e12 for x in xs], "hoverinfo": "name+x+y",
+                         "line": {"color": "#000", "dash": "dash" if dtype != "bf16" else "solid", "width": 1.5}})
+    layout = _layout(f"{label}: kernels on the roofline (marker area ∝ GPU time)", "arithmetic intensity (FLOP/byte)",
+                     "achieved TFLOP/s", height=440)
+    layout["xaxis"]["type"] = "log"
+    layout["yaxis"]["type"] = "log"
+    return {"data": data, "layout": layout}

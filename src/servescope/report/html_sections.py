@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.report import html_charts as charts
-from servescope.report.trace_text import short_names
+from servescope.report.measured_doc import measured_lines, points_lines
+from servescope.report.plan_text import on_baseline_text
+from servescope.report.trace_text import short_names, trace_gpu
 from servescope.units import GIGA, MS_PER_S, us_to_ms
 
 Section = dict[str, Any]
@@ -240,14 +242,20 @@ def _range_cell(lo: float | None, hi: float | None, g: float | None) -> str:
 def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = None) -> Section:
     b = plan["baseline"]
     mem = plan.get("memory_limit")
+    meas = plan.get("measured")
+    cal_words = ("calibrated on measured figures" + (" and the trace" if plan.get("calibration") else "")
+                 if meas else "calibrated on the trace" if plan["calibrated"] else "uncalibrated (model defaults)")
     head = (f"objective {plan['objective']} at concurrency {plan['concurrency']}; "
-            f"{'calibrated on the trace' if plan['calibrated'] else 'uncalibrated (model defaults)'}; baseline "
+            f"{cal_words}; baseline{' (' + meas['baseline'] + ')' if meas else ''} "
             f"TPOT {b['tpot_ms']:.2f} ms, {b['output_tok_s']:,.0f} tok/s at concurrency {b.get('concurrency', '?')}"
             + (f", {plan['baseline_source']}" if plan.get("baseline_source") else "") + f", dominant term {b['dominant']}"
             + (f"; memory limit: max conc. {mem['max_concurrency']:,} (KV for each request at ISL+OSL "
                f"{mem['context_tokens']:,} tokens)" if mem else ""))
+    on_base = (meas or {}).get("tracks", {})
     rows = [[t["kind"], _gain_cell(t["gain"]), _range_cell(t["gain_low"], t["gain_high"], t["gain"]), t["effort"],
-             "; ".join(t["preconditions"]) or "–", t["validate"] or "–", t["why_not"] or ""]
+             "; ".join(t["preconditions"]) or "–", t["validate"] or "–",
+             "; ".join(x for x in (on_baseline_text(on_base[t["kind"]]) if t["kind"] in on_base else "",
+                                   t["why_not"] or "") if x)]
             for t in plan["tracks"]]
     c, ceil = plan["combined"], plan["ceiling"]
     unit = "TPOT" if plan["objective"] == "tpot" else "output tok/s"
@@ -269,12 +277,14 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
               f"{unit}{together})",
               f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s at concurrency "
               f"{ceil.get('concurrency', '?')}, bound by {ceil['binding']}"]
+    if meas:
+        lines += measured_lines(meas) + points_lines(meas)
     blocks: list[dict[str, Any]] = [{"type": "text", "text": x} for x in lines if x]
     blocks += [chart(charts.plan_gains(plan["tracks"], plan["objective"])),
                table(["track", f"gain on {unit} (> 1 faster)", "80% range", "effort", "needs", "verify by", "note"],
                      rows, nd=2, note=(plan.get("range") or {}).get("text", ""))]
     if curves:
-        blocks.append(chart(charts.latency_throughput(curves)))
+        blocks.append(chart(charts.latency_throughput(curves, (meas or {}).get("curve_points"))))
     return {"id": "plan", "title": "Plan", "intro": head, "blocks": blocks}
 
 
@@ -290,7 +300,7 @@ def _report(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
 
 def _trace_subtitle(trace: dict[str, Any]) -> str:
     r0 = trace["ranks"][0] if trace["ranks"] else {}
-    dev = r0.get("device") or "GPU ?"
+    dev = trace_gpu(r0.get("device"))
     return f"{trace['path']} · {len(trace['ranks'])} rank(s) · {dev} · steps by {r0.get('step_method', '?')}"
 
 
@@ -354,7 +364,10 @@ def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     if len(doc["tracks"]) > 1:
         tracks.append([f"together ({c['basis']})", c["gain"], c["gain_low"], c["gain_high"], c["measured_gain"],
                        c["verdict"]])
-    blocks = [sides, table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
+    found = ([table(["track found applied", "evidence (before → after)"],
+                    [[f["kind"], f["evidence"]] for f in doc["found"]])] if doc.get("found") else [])
+    blocks = [sides, *found,
+              table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
               {"type": "text", "text": f"verdict: {c['verdict']}: measured {c['measured_gain']:.2f}x vs predicted "
                f"{c['gain']:.2f}x ({c['gain_low']:.2f}–{c['gain_high']:.2f}x), scored against {c['basis_text']}"},
               *warn]
@@ -390,11 +403,14 @@ def _sweep(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     front = sorted((p for p in pts if p["on_front"]), key=lambda p: -p["tok_s_per_user"])
     rows = [[p["layout"], p["concurrency"], p["tok_s_per_user"], p["tok_s_per_gpu"], p["tpot_ms"], p["ttft_ms"],
              p["output_tok_s"]] for p in front]
-    blocks = [chart(charts.pareto(pts)),
+    meas = doc.get("measured")
+    blocks = [chart(charts.pareto(pts, (meas or {}).get("curve_points"))),
               table(["layout", "concurrency", "tok/s per user", "tok/s per GPU", "TPOT ms", "TTFT ms",
                      "output tok/s"], rows, nd=1, title="the Pareto front",
                     note=f"{len(front)} of {len(pts)} points are on the front: no other point gives more tok/s per "
                          "GPU at as many tok/s per user; the JSON (--format json) has every point")]
+    if meas:
+        blocks += [{"type": "text", "text": x} for x in (*measured_lines(meas), *points_lines(meas))]
     return "servescope sweep", f"{doc['n_gpus']} GPUs, closed form", [
         {"id": "sweep", "title": "Layouts: throughput per GPU against speed per user", "intro": "", "blocks": blocks}]
 

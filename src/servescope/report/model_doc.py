@@ -9,6 +9,7 @@ from typing import Any
 
 from servescope.calibrate.measured import MeasuredModel
 from servescope.perfmodel import TERMS, ServingPoint
+from servescope.report.measured_doc import measured_document
 from servescope.report.simulate_doc import model_sim_fields
 from servescope.simulate import SimResult
 from servescope.units import GIGA, MS_PER_S
@@ -30,10 +31,8 @@ def model_document(points: Sequence[ServingPoint], simulated: Mapping[int, SimRe
         ],
     }
     if measured is not None:
-        lv = measured.levels
-        doc["calibration"] = {"case": measured.case, "used": list(measured.used), "notes": list(measured.notes),
-                              "tpot_level_fixed": lv.tpot_fixed, "tpot_level_per_batch": lv.tpot_var,
-                              "basis": lv.basis}
+        doc["calibration"] = measured_document(measured.fit) | {"case": measured.case, "used": list(measured.used),
+                                                                "notes": list(measured.notes)}
     return doc
 
 

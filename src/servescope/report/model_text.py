@@ -1,8 +1,8 @@
-"""Terminal tables for `servescope model`, `servescope specs` and `servescope validate`. Presentation only."""
+"""Terminal tables for `servescope model`, `servescope specs list` and `servescope validate` (`specs show`:
+report/specs_text.py). Presentation only."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from rich.console import Console
@@ -10,10 +10,6 @@ from rich.table import Table
 from rich.text import Text
 
 from servescope.perfmodel import TERMS, ServingPoint
-from servescope.specs.hardware import GpuSpec
-from servescope.specs.models import ModelSpec
-
-UNIT_SUFFIXES = (("_bytes_per_s", 1e9, "GB/s"), ("_bytes", 1e9, "GB"), ("_flops_per_s", 1e12, "TFLOP/s"))
 
 
 def render_points(title: str, points: list[ServingPoint], console: Console) -> None:
@@ -46,40 +42,14 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         console.print(c)
 
 
-def _fmt(key: str, value: Any) -> str:
-    for suffix, scale, unit in UNIT_SUFFIXES:
-        if (key.endswith(suffix) or key == suffix[1:]) and isinstance(value, int | float):
-            return f"{value / scale:,.3g} {unit}"
-    if isinstance(value, dict):
-        return ", ".join(f"{k}={_fmt(key, v)}" for k, v in value.items())
-    return str(value)
+def render_calibration(cal: dict[str, Any], console: Console) -> None:
+    """`model --measured`: which knob each input set, the status, and where the TPOT ranges come from."""
+    from servescope.report.measured_doc import measured_lines
 
-
-def _source(sources: dict[str, str], field_name: str) -> str:
-    """Sources are keyed by the quantity (`hbm_bw`, `flops.fp8`), fields by quantity + unit (`hbm_bw_bytes_per_s`)."""
-    stem = field_name
-    for suffix in ("_bytes_per_s", "_per_s", "_bytes", "_gpus", "_w"):
-        stem = stem.removesuffix(suffix)
-    if stem == "flops":
-        return "; ".join(f"{k.split('.', 1)[1]}: {v}" for k, v in sources.items() if k.startswith("flops."))
-    return sources.get(field_name) or sources.get(stem, "")
-
-
-def render_spec(spec: GpuSpec | ModelSpec, console: Console) -> None:
-    """Every field of a GpuSpec or ModelSpec, with sources where the spec carries them."""
-    sources = getattr(spec, "sources", {}) or {}
-    t = Table(title=getattr(spec, "name", "spec"), title_justify="left")
-    t.add_column("field")
-    t.add_column("value", overflow="fold")
-    t.add_column("source", overflow="fold", style="dim")
-    for f in dataclasses.fields(spec):
-        if f.name == "sources":
-            continue
-        value = getattr(spec, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = {k: v for k, v in dataclasses.asdict(value).items()}
-        t.add_row(f.name, _fmt(f.name, value), _source(sources, f.name))
-    console.print(t)
+    for line in measured_lines(cal):
+        console.print(Text(line))
+    console.print(Text(f"TPOT ranges are the held-out error of calibrating so ({cal['case']}, "
+                       "data-build/calibrated_ranges.py); TTFT as modelled"))
 
 
 def _render_calibrated(cal: dict[str, Any] | None, console: Console) -> None:

@@ -11,7 +11,11 @@ rule_of_thumb), case, text, gain_ratio_q10, gain_ratio_q90, pairs, r, baseline_t
 quantization, engine; scenario_document), `memory_limit` {max_concurrency, context_tokens} (the one memory limit,
 as `servescope model` prints it), `combined_product` {gains, product, interaction (overlap | compound)} (null
 for fewer than two tracks), `baseline_source` (null, or how a calibrated baseline was extrapolated) and
-`calibration.measured_step_idle_share`. See docs/plan.md and docs/json.md.
+`calibration.measured_step_idle_share`. Issue 17 adds `measured`: null | the calibration on the user's figures
+(report.measured_doc: knobs and the inputs that set each, measured points, status) with `baseline` (measured |
+calibrated) and `tracks` {kind: {baseline, metric (tpot_ms | output_tok_s), before, after, after_low, after_high}}:
+each gain stated on the calibrated baseline, and `curve_points` (report.measured_doc.curve_points: the measured
+points as the latency–throughput curves draw them). See docs/plan.md and docs/json.md.
 """
 
 from __future__ import annotations
@@ -20,9 +24,17 @@ import math
 from typing import Any
 
 from servescope.calibrate import calibration_table
+from servescope.perfmodel.memory import kv_cache_tokens
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
-from servescope.report.plan_text import baseline_source, combination_product, memory_limit
+from servescope.report.measured_doc import curve_points, measured_document
+from servescope.report.plan_text import (
+    baseline_source,
+    baseline_word,
+    combination_product,
+    memory_limit,
+    on_baseline,
+)
 from servescope.units import MS_PER_S
 
 SCHEMA = "servescope.plan/1"
@@ -80,7 +92,18 @@ def plan_document(plan: Plan) -> dict[str, Any]:
                          "context_tokens": plan.scenario.isl + plan.scenario.osl},
         "baseline_source": baseline_source(plan).removeprefix(", ") or None,
         "combined_product": combination_product(plan),
+        "measured": _measured(plan),
     }
+
+
+def _measured(plan: Plan) -> dict[str, Any] | None:
+    """The calibration on the user's figures (report.measured_doc) and each track's gain on its baseline."""
+    if plan.measured is None:
+        return None
+    tracks = {t.kind: d for t in plan.tracks if (d := on_baseline(plan, t)) is not None}
+    points = curve_points(plan.measured, plan.scenario.n_gpus, memory_limit(plan.scenario))
+    return measured_document(plan.measured) | {"baseline": baseline_word(plan).strip(), "tracks": tracks,
+                                               "curve_points": points}
 
 
 def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
@@ -93,7 +116,18 @@ def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
             "tp": sc.tp, "ep": sc.ep, "pp": sc.pp, "dp": sc.dp, "gpus": sc.n_gpus, "isl": sc.isl, "osl": sc.osl,
             "backend": sc.backend, "cuda_graphs": sc.cuda_graphs,
             "quant": {"attention": q.attention.name, "dense_mlp": q.dense_mlp.name, "experts": q.experts.name,
-                      "shared_experts": q.shared_experts.name, "lm_head": q.lm_head.name, "kv": q.kv.name}}
+                      "shared_experts": q.shared_experts.name, "lm_head": q.lm_head.name, "kv": q.kv.name},
+            "assumed": assumed_engine(sc)}
+
+
+def assumed_engine(sc: Scenario) -> dict[str, Any]:
+    """What the prediction assumed about the engine: its version's defaults, the KV pool (the tokens an engine log
+    prints as its KV cache size), the overlap scheduler, the routing and whether the run is decode-only."""
+    frac, of, where = sc.memory_share
+    return {"engine_version": sc.engine_version or None, "engine_defaults": sc.engine.label,
+            "overlap_scheduler": sc.overlaps_cpu, "kv_dtype": sc.quant.kv.name,
+            "gpu_memory_utilization": frac, "memory_share_of": of, "memory_share_source": where,
+            "kv_cache_tokens": kv_cache_tokens(sc), "routing": sc.routing.kind, "decode_only": sc.decode_only}
 
 
 def _range(plan: Plan) -> dict[str, Any]:

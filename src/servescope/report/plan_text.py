@@ -27,10 +27,14 @@ def plan_lines(plan: Plan) -> list[str]:
     head = "uncalibrated (model defaults; no trace)"
     if plan.calibration is not None:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
+    if plan.measured is not None:
+        head = (f"{head}, then " if plan.calibration is not None else "") + (
+            f"calibrated on measured figures ({plan.measured.status()})")
     c, ceil = plan.combined, plan.ceiling
     lines = [f"plan for {_objective(plan)}: {head}; {plan.gain_range.basis} ranges (80%)",
              scenario_line(plan.scenario),
-             f"baseline: TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, {b.output_tok_s:.0f} tok/s at "
+             f"baseline: {baseline_word(plan)}TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, "
+             f"{b.output_tok_s:.0f} tok/s at "
              f"concurrency {b.concurrency}{baseline_source(plan)}; dominant term {b.step.dominant}, largest kernel "
              f"class {plan.dominant_class}; {memory_limit_text(plan.scenario)}",
              f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
@@ -59,6 +63,10 @@ def plan_lines(plan: Plan) -> list[str]:
             knob = f"{row['knob']} = {knob_text(str(row['knob']), row['value'])}" if row["knob"] else "–"
             lines.append(f"  {row['class']:<14} {row['measured_us']:>10.1f} → {row['model_us']:>10.1f}  "
                          f"{residual:>7}  {knob}")
+    if plan.measured is not None:
+        from servescope.report.measured_doc import measured_document, measured_lines
+
+        lines.extend(measured_lines(measured_document(plan.measured)))
     if plan.measured_step:
         m = plan.measured_step
         lines.append(f"measured {m['kind']} step {m['index']}: {m['measured_ms']:.2f} ms (model "
@@ -75,13 +83,49 @@ def plan_lines(plan: Plan) -> list[str]:
         note = _one_memory_limit(t, limit)
         extra = f" — {t.why_not}" if t.why_not else (f" — {note}" if note else "")
         flag = " [precision-lowering]" if t.precision_lowering else ""
-        lines.append(f"  {gain_text(t.gain, t.gain_low, t.gain_high)} {t.kind} [{t.effort}]{flag}{measured}{extra}")
+        on_base = on_baseline(plan, t)
+        said = f"; {on_baseline_text(on_base)}" if on_base is not None and t.pays else ""
+        lines.append(f"  {gain_text(t.gain, t.gain_low, t.gain_high)} {t.kind} [{t.effort}]{flag}{measured}{said}"
+                     f"{extra}")
         if t.pays:
             lines.extend(_needs_and_verify(t))
     return lines
 
 
 SLOWER = 0.995  # a gain below this prints as a slowdown ("0.88x (slower)")
+
+
+def baseline_word(plan: Plan) -> str:
+    """"measured " / "calibrated " before the baseline of a plan on the user's figures: measured where the plan's
+    concurrency was measured, else calibrated (the figures were at other concurrencies)."""
+    if plan.measured is None:
+        return ""
+    return "measured " if plan.measured.measured_at(plan.concurrency) is not None else "calibrated "
+
+
+def on_baseline(plan: Plan, t: Track) -> dict[str, Any] | None:
+    """A track's gain stated on a calibrated plan's baseline: {baseline (measured | calibrated), metric (tpot_ms |
+    output_tok_s), before, after, after_low, after_high}; None uncalibrated or without a gain."""
+    if plan.measured is None or t.gain is None:
+        return None
+    word = baseline_word(plan).strip()
+    lo, hi = t.gain_low or t.gain, t.gain_high or t.gain
+    if plan.objective == "tpot":
+        before = plan.baseline.tpot_s * MS_PER_S
+        return {"baseline": word, "metric": "tpot_ms", "before": before, "after": before / t.gain,
+                "after_low": before / hi, "after_high": before / lo}
+    before = plan.baseline.output_tok_s
+    return {"baseline": word, "metric": "output_tok_s", "before": before, "after": before * t.gain,
+            "after_low": before * lo, "after_high": before * hi}
+
+
+def on_baseline_text(d: dict[str, Any]) -> str:
+    """`measured TPOT 12.1 ms → 9.9 ms (9.0–10.9)`, or the same in output tok/s."""
+    if d["metric"] == "tpot_ms":
+        return (f"{d['baseline']} TPOT {d['before']:.3g} ms → {d['after']:.3g} ms ({d['after_low']:.3g}–"
+                f"{d['after_high']:.3g})")
+    return (f"{d['baseline']} output {d['before']:,.0f} tok/s → {d['after']:,.0f} tok/s ({d['after_low']:,.0f}–"
+            f"{d['after_high']:,.0f})")
 
 
 def speedup_text(g: float) -> str:
@@ -199,7 +243,8 @@ def _baseline_range(plan: Plan) -> str:
     rng = plan.baseline_tpot_s_range
     if rng is None:
         return ""
-    return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {plan.gain_range.case})"
+    case = plan.measured.case if plan.measured is not None else plan.gain_range.case
+    return f" (80% range {rng[0] * MS_PER_S:.2f}–{rng[1] * MS_PER_S:.2f} ms, case {case})"
 
 
 def scenario_line(sc: Scenario) -> str:

@@ -38,7 +38,7 @@ def ranks_table(v: CrossRankView) -> Table:
         t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True)
     slowest = v.slowest_rank_counts
     for r in v.ranks:
-        t.add_row(_rank(r.rank), escape(r.device_name or "?"), str(r.steps), _ms(r.gpu_busy_us), _ms(r.gpu_span_us),
+        t.add_row(_rank(r.rank), escape(r.device_name or "not named"), str(r.steps), _ms(r.gpu_busy_us), _ms(r.gpu_span_us),
                   _pct(r.gpu_busy_us, r.gpu_span_us), _ms(r.comm_us), _pct(r.comm_us, r.gpu_busy_us),
                   f"{slowest.get(r.rank, 0)}/{v.steps_compared} steps")
     return t

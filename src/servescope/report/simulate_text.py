@@ -92,6 +92,16 @@ def render_sweep(title: str, doc: dict[str, Any], console: Console, all_points: 
     console.print(t)
     for s in doc["skipped"]:
         console.print(f"[yellow]skipped[/yellow] {s}")
+    if doc.get("measured"):
+        from rich.text import Text
+
+        from servescope.report.measured_doc import measured_lines, points_lines
+
+        m = doc["measured"]
+        lines = [*measured_lines(m), f"  measured on {m['layout']}; its levels are carried to the other layouts",
+                 *points_lines(m)]
+        for line in lines:
+            console.print(Text(line))
 
 
 def render_model_sim(doc: dict[str, Any], console: Console) -> None:

@@ -1,6 +1,7 @@
 """The `servescope.specs/1` (bundled names) and `servescope.spec/1` (one GPU or model spec) documents.
 Presentation only: fields are copied from the frozen spec dataclass as they are (SI units, named in the field);
-`sources` maps a field or quantity to where its number comes from."""
+`sources` maps a field or quantity to where its number comes from; `citations` resolves every source key, word and
+GitHub issue those sources cite (servescope.specs.sources) to its full citation."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.models import ModelSpec
+from servescope.specs.sources import citations
 
 LIST_SCHEMA = "servescope.specs/1"
 SPEC_SCHEMA = "servescope.spec/1"
@@ -27,4 +29,5 @@ def spec_document(spec: GpuSpec | ModelSpec) -> dict[str, Any]:
               for k, v in fields.items()}
     sources = dict(spec.sources) if isinstance(spec, GpuSpec) else {"config": spec.source}
     return {"schema": SPEC_SCHEMA, "kind": "gpu" if isinstance(spec, GpuSpec) else "model", "name": spec.name,
-            "fields": fields, "sources": sources}
+            "fields": fields, "sources": sources,
+            "citations": [{"key": c.key, "kind": c.kind, "text": c.text} for c in citations(sources.values())]}

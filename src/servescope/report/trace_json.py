@@ -3,10 +3,10 @@ the analysis and rounded; nothing is computed here beyond unit-free formatting."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from functools import lru_cache
+from collections.abc import Iterable
 from typing import Any
 
+from servescope.advise import peaks_for
 from servescope.analysis.analyze import TraceAnalysis
 from servescope.analysis.breakdown import (
     CollectiveStats,
@@ -36,41 +36,12 @@ def _collectives(c: dict[str, CollectiveStats]) -> dict[str, dict[str, Any]]:
     }
 
 
-@lru_cache(maxsize=64)
-def peaks_for(device_name: str | None, num_sms: int | None) -> tuple[Peaks | None, tuple[str, ...]]:
-    """The datasheet peaks of the trace's GPU from servescope's specs (`specs.hardware.load_gpu`), and notes: an
-    unknown GPU gives no peaks (% of peak omitted, never invented); the measured dense-GEMM curve is used only
-    when one was measured on this GPU (`perfmodel.gemm_curve`), else the note says "no measured curve"."""
-    from servescope.errors import UnknownName
-    from servescope.specs import tables
-    from servescope.specs.hardware import load_gpu
-
-    if not device_name:
-        return None, ("the trace names no GPU (deviceProperties): % of peak omitted",)
-    try:
-        g = load_gpu(device_name)
-    except UnknownName:
-        return None, (f"GPU {device_name!r} is not in servescope's specs: % of peak omitted",)
-    curve = None
-    section = tables.gemm_efficiency().get(g.name)
-    if isinstance(section, dict) and {"mem_ratio", "comp_ratio"} <= set(section):  # measured on this GPU
-        # Imported only then: the model's import costs ~0.1 s.
-        from servescope.perfmodel.gemm_curve import curve_for
-
-        curve = curve_for(g)
-    notes = [f"peaks: {g.name} datasheet ({', '.join(f'{d} {v / 1e12:,.0f} TFLOP/s' for d, v in g.flops_per_s.items() if v)}, "
-             f"HBM {g.hbm_bw_bytes_per_s / 1e12:.2f} TB/s; specs/data/gpus/{g.name}.toml)"]
-    ratio: Callable[[float], float] | None = None
-    if curve is None or curve.measured_on != g.name:
-        notes.append(f"% of achievable: no measured GEMM curve for {g.name} (specs/data/gemm_efficiency.toml)")
-    else:
-        notes.append(f"% of achievable: dense GEMMs against the GEMM curve measured on {g.name} ({curve.kernels} "
-                     "kernels, specs/data/gemm_efficiency.toml); other ops: no measured curve")
-        ratio = lambda m, c=curve: float(c.ratio(m))  # noqa: E731
-    source = curve.source if ratio is not None and curve is not None else None
-    peaks = Peaks(g.name, dict(g.flops_per_s), g.hbm_bw_bytes_per_s, num_sms or g.sm_count,
-                  f"specs/data/gpus/{g.name}.toml", ratio, source)
-    return peaks, tuple(notes)
+def rank_peaks(a: TraceAnalysis, i: int) -> tuple[Peaks | None, tuple[str, ...]]:
+    """Rank i's peaks and notes: those the analysis resolved, else `advise.peaks_for` (the same resolver)."""
+    if len(a.peaks) > i:
+        return a.peaks[i]
+    b = a.ranks[i]
+    return peaks_for(b.device_name, b.num_sms)
 
 
 def _pct(x: float | None) -> float | None:
@@ -82,8 +53,10 @@ def _roofline_doc(r: Roofline | None) -> dict[str, Any]:
     return {
         "achieved_tflops": _r(r.achieved_flops_per_s / 1e12, 4) if r and r.achieved_flops_per_s is not None else None,
         "achieved_tbps": _r(r.achieved_bytes_per_s / 1e12, 4) if r and r.achieved_bytes_per_s is not None else None,
+        "flop_per_byte": _r(r.intensity_flops_per_byte, 3) if r and r.flops > 0 else None,
         "pct_of_peak": _pct(r.frac_of_peak) if r else None,
         "pct_of_achievable": _pct(r.frac_of_achievable) if r else None,
+        "achievable_us": _r(r.achievable_us) if r else None,
         "bound": r.bound if r else None,
     }
 
@@ -108,7 +81,8 @@ def _kernel(k: KernelStats, peaks: Peaks | None = None) -> dict[str, Any]:
         "name": k.name, "class": k.kernel_class, "collective": k.collective, "calls": k.calls,
         "total_us": _r(k.total_us), "median_us": _r(k.median_us), "blocks_per_sm": _r(k.blocks_per_sm, 4),
         "grid_blocks": k.grid_blocks,
-        "shaped_calls": k.shaped_calls, "flops": _r(k.flops, 0), "bytes": _r(k.bytes, 0), **_roofline_doc(r),
+        "shaped_calls": k.shaped_calls, "shaped_us": _r(k.shaped_us), "flops": _r(k.flops, 0), "bytes": _r(k.bytes, 0),
+        "dtypes": sorted({g.dtype for g in k.work if g.dtype}), **_roofline_doc(r),
         "waves": _r(k.waves, 4), "tail_efficiency": _r(k.tail_efficiency, 4),
         "no_shape": k.no_shape if k.shaped_calls < k.calls else None,
     }
@@ -118,7 +92,7 @@ def _step(s: StepBreakdown, peaks: Peaks | None = None) -> dict[str, Any]:
     return {
         "index": s.index, "label": s.label, "kind": s.kind, "batch_size": s.batch_size, "tokens": s.tokens,
         "source": s.source, "gpu_busy_us": _r(s.gpu_busy_us), "gpu_span_us": _r(s.gpu_span_us),
-        "idle_us": _r(s.idle_us), "kernel_sum_us": _r(s.kernel_sum_us),
+        "idle_us": _r(s.idle_us), "graph_idle_us": _r(s.graph_idle_us), "kernel_sum_us": _r(s.kernel_sum_us),
         "classes": {c: _r(v) for c, v in s.classes_us.items()},
         "class_sum_us": {c: _r(v) for c, v in s.class_sum_us.items()},
         "class_calls": s.class_calls,
@@ -136,6 +110,7 @@ def _kind(k: KindSummary, peaks: Peaks | None = None) -> dict[str, Any]:
     return {
         "kind": k.kind, "steps": k.steps, "tokens": k.tokens, "generated_tokens": k.generated_tokens,
         "gpu_busy_us": _r(k.gpu_busy_us), "gpu_span_us": _r(k.gpu_span_us), "idle_us": _r(k.idle_us),
+        "graph_idle_us": _r(k.graph_idle_us),
         "classes": {c: _r(v) for c, v in k.classes_us.items()},
         "collectives": {
             name: {**doc, "calls_per_step": _r(k.calls_per_step(name)), "calls_per_generated_token":
@@ -159,11 +134,11 @@ def _peaks_doc(peaks: Peaks | None, notes: tuple[str, ...]) -> dict[str, Any]:
     return {"peaks": None if peaks is None else {
         "gpu": peaks.name, "source": peaks.source, "flops_per_s": dict(peaks.flops_per_s),
         "hbm_bw_bytes_per_s": peaks.hbm_bw_bytes_per_s, "sm_count": peaks.sm_count,
-        "gemm_curve": peaks.gemm_curve_source}, "roofline_notes": list(notes)}
+        "gemm_curve": peaks.achievable_source}, "roofline_notes": list(notes)}
 
 
-def _rank(b: TraceBreakdown) -> dict[str, Any]:
-    peaks, notes = peaks_for(b.device_name, b.num_sms)
+def _rank(b: TraceBreakdown, resolved: tuple[Peaks | None, tuple[str, ...]]) -> dict[str, Any]:
+    peaks, notes = resolved
     return {"rank": b.rank, "file": b.file, "world_size": b.world_size, "device": b.device_name,
             "num_sms": b.num_sms, "step_method": b.method, "outside_steps_events": b.outside_steps_events,
             "outside_steps_us": _r(b.outside_steps_us), "steps": [_step(s, peaks) for s in b.steps],
@@ -174,7 +149,8 @@ def trace_document(a: TraceAnalysis) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "path": a.path,
-        "ranks": [_rank(b) for b in a.ranks],
+        "ranks": [_rank(b, rank_peaks(a, i)) for i, b in enumerate(a.ranks)],
+        "capture": a.capture,
         "cross_rank": cross_rank_document(a.cross_rank),
         "findings": [_finding(f) for f in a.findings],
         "warnings": list(a.warnings),

@@ -15,9 +15,9 @@ from rich.text import Text
 
 from servescope.analysis.analyze import TraceAnalysis
 from servescope.analysis.breakdown import KindSummary, TraceBreakdown
-from servescope.analysis.roofline import SHAPE_STATUS_TEXT, Peaks, roofline
+from servescope.analysis.roofline import SHAPE_STATUS_TEXT, Peaks, Roofline, roofline
 from servescope.report.ranks_text import render_ranks
-from servescope.report.trace_json import peaks_for
+from servescope.report.trace_json import rank_peaks
 from servescope.units import GIGA, KILO, MEGA
 
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
@@ -39,6 +39,16 @@ class _Signature:
     namespace: str
     template_args: tuple[str, ...]
     params: tuple[str, ...]
+
+
+UNNAMED_GPU = "GPU not named in the trace"
+
+
+def trace_gpu(name: str | None, num_sms: int | None = None) -> str:
+    """The GPU a trace ran on as a header says it: the trace's own name for it (deviceProperties, Nsight's
+    TARGET_INFO tables), else that the trace does not name it; ` (N SMs)` when the count is known."""
+    sms = f" ({num_sms} SMs)" if num_sms else ""
+    return f"{name or UNNAMED_GPU}{sms}"
 
 
 def _groups(text: str) -> list[tuple[str, str]]:
@@ -173,6 +183,11 @@ def _base_name(name: str) -> str:
     if short in GENERIC_NAMES and sig.namespace:  # `internal::gemvx::kernel<int, …>`: name the namespace
         short = f"{sig.namespace.rpartition('::')[2]}::{short}"
     return short or name.split("(")[0].strip() or name
+
+
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters, ending in "…" when cut (a label that was cut says so)."""
+    return _fit(text, width)
 
 
 def _fit(text: str, width: int, keep_end: str = "") -> str:
@@ -319,6 +334,13 @@ def _opt(x: float | None, fmt: str, scale: float = 1.0) -> str:
     return "–" if x is None else format(x * scale, fmt)
 
 
+def _per_call(r: Roofline, calls: int) -> str:
+    """µs per shaped call, and the measured reference's µs per call in brackets where there is one."""
+    n = max(calls, 1)
+    ref = f" ({r.achievable_us / n:,.1f})" if r.achievable_us is not None else ""
+    return f"{r.dur_us / n:,.1f}{ref}"
+
+
 def _roofline_table(k: KindSummary, peaks: Peaks | None) -> Table | None:
     """The top kernels that carry a shape: achieved rates, intensity, bound, % of peak and of the measured
     achievable, waves and tail efficiency (analysis/roofline.py; docs/metrics.md). None when none has a shape."""
@@ -327,8 +349,8 @@ def _roofline_table(k: KindSummary, peaks: Peaks | None) -> Table | None:
         return None
     t = Table(title=f"{k.kind}: roofline of the top kernels with shapes (work from the launching op's Input Dims)",
               title_justify="left")
-    for col in ("kernel", "model", "shaped", "TFLOP/s", "TB/s", "FLOP/B", "bound", "% peak", "% achievable", "waves",
-                "tail"):
+    for col in ("kernel", "model", "shaped", "TFLOP/s", "TB/s", "FLOP/B", "bound", "% peak", "% achievable",
+                "µs/call (achievable)", "waves", "tail"):
         t.add_column(col, justify="left" if col in ("kernel", "model", "bound") else "right", no_wrap=True)
     labels = short_names(kern.name for kern, _ in rows)
     for kern, r in rows:
@@ -336,7 +358,8 @@ def _roofline_table(k: KindSummary, peaks: Peaks | None) -> Table | None:
         t.add_row(escape(labels[kern.name]), ", ".join(models), f"{kern.shaped_calls}/{kern.calls}",
                   _opt(r.achieved_flops_per_s if r.flops > 0 else None, ".1f", 1e-12), _opt(r.achieved_bytes_per_s, ".2f", 1e-12),
                   _opt(r.intensity_flops_per_byte if r.flops > 0 else None, ".1f"), r.bound or "–", _opt(r.frac_of_peak, ".1f", 100),
-                  _opt(r.frac_of_achievable, ".1f", 100), _opt(kern.waves, ".2f"), _opt(kern.tail_efficiency, ".2f"))
+                  _opt(r.frac_of_achievable, ".1f", 100), _per_call(r, kern.shaped_calls),
+                  _opt(kern.waves, ".2f"), _opt(kern.tail_efficiency, ".2f"))
     return t
 
 
@@ -362,20 +385,26 @@ def _steps_table(b: TraceBreakdown, limit: int = 20) -> Table:
     for s in b.steps[:limit]:
         t.add_row(str(s.index), s.kind, str(s.batch_size or "–"), str(s.tokens or "–"),
                   f"{s.gpu_busy_us / 1e3:.3f}", f"{s.gpu_span_us / 1e3:.3f}",
-                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(s.label[:48]))
+                  _pct(s.classes_us.get("communication", 0.0), s.gpu_busy_us), escape(cut(s.label, 48)))
     if len(b.steps) > limit:
         t.caption = f"… {len(b.steps) - limit} more steps (see --json)"
     return t
 
 
-def _rank_renderables(b: TraceBreakdown) -> list:
-    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {b.device_name or 'GPU ?'}"
-                f"{f' ({b.num_sms} SMs)' if b.num_sms else ''}", style="bold")
+def _idle(k: KindSummary) -> str:
+    inside = (f"; {_pct(k.graph_idle_us, k.gpu_span_us)} of span inside graph replays"
+              if k.graph_idle_us > 0 else "")
+    return f"idle {_pct(k.idle_us, k.gpu_span_us)} of span{inside}"
+
+
+def _rank_renderables(b: TraceBreakdown, resolved: tuple[Peaks | None, tuple[str, ...]]) -> list:
+    head = Text(f"rank {b.rank if b.rank is not None else '?'} · {b.file} · {trace_gpu(b.device_name, b.num_sms)}",
+                style="bold")
     out: list = [head, _steps_table(b)]
-    peaks, notes = peaks_for(b.device_name, b.num_sms)
+    peaks, notes = resolved
     for k in b.kinds:
         out.append(Text(f"\n{k.kind}: {k.steps} step(s), GPU busy {k.gpu_busy_us / 1e3:.2f} ms of span "
-                        f"{k.gpu_span_us / 1e3:.2f} ms (idle {_pct(k.idle_us, k.gpu_span_us)} of span)", style="bold"))
+                        f"{k.gpu_span_us / 1e3:.2f} ms ({_idle(k)})", style="bold"))
         out += [x for x in (_classes_table(k), _collectives_table(k), _kernels_table(k, b.num_sms)) if x is not None]
         table = _roofline_table(k, peaks)
         if table is not None:
@@ -392,8 +421,8 @@ def render_trace(a: TraceAnalysis, console: Console, per_rank: bool = False) -> 
     if a.cross_rank is not None and not per_rank:
         render_ranks(a.cross_rank, a.findings, a.warnings, console)
         return
-    for b in a.ranks:
-        console.print(Group(*_rank_renderables(b)))
+    for i, b in enumerate(a.ranks):
+        console.print(Group(*_rank_renderables(b, rank_peaks(a, i))))
     console.print(Text("findings", style="bold underline"))
     for f in a.findings:
         where = f"[rank {f.rank}] " if f.rank is not None and len(a.ranks) > 1 else ""

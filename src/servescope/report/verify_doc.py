@@ -4,7 +4,8 @@ log (one verify/1 document per JSON line, appended) and the `servescope.campaign
 verify/1 keys: schema, plan (the plan file), objective (tpot | throughput), concurrency, range_basis (the plan's),
 baseline {value, unit} (the plan's predicted baseline of the objective), before / after {value, unit, source,
 kind (trace | benchmark | figure), detail, concurrency}, measured_gain, applied [kind], applied_from (named |
-plan_combined), tracks [{kind, gain, gain_low, gain_high, measured_gain, verdict}] (measured_gain and verdict
+found | plan_combined), found [{kind, evidence}] (applied_from found: what changed between the two traces named
+each scored track), tracks [{kind, gain, gain_low, gain_high, measured_gain, verdict}] (measured_gain and verdict
 only when one track was applied: several share one measurement, scored in `check`), check {tracks, basis (track |
 plan_combined | product), basis_text, gain, gain_low, gain_high, measured_gain, verdict (inside | above |
 below), miss}, warnings. Values: TPOT in ms, throughput in output tok/s. A logged line adds `logged_at` (UTC,
@@ -91,6 +92,7 @@ def verify_document(v: Verification) -> dict[str, Any]:
         "measured_gain": c.measured_gain,
         "applied": list(v.applied),
         "applied_from": v.applied_from,
+        "found": [{"kind": f.kind, "evidence": f.evidence} for f in v.found],
         "tracks": [{"kind": t.kind, "gain": t.gain, "gain_low": t.gain_low, "gain_high": t.gain_high,
                     "measured_gain": c.measured_gain if alone else None, "verdict": c.verdict if alone else None}
                    for t in v.tracks],

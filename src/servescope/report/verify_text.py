@@ -13,6 +13,8 @@ from rich.text import Text
 _GAIN_WORDS = {"tpot": "TPOT before / after", "throughput": "output tok/s after / before"}
 _METRIC = {"tpot": "TPOT", "throughput": "output"}
 _STYLE = {"inside": "green", "above": "cyan", "below": "red"}
+_APPLIED_FROM = {"named": "named with --applied", "found": "found from what changed between the traces",
+                 "plan_combined": "the plan's combination: --applied combined"}
 
 
 def _num(x: Any, unit: str) -> str:
@@ -45,9 +47,11 @@ def verify_lines(doc: dict[str, Any]) -> list[str]:
 def render_verify(doc: dict[str, Any], console: Console) -> None:
     """One verification: what was measured, the gain, each applied track's prediction, the verdict, warnings."""
     obj, unit = doc["objective"], doc["before"]["unit"]
-    applied = "named with --applied" if doc["applied_from"] == "named" else "the plan's combination: no --applied"
+    applied = _APPLIED_FROM[doc["applied_from"]]
     _say(console, f"verify {doc['plan']}: {obj} at concurrency {doc['concurrency']}; {doc['range_basis']} ranges "
                   f"(80%); applied: {', '.join(doc['applied'])} ({applied})", "bold")
+    for f in doc.get("found", ()):
+        _say(console, f"found {f['kind']}: {f['evidence']}")
     _say(console, f"plan baseline: {_METRIC[obj]} {_num(doc['baseline']['value'], unit)} (predicted)")
     for side in ("before", "after"):
         m = doc[side]

@@ -37,6 +37,8 @@ class EngineConfig:
     reserve_decay_steps: float = 1.0  # ... over this many steps (reset to the initial share on a retraction)
     kv_mem_fraction: float | None = None  # share of memory for the KV pool (None: the memory model's generic share)
     kv_mem_of: str = "total"  # ... of the whole HBM ("total") or of what weights and activations leave ("free")
+    # a measured decode level (calibrate.figure_fit via `simulate --measured`): the decode tables × this (loop.py)
+    decode_level: float = 1.0
     sources: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> EngineConfig:
@@ -81,6 +83,8 @@ def check_engine(cfg: EngineConfig) -> None:
         raise ScenarioError(f"priority {cfg.priority!r}; known: {', '.join(PRIORITIES)}")
     if cfg.kv_mem_fraction is not None and not 0.0 < cfg.kv_mem_fraction <= 1.0:
         raise ScenarioError(f"kv_mem_fraction={cfg.kv_mem_fraction} must be within (0, 1]")
+    if not cfg.decode_level > 0.0:
+        raise ScenarioError(f"decode_level={cfg.decode_level} must be > 0")
     if cfg.kv_mem_of not in ("total", "free"):
         raise ScenarioError(f"kv_mem_of {cfg.kv_mem_of!r}; known: total, free")
     if cfg.admission not in ADMISSIONS:

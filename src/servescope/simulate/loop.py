@@ -19,7 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from servescope.errors import ScenarioError
-from servescope.perfmodel.memory import engine_kv_bytes_per_gpu, kv_bytes_per_seq
+from servescope.perfmodel.memory import (
+    engine_kv_bytes_per_gpu,
+    kv_bytes_per_seq,
+    usable_bytes_per_gpu,
+)
 from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
@@ -57,11 +61,13 @@ class RawRun:
 
 def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
     """KV blocks of the instance: dp · ⌊KV bytes per GPU / bytes per block⌋, the KV bytes as the backend sizes its
-    pool (memory.engine_kv_bytes_per_gpu with engines.toml kv_mem_fraction / kv_mem_of), bytes per token taken from
+    pool (memory.usable_bytes_per_gpu: the engine version's memory share, as the closed-form model; an explicit
+    EngineConfig.kv_mem_fraction overrides it), bytes per token taken from
     the scenario's mean sequence (isl + osl; exact for full attention, an average for windows and recurrent state)."""
     ref = float(sc.isl + sc.osl)
     per_block = kv_bytes_per_seq(sc, ref) / ref * cfg.block_size_tokens
-    free = engine_kv_bytes_per_gpu(sc, cfg.kv_mem_fraction, cfg.kv_mem_of)
+    free = (usable_bytes_per_gpu(sc) if cfg.kv_mem_fraction is None
+            else engine_kv_bytes_per_gpu(sc, cfg.kv_mem_fraction, cfg.kv_mem_of))
     if per_block <= 0:
         return 10**9
     return int(sc.dp * max(free, 0.0) // per_block)
@@ -131,6 +137,10 @@ class _Loop:
         longest = int((wl.isl + wl.osl).max())
         reach = step_tokens(self.st.budget, self.st.max_seqs, wl.n, longest) + 1  # no step carries more tokens
         self.cost = StepCost(sc, cfg, max_tokens, longest + 1, table_tokens=reach)
+        if cfg.decode_level != 1.0:  # a measured decode level: decode tables and the step's CPU time × it
+            c, lv = self.cost, cfg.decode_level
+            c.tok_dec_s, c.attn1 = c.tok_dec_s * lv, c.attn1 * lv
+            c.cpu_s, c.cpu_per_seq_s = c.cpu_s * lv, c.cpu_per_seq_s * lv
         self.cl = _Client(wl, self.cost.setup_s)
         n = wl.n
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)

@@ -15,15 +15,17 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
   attn_pf(n,L) attention of a prefill chunk (step_arrays prefill=True), tabulated on a grid (64 chunk sizes from 1
                to the budget, geometric; contexts every 64+ tokens) and interpolated bilinearly
   prefill extra = (tok_s(T) − tok_s(T_decode) + Σ attn_pf / dp, launches excluded) · (1/prefill_eff − 1)
-               + once per step that carries prefill: n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
                (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
                launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
-               (data/engines.toml overlap_scheduler) only max(cpu(b) − the step's GPU time, 0) is added
+               (engine_defaults.toml overlap_scheduler) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
+               f = overlap_exposed_frac (step.py)
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
-is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling).
+is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling),
+with the fitted per-layer prefill set-up of MLA and linear-attention models (n_mla · mla_prefill_layer_s +
+n_lin · linear_prefill_layer_s), once per request as in the closed form's TTFT.
 What it does not: decide what runs in a step (scheduler.py).
 """
 
@@ -56,7 +58,10 @@ class StepCost:
         eff = sc.efficiency
         top = max_tokens if table_tokens is None else max(1, min(max_tokens, table_tokens))
         t = np.maximum(np.arange(0, top + 1, dtype=float), 1.0) / self.dp
-        dec, pf = step_arrays(sc, self.dp, 0, t), step_arrays(sc, self.dp, 0, t, prefill=True)
+        # decode: T sequences of one token (their routing draws are independent, step.py); prefill: T tokens of dp
+        # chunks
+        seqs = np.maximum(np.arange(0, top + 1, dtype=float), 1.0)
+        dec, pf = step_arrays(sc, seqs, 0, 1), step_arrays(sc, self.dp, 0, t, prefill=True)
         # per step size T: gemm + moe + communication + kernel launches; decode steps may run as padded graphs
         self.tok_dec_s = _f(dec, "gemm") + _f(dec, "moe") + _f(dec, "communication") + _f(dec, "kernels")
         self.tok_pf_s = _f(pf, "gemm") + _f(pf, "moe") + _f(pf, "communication") + _f(pf, "kernels")
@@ -65,11 +70,15 @@ class StepCost:
         self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
         cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
         self.overlap = bool(sc.overlaps_cpu)
+        self.exposed_frac = sc.efficiency.overlap_exposed_frac
         self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
         self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
-        self.chunk_extra_s = mla_layers(sc) * eff.mla_prefill_layer_s + linear_layers(sc) * eff.linear_prefill_layer_s
-        self.setup_s = float(eff.prefill_overhead_s)
+        # the fitted per-layer prefill set-up of MLA / linear-attention models is a per-request TTFT cost in the
+        # closed form (fitted there, on TTFT): charged once per request here too, not to every step that carries a
+        # prompt (which charged the decodes riding in that step ~70 ms each time on a 61-layer MLA model, issue 18)
+        self.setup_s = float(eff.prefill_overhead_s + mla_layers(sc) * eff.mla_prefill_layer_s
+                             + linear_layers(sc) * eff.linear_prefill_layer_s)
         self._chunk_table(max_tokens, max_ctx)
 
     def _chunk_table(self, max_tokens: int, max_ctx: int) -> None:
@@ -114,7 +123,10 @@ class StepCost:
         """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an
         engine that overlaps scheduling with execution (step.py)."""
         cpu = self.cpu_s + self.cpu_per_seq_s * seqs
-        return gpu_s + (np.maximum(cpu - gpu_s, 0.0) if self.overlap else cpu)
+        if not self.overlap:
+            return gpu_s + cpu
+        exposed = self.exposed_frac * cpu
+        return gpu_s + exposed + np.maximum(cpu - exposed - gpu_s, 0.0)
 
     def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
@@ -130,5 +142,5 @@ class StepCost:
         base = (self.tok_pf_s[b_dec] - self.kern_pf_s[b_dec]) if b_dec else 0.0
         marginal = tok - self.kern_pf_s[t_all] - base + pf_attn
         step = tok + self.decode_attention_s(dec_ctx) + pf_attn
-        step += marginal * self.inv_pf_eff_m1 + self.chunk_extra_s
+        step += marginal * self.inv_pf_eff_m1
         return float(self._plus_cpu(step, b_dec + n_chunks))

@@ -1,7 +1,7 @@
 """Hardware and model specs: TOML/JSON data with a source per number, and their loaders (SI units).
 
-Data under `specs/data/` derived from ai-dynamo/aiconfigurator (measured collectives, model configs) is
-Apache-2.0 (`specs/data/LICENSE-Apache-2.0.txt`); provenance per file in the folders' READMEs.
+Data under `specs/data/` derived from ai-dynamo/aiconfigurator (measured collectives and per-op curves, model
+configs) is Apache-2.0 (`specs/data/LICENSE-Apache-2.0.txt`); provenance per file in the folders' READMEs.
 The names below load lazily: a trace analysis that only needs a GPU's peaks imports `specs.hardware` alone.
 """
 
@@ -21,12 +21,14 @@ if TYPE_CHECKING:
     )
     from servescope.specs.hardware import GpuSpec, list_gpus, load_gpu, resolve_gpu_name
     from servescope.specs.models import ModelSpec, list_models, load_model
+    from servescope.specs.opcurves import OpTable, load_opcurves, opcurve_systems
 
 _LAZY = {
     **dict.fromkeys(("COLLECTIVES", "CollectiveCurve", "CollectiveCurves", "collective_time_s", "curve_time_s",
                      "load_collectives"), "collectives"),
     **dict.fromkeys(("GpuSpec", "list_gpus", "load_gpu", "resolve_gpu_name"), "hardware"),
     **dict.fromkeys(("ModelSpec", "list_models", "load_model"), "models"),
+    **dict.fromkeys(("OpTable", "load_opcurves", "opcurve_systems"), "opcurves"),
 }
 __all__ = [
     "COLLECTIVES",
@@ -34,6 +36,7 @@ __all__ = [
     "CollectiveCurves",
     "GpuSpec",
     "ModelSpec",
+    "OpTable",
     "collective_time_s",
     "curve_time_s",
     "list_gpus",
@@ -41,6 +44,8 @@ __all__ = [
     "load_collectives",
     "load_gpu",
     "load_model",
+    "load_opcurves",
+    "opcurve_systems",
     "resolve_gpu_name",
 ]
 

@@ -5,8 +5,8 @@ config.json; unwraps multimodal wrappers (`text_config`); recognises dense GQA/M
 `first_k_dense_replace`, `mlp_only_layers`, `decoder_sparse_step`), MLA (`kv_lora_rank` ...), DeepSeek sparse
 attention (indexer, `index_topk`), sliding-window / hybrid layers (`layer_types`, Qwen3.5 linear attention,
 Nemotron-H Mamba-2 via `hybrid_override_pattern`), DeepSeek-V4 compressed attention (approximate), MTP layers.
-What it does not: vision towers (ignored: they do not run in a text decode step), biases and tiny tensors
-beyond norms/router (a few parts per million).
+Vision towers are counted for memory only (`ParamCounts.vision`, specs/vision.py; they do not run in a text decode
+step). What it does not: biases and tiny tensors beyond norms/router (a few parts per million).
 
 Parameter formulas (per layer; h = hidden, nh/nkv heads, d head_dim):
   GQA attention  h·nh·d (q) + 2·h·nkv·d (k, v) + nh·d·h (o)
@@ -30,6 +30,7 @@ from servescope._paths import is_device
 from servescope.errors import BadConfig, UnknownName
 from servescope.specs import hf_cache
 from servescope.specs import quant as q
+from servescope.specs.vision import vision_params
 
 _PKG = "servescope.specs"
 
@@ -45,15 +46,17 @@ class ParamCounts:
     shared_experts: float
     embedding: float
     lm_head: float
-    other: float  # norms, routers
+    other: float  # norms
     mtp: float  # next-token-prediction layers (not in `total`)
     per_expert: float  # one routed expert of one layer: 3·h·moe_inter
+    router: float = 0.0  # MoE router (gate) weights, h·E per MoE layer: read every step, replicated on every rank
+    vision: float = 0.0  # vision tower + projector of a multimodal checkpoint (memory only, not in `total`)
 
     @property
     def total(self) -> float:
         return (
             self.attention + self.dense_mlp + self.routed_experts + self.shared_experts
-            + self.embedding + self.lm_head + self.other
+            + self.embedding + self.lm_head + self.other + self.router
         )
 
 
@@ -337,9 +340,11 @@ def parse_config(cfg: dict[str, Any], name: str, path: str, hf_quant: dict[str, 
         shared_experts=(mats * h * shared_inter + latent_proj) * n_moe,
         embedding=float(vocab * h),
         lm_head=0.0 if tied else float(vocab * h),
-        other=float(2 * h * n + h + h * n_exp * n_moe),
+        other=float(2 * h * n + h),
         mtp=0.0,
         per_expert=per_expert,
+        router=float(h * n_exp * n_moe),
+        vision=vision_params(outer, h),
     )
     n_mtp = _int(c, path, "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules", default=0)
     per_layer_main = (params.total - params.embedding - params.lm_head - h) / n

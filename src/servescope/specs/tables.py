@@ -2,9 +2,10 @@
 
 Does: parse the data the model and the simulation are priced with — engine defaults by version (engines.toml,
 scheduler.toml, spec_engines.toml), measured per-op curves and overheads (gemm_efficiency.toml,
-engine_overheads.toml, kernel_counts.toml), and the numbers fitted or measured on validation data by the
-scripts of data-build/ (efficiency.toml, spec_host.toml, ranges.json) — and hand them over as plain dicts.
-Every number in them carries its source in the file. `perfmodel/` and `simulate/` open no file: they call these.
+engine_overheads.toml, kernel_counts.toml, the silicon curves of opcurves/<system>.json), and the numbers fitted
+or measured on validation data by the scripts of data-build/ (efficiency.toml, spec_host.toml, ranges.json) —
+and hand them over as plain dicts. Every number in them carries its source in the file. `perfmodel/` and
+`simulate/` open no file: they call these.
 Does not: interpret the numbers (each consumer validates its own keys) or cache (consumers cache what they build).
 """
 
@@ -76,6 +77,12 @@ def spec_host() -> dict[str, Any]:
     return read_toml("spec_host.toml")
 
 
+def source_keys() -> dict[str, Any]:
+    """The citation of each source key the data files' `source` strings cite, and of the words they use instead
+    (sources.toml: `keys`, `words`)."""
+    return read_toml("sources.toml")
+
+
 def error_ranges() -> Any:
     """Cross-validated error quantiles per case and the same-box change error (data-build/validation_report.py)."""
     return read_json("ranges.json")
@@ -85,3 +92,24 @@ def calibrated_ranges() -> Any:
     """The 80% range of a prediction calibrated on the user's own points, measured held out on the validation
     series (data-build/calibrated_ranges.py)."""
     return read_json("calibrated_ranges.json")
+
+
+def engine_defaults() -> dict[str, Any]:
+    """Engine defaults by engine version, each with its source (engine_defaults.toml; specs.engines resolves)."""
+    return read_toml("engine_defaults.toml")
+
+
+def routing() -> dict[str, Any]:
+    """Expert-routing skew per model family, with sources (routing.toml; perfmodel/routing.py prices it)."""
+    return read_toml("routing.toml")
+
+
+def opcurve_systems() -> list[str]:
+    """The systems with measured per-op curves: the names of specs/data/opcurves/<system>.json, sorted."""
+    root = resources.files("servescope.specs").joinpath("data", "opcurves")
+    return sorted(e.name.removesuffix(".json") for e in root.iterdir() if e.name.endswith(".json"))
+
+
+def opcurves(system: str) -> Any:
+    """One system's measured per-op curves from aiconfigurator-core (data-build/extract_op_curves.py)."""
+    return read_json(f"opcurves/{system}.json")

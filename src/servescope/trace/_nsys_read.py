@@ -87,6 +87,8 @@ class NsysTables:
     # (pid, or None when the table has no pid column; CUDA ordinal) → SM count / GPU name
     sms: dict[tuple[int | None, int], int] = field(default_factory=dict)
     gpu_names: dict[tuple[int | None, int], str] = field(default_factory=dict)
+    # TARGET_INFO_GPU's (name, smCount) rows, read even without TARGET_INFO_CUDA_DEVICE to join them to ordinals
+    gpu_models: tuple[tuple[str, int | None], ...] = ()
     process_names: dict[int, str] = field(default_factory=dict)
     export: dict[str, str] = field(default_factory=dict)
 
@@ -377,6 +379,12 @@ def _read_gpus(db: _Export, out: NsysTables) -> None:
     GindaChen/nsys-ai (reference §3.2); the column set is not verified on a real export here, so every
     column is checked first and a missing one just leaves the facts unknown.
     """
+    gpu_cols = db.cols.get("TARGET_INFO_GPU", set())
+    if {"id", "name"} <= gpu_cols:
+        sm_col = "smCount" if "smCount" in gpu_cols else "NULL"
+        rows = db.con.execute(f"SELECT name, {sm_col} FROM TARGET_INFO_GPU").fetchall()
+        out.gpu_models = tuple((n, c if isinstance(c, int) and c > 0 else None) for n, c in rows
+                               if isinstance(n, str) and n)
     have = db.cols.get("TARGET_INFO_CUDA_DEVICE", set())
     if not {"cudaId", "numMultiprocessors"} <= have:
         return

@@ -14,8 +14,8 @@ Op names and signatures (first tensor input):
   `{vllm,sglang}::{inplace,outplace}_all_reduce` custom ops: from the engines' sources, not seen in a
   trace here. Their first input is an int handle (`Input type` "Scalar"), hence "first tensor".
 `SHAPED_OPS` names the ops whose `Input Dims` / `Input type` the loader keeps as JSON text (columns
-`op_input_dims`, `op_input_types`) for the per-kernel cost models of `servescope.analysis.roofline` (GEMMs,
-attention, norms, activations, elementwise, casts); `is_shaped_op` tests a name.
+`op_input_dims`, `op_input_types`) for the per-kernel cost models of `servescope.analysis.op_costs` (GEMMs,
+attention, MoE experts, norms, activations, rotary, elementwise, casts); `is_shaped_op` tests a name.
 What it does not do: decode anything for other ops (the Raw slices of all other events are dropped
 unread with their chunk), size the shaped ops (analysis.roofline does, once per distinct shape), or know
 the group size (these ops carry none).
@@ -37,7 +37,7 @@ _CUSTOM_ALL_REDUCE = re.compile(
 )
 BAD_SHAPES = "args.Input Dims/Input type of custom all-reduce ops"
 _NOT_TENSOR_TYPES = ("", "Scalar", "ScalarList", "TensorList", "GenericList", "None")
-# Ops whose record_shapes args are kept for the cost models (analysis.roofline maps each to a model; a name
+# Ops whose record_shapes args are kept for the cost models (analysis.op_costs maps each to a model; a name
 # here that has no model there would only cost memory: tests/analysis/test_roofline.py checks both ways).
 SHAPED_OPS: frozenset[str] = frozenset({
     "aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear",
@@ -50,6 +50,11 @@ SHAPED_OPS: frozenset[str] = frozenset({
     "sgl_kernel::gelu_and_mul", "aten::silu", "aten::gelu", "aten::relu", "aten::sigmoid",
     "aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::sub", "aten::sub_", "aten::div", "aten::div_",
     "aten::copy_", "aten::fill_",
+    # analysis.op_costs: paged attention (sized per step), rotary / FP8 quant bytes, NVFP4 GEMMs, fused MoE experts
+    "vllm::unified_attention_with_output", "aiter::mha_batch_prefill", "_C::rotary_embedding",
+    "sgl_kernel::rotary_embedding", "_C::static_scaled_fp8_quant", "_C::cutlass_scaled_fp4_mm",
+    "sgl_kernel::cutlass_scaled_fp4_mm", "vllm::inplace_fused_experts", "vllm::outplace_fused_experts",
+    "sglang::inplace_fused_experts", "sglang::outplace_fused_experts",
 })
 
 

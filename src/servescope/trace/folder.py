@@ -4,7 +4,10 @@ Does: list `*.json` / `*.json.gz` / `*.sqlite` (Nsight) files (vLLM `*.pt.trace.
 HTA `rank-N.json.gz`), set aside vLLM front-end traces (`*.async_llm.*`, CPU only) with a note each, read ranks
 from the names vLLM, SGLang and HTA write (`rank3.<ns>.pt.trace.json.gz`, `dp0_pp0_tp1_dcp0_ep0_rank1.<ns>.pt.trace
 .json.gz`, `<id>-TP-3[-DECODE].trace.json.gz`, `rank-1.json.gz`, `sampled_rank-1.json.gz`, `x_tp3_y.json`), let the
-names win when the files' own `distributedInfo.rank` repeat, and order ranks (unknown last). `trace.load`
+names win when the files' own `distributedInfo.rank` repeat, and order ranks (unknown last). Ranks are the files
+directly inside the folder, never those of its subfolders: a folder of subfolders that each hold traces (HTA's
+`trace_diff/control/` and `test/`) holds separate runs, not ranks of one, and is refused naming them (two of
+them: "use `servescope diff A B`"). `trace.load`
 (`load_traces`), `analysis.ranks` (one worker per file) and `analysis.rank_workers` (the early start) all use it.
 Does not: open the files (the rank inside `distributedInfo` wins; see `load.py`) or import Polars (the CLI
 imports this before Polars).
@@ -53,12 +56,39 @@ def list_trace_files(folder: Path) -> tuple[list[Path], list[Path]]:
     frontend = [p for p in files if FRONTEND_MARK in p.name]
     ranks = [p for p in files if FRONTEND_MARK not in p.name]
     if not ranks:
+        runs = _trace_subfolders(folder)
+        if runs and not frontend:
+            raise TraceNotFound(_runs_message(folder, runs))
         others = sorted(p.name for p in folder.iterdir() if p.is_file())[:5]
         hint = f" (found: {', '.join(others)})" if others else " (folder is empty)"
         if frontend:
             hint = f" (only vLLM front-end traces, which hold no GPU events: {frontend[0].name})"
         raise TraceNotFound(f"{folder}: no trace files (*.json, *.json.gz, *.sqlite){hint}")
     return ranks, frontend
+
+
+def _trace_subfolders(folder: Path) -> list[Path]:
+    """The subfolders directly inside `folder` that hold a rank trace file directly inside them, by name."""
+    def holds_traces(d: Path) -> bool:
+        try:
+            return any(f.is_file() and is_rank_name(f.name) for f in d.iterdir())
+        except OSError:  # an unreadable subfolder is not a run we can name
+            return False
+
+    return [d for d in sorted(p for p in folder.iterdir() if p.is_dir()) if holds_traces(d)]
+
+
+def _runs_message(folder: Path, runs: Sequence[Path]) -> str:
+    """What a folder of trace subfolders is, and the command for it (a pair: diff; more: one at a time)."""
+    names = ", ".join(f"{d.name}/" for d in runs[:6]) + (", …" if len(runs) > 6 else "")
+    what = "a trace folder" if len(runs) == 1 else f"{len(runs)} trace folders (separate runs, not ranks of one)"
+    head = f"{folder}: no trace files in the folder itself; it holds {what}: {names}"
+    if len(runs) == 1:
+        return f"{head}: use `servescope trace {runs[0]}`"
+    if len(runs) == 2:
+        a, b = runs
+        return f"{head}: use `servescope diff {a} {b}` to compare them, or `servescope trace {a}` for one"
+    return f"{head}: give one of them, e.g. `servescope trace {runs[0]}`"
 
 
 def rank_files(path: Path) -> tuple[list[Path], list[str]]:

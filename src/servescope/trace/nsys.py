@@ -344,12 +344,16 @@ def _unique_ids(
 
 def _devices(ids: dict[tuple[int, int], int], tables: NsysTables) -> dict[int, DeviceInfo]:
     """Devices with a known SM count or name (TARGET_INFO_CUDA_DEVICE / TARGET_INFO_GPU, when exported),
-    looked up by process and CUDA ordinal, keyed by device id."""
+    looked up by process and CUDA ordinal, keyed by device id. Without the CUDA-device table that joins them to
+    ordinals, TARGET_INFO_GPU's one model when every GPU it lists is that model (the trimmed fixtures have
+    neither table: their devices stay unnamed)."""
+    models = set(tables.gpu_models)
+    only_name, only_sms = models.pop() if len(models) == 1 else (None, None)
     out: dict[int, DeviceInfo] = {}
     for (pid, ordinal), dev in ids.items():
         keys = ((pid, ordinal), (None, ordinal))
-        sms = next((tables.sms[k] for k in keys if k in tables.sms), None)
-        name = next((tables.gpu_names[k] for k in keys if k in tables.gpu_names), None)
+        sms = next((tables.sms[k] for k in keys if k in tables.sms), only_sms)
+        name = next((tables.gpu_names[k] for k in keys if k in tables.gpu_names), only_name)
         if (sms is not None or name is not None) and dev not in out:
             out[dev] = DeviceInfo(dev, name or "", sms, None)
     return out

@@ -46,6 +46,26 @@ class Trace:
     warnings: tuple[str, ...] = ()
     source_time_unit: TimeUnit = "us"
 
+    def device_info(self, device: int | None) -> DeviceInfo | None:
+        """The GPU that `device` is, from what the file carries (`deviceProperties`, Nsight's TARGET_INFO tables):
+        its own entry; when that is missing or unnamed and every named entry shares one name, that name (and the
+        entries' SM count when they agree): a trace lists the visible GPUs of one node, one model, while the
+        kernels may run on a device it does not list (ROCm traces list device 0 for kernels on device 9).
+        None when the file names no GPU and counts no SMs for it."""
+        own = self.devices.get(device) if device is not None else None
+        if own is not None and own.name:
+            return own
+        names = {d.name for d in self.devices.values() if d.name}
+        if len(names) != 1:
+            return own
+        sms = {d.num_sms for d in self.devices.values() if d.name}
+        threads = {d.max_threads_per_sm for d in self.devices.values() if d.name}
+        return DeviceInfo(
+            device if device is not None else -1, names.pop(),
+            own.num_sms if own is not None and own.num_sms else (sms.pop() if len(sms) == 1 else None),
+            own.max_threads_per_sm if own is not None and own.max_threads_per_sm else
+            (threads.pop() if len(threads) == 1 else None))
+
     @property
     def has_gpu_events(self) -> bool:
         """True when at least one kernel, memcpy or memset ran on a GPU."""

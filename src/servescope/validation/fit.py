@@ -41,6 +41,8 @@ FITTED: dict[str, tuple[float, float, str]] = {
     "attn_compute_eff": (0.1, 0.95, "TTFT at long prompts (attention FLOPs)"),
     "cpu_overhead_s": (1e-5, 5e-3, "TPOT at small batches"),
     "cpu_overhead_per_seq_s": (1e-8, 5e-5, "TPOT growth with batch beyond the roofline"),
+    "overlap_exposed_frac": (0.0, 1.0, "TPOT at small batches on engines whose default overlaps the CPU (vLLM >= 0.14, "
+                                       "SGLang, TRT-LLM): the share of the step's CPU time left exposed"),
     "launch_overhead_s": (5e-7, 3e-5, "TTFT: per-kernel cost of an (eager/piecewise) prefill"),
     "prefill_overhead_s": (1e-4, 0.25, "TTFT at concurrency 1 (request set-up, tokenizer, first sampling)"),
     "ttft_queue_frac": (0.0, 1.0, "TTFT growth with concurrency on engines with mixed steps (vLLM, TRT-LLM)"),
@@ -92,7 +94,7 @@ class FitData:
         return FitData(sp, self.tpot_s[mask], self.ttft_s[mask], ids, {k: v[mask] for k, v in self.labels.items()})
 
 
-_SERVING_FIELDS = ("concurrency", "cap", "osl", "dp", "n_mla", "n_lin", "per_step", "in_step", "lockstep")
+_SERVING_FIELDS = ("concurrency", "cap", "osl", "dp", "n_mla", "n_lin", "per_step", "in_step", "lockstep", "mixed")
 
 
 def fit_data(rows: Sequence[Row]) -> FitData:

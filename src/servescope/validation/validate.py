@@ -4,7 +4,8 @@ What it does: reads a CSV shaped like tests/data/validation/measured_serving_dev
 row into a Scenario (model, system, backend, TP/EP/attention-DP, weight/expert quantization, isl/osl) at the
 measured concurrency, predicts TPOT and TTFT, and reports absolute percentage errors: MAPE overall and by
 system, backend and model, and the worst rows. Every row it cannot model is listed with a reason
-(disaggregated rows; layouts no engine runs; models that do not fit).
+(disaggregated rows; layouts no engine runs; models that do not fit). An optional `arrival` column (closed,
+poisson:RATE, burst:N) marks rows whose client was not a closed loop: validation.simulate_rows simulates them.
 Row conventions (documented in docs/model.md §Validation):
   * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`), per engine instance:
     `batch_size` is the batch of one attention rank (batch_size × attention_dp_size = silicon_concurrency on
@@ -78,6 +79,7 @@ class Row:
     scenario: Scenario | None
     reason: str = ""
     series: str = ""  # the measured series: every recorded set-up column but the load (SERIES_COLUMNS)
+    arrival: str = ""  # the optional `arrival` column: closed | poisson:RATE | burst:N (validation.simulate_rows)
 
 
 @dataclass(frozen=True)
@@ -208,10 +210,19 @@ def _checkpoint_quant(model: str, weights: str, experts: str | None) -> tuple[st
 def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str] | None = None) -> Row:
     """A CSV row -> Row with a Scenario, or with the reason it is skipped. Rows with equal settings share one
     Scenario object through `cache` (so evaluation groups them into one vectorised call)."""
+    arrival = (r.get("arrival") or "").strip()
+    if arrival:
+        from servescope.simulate.workload import Arrival
+
+        try:
+            Arrival.parse(arrival)
+        except ScenarioError as exc:
+            raise BadRow(str(exc)) from None
+
     def row(scenario: Scenario | None, reason: str = "") -> Row:
         return Row(r["id"], r["system"], r["backend"], r["model_path"], _concurrency(r),
                    _num(r["silicon_tpot_ms"]), _num(r["silicon_ttft_ms"]), scenario, reason,
-                   "|".join(str(r.get(c) or "") for c in SERIES_COLUMNS))
+                   "|".join(str(r.get(c) or "") for c in SERIES_COLUMNS), arrival)
 
     if r["mode"] != "agg":
         return row(None, DISAGG)
@@ -221,12 +232,14 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
     w, e, kv = _quant(r)
     w, e = _checkpoint_quant(r["model_path"], w, e)
     isl, osl = int(_num(r["isl"])), int(_num(r["osl"]))
-    key = (r["model_path"], r["system"], tp, ep, pp, dp, w, e, kv, isl, osl, r["backend"])
+    version = (r.get("backend_version") or "").strip()  # the engine release: its defaults (specs.engines)
+    key = (r["model_path"], r["system"], tp, ep, pp, dp, w, e, kv, isl, osl, r["backend"], version)
     cache = {} if cache is None else cache
     if key not in cache:
         try:
             cache[key] = Scenario.build(model=r["model_path"], gpu=r["system"], tp=tp, ep=ep, pp=pp, dp=dp,
-                                        quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"])
+                                        quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"],
+                                        engine_version=version)
         except (ScenarioError, SpecError) as exc:
             cache[key] = str(exc)
     sc = cache[key]

@@ -1,0 +1,84 @@
+"""The planner on a deployment calibrated on the user's figures (calibrate.figure_fit): every decode step at its
+measured level, the knobs (collective or class time) already on the scenario.
+
+Does: `LevelledModel` wraps a StepModel: each predicted decode step's terms × the fit's decode levels
+(FigureFit.multipliers: communication 1, its level is the collective-time knob on the scenario, so a what-if that
+re-prices a collective — custom all-reduce, tuned NCCL — prices the new path at the same in-situ scale: its
+saving comes off the calibrated all-reduce term), kernel classes × FigureFit.class_multipliers, collectives and
+the physical floor as predicted; other requests' prefills in a decode (the interference term) at the same levels,
+as `model --measured` restates TPOT. Prefill steps (TTFT), memory limits and drafter scenarios are the inner
+model's. `measured_range` gives a plan's baseline range on a calibrated deployment: none where the plan's
+concurrency was measured (the baseline is the measurement), else the held-out range of calibrating on that many
+points (specs/data/calibrated_ranges.json).
+Does not: fit anything (calibrate.figure_fit) or rank (planner.plan).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from servescope.calibrate.figure_fit import FigureFit
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.step import StepPrediction
+from servescope.planner.gain_range import PlanRange
+from servescope.planner.whatif import StepModel
+from servescope.specs import tables
+
+
+def levelled(pred: StepPrediction, fit: FigureFit) -> StepPrediction:
+    """One decode step at the fit's levels (module docstring); its terms still add up to its time."""
+    mult, cls = fit.multipliers(), fit.class_multipliers()
+    terms = {k: v * mult.get(k, 1.0) for k, v in pred.terms_s.items()}
+    classes = {k: v * cls.get(k, 1.0) for k, v in pred.class_time_s.items()}
+    return replace(pred, step_time_s=sum(terms.values()), terms_s=terms, class_time_s=classes,
+                   dominant=max(terms, key=lambda k: terms[k]))
+
+
+@dataclass(frozen=True)
+class LevelledModel:
+    """A StepModel whose decode steps run at a calibrated deployment's levels (module docstring)."""
+
+    inner: StepModel
+    fit: FigureFit
+
+    def decode(self, scenario: Scenario, batch: int, context_len: float, tokens_per_seq: int = 1) -> StepPrediction:
+        return levelled(self.inner.decode(scenario, batch, context_len, tokens_per_seq), self.fit)
+
+    def prefill(self, scenario: Scenario, tokens: int, batch: int = 1, context_len: float = 0) -> StepPrediction:
+        return self.inner.prefill(scenario, tokens, batch, context_len)
+
+    def max_concurrency(self, scenario: Scenario) -> int:
+        return self.inner.max_concurrency(scenario)
+
+    def interference(self, scenario: Scenario, batch: int) -> float:
+        """perfmodel.predict's TPOT above the decode step, term by term at the levels."""
+        from servescope.perfmodel import decode_step, predict
+
+        p = predict(scenario, [batch])[0]
+        ctx = float(scenario.isl) if scenario.decode_only else scenario.isl + scenario.osl / 2.0
+        d = decode_step(scenario, p.batch, ctx)  # type: ignore[arg-type]
+        mult = self.fit.multipliers()
+        extra = sum(mult.get(k, 1.0) * (v - d.terms_s.get(k, 0.0)) for k, v in p.terms_s.items())
+        return max(0.0, float(extra))
+
+    def interference_share(self, scenario: Scenario, batch: int) -> float:
+        """The prompts per decode step (inner model) at the communication level: the planner prices the prompts'
+        collective changes with it (Evaluator.prompt_collective_delta_s), so they carry the measured level too."""
+        return self.inner.interference_share(scenario, batch) * self.fit.multipliers().get("communication", 1.0)
+
+    def draft(self, scenario: Scenario, method: str, draft_model: str | None) -> Scenario | None:
+        return self.inner.draft(scenario, method, draft_model)
+
+
+def measured_range(r: PlanRange, fit: FigureFit, concurrency: int) -> PlanRange:
+    """The plan's ranges on a calibrated deployment: the gains' as before (a gain is a ratio on one box); the
+    baseline's none where it was measured, else the held-out range of the calibration case."""
+    point = fit.measured_at(concurrency)
+    if point is not None:
+        return replace(r, baseline_q=None, text=f"{r.text}; baseline: measured at concurrency {concurrency} "
+                       f"({', '.join(point.figures)})")
+    if fit.case == "uncalibrated":
+        return r
+    q10, q90 = (float(x) for x in tables.calibrated_ranges()["cases"][fit.case]["tpot"])
+    return replace(r, baseline_q=(q10, q90), text=f"{r.text}; baseline: calibrated on {', '.join(fit.used)}, "
+                   f"its 80% range the held-out error of calibrating so ({fit.case}, ×{q10:.2f}–{q90:.2f})")
