@@ -191,8 +191,10 @@ def _graph_idle(gpu: pl.DataFrame, launches: pl.DataFrame) -> dict[int, float]:
     graph = launches.filter(pl.col("name").is_in(GRAPH_LAUNCH_NAMES) & pl.col("correlation").is_not_null())
     if graph.height == 0:
         return {}
-    rows = (gpu.lazy().filter(pl.col("correlation").is_in(graph["correlation"].implode()))  # the columns read only
-            .select("step", "correlation", pl.col("device").fill_null(-1), "ts_us", "dur_us").collect())
+    replayed = pl.col("correlation").is_in(graph["correlation"].implode())
+    columns = ("step", "correlation", pl.col("device").fill_null(-1), "ts_us", "dur_us")
+    every = bool(gpu.select(replayed.all()).item())  # a decode trace of graph replays only: no copy of the rows
+    rows = gpu.select(columns) if every else gpu.lazy().filter(replayed).select(columns).collect()
     if rows.height == 0:
         return {}
     gid, _ = group_ids([rows["step"], rows["correlation"], rows["device"]])  # ordered as their struct's dense rank
@@ -452,6 +454,7 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
     del gpu
     device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
     steps = breakdown_steps(table, top_n)
+    table = replace(table, gpu_events=table.gpu_events.drop("correlation", strict=False))  # graph idle only
     outside = table.gpu_events.lazy().filter(pl.col("step").is_null()).select("dur_us").collect()
     return TraceBreakdown(
         file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
@@ -466,7 +469,8 @@ def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int
 
 def _busiest_device(gpu: pl.DataFrame) -> int:
     """The device that ran most GPU events (deviceProperties lists every visible GPU, not the profiled one)."""
-    counts = gpu.filter(pl.col("device").is_not_null()).group_by("device").len().sort("len", descending=True)
+    counts = (gpu.lazy().filter(pl.col("device").is_not_null()).group_by("device").len()  # lazy: the one column
+              .sort("len", descending=True).collect())
     return int(counts["device"][0]) if counts.height else 0
 
 
