@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from datetime import date
 from pathlib import Path
-
-import sys
 
 from servescope.calibrate.held_out import held_out
 from servescope.validation.validate import read_rows
@@ -25,6 +24,7 @@ from servescope.validation.validate import read_rows
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "data-build"))
 from validation_report import splice  # noqa: E402  (one marker-block splice for every generated table)
+
 DEV = ROOT / "tests" / "data" / "validation" / "measured_serving_dev.csv"
 OUT = ROOT / "src" / "servescope" / "specs" / "data" / "calibrated_ranges.json"
 CASES = {"calibrated_1pt": "lowest", "calibrated_2pt": "ends"}
