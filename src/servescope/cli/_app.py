@@ -29,7 +29,6 @@ import contextlib
 import io
 import os
 import re
-import stat
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -75,7 +74,7 @@ if "_RJEM_MALLOC_CONF" not in os.environ and largest_input_bytes(sys.argv[1:]) >
     os.environ["_RJEM_MALLOC_CONF"] = FREE_AT_ONCE
 
 if TYPE_CHECKING:
-    from servescope.perfmodel import Scenario
+    pass
 
 # Commands import their library lazily: `servescope trace` on a big file should not pay for the model's imports.
 
@@ -198,105 +197,7 @@ def _drop_stdout() -> None:
 # --- never overwrite an input -----------------------------------------------------------------------------
 
 
-class InputOption(click.Option):
-    """An option whose value may name a file or folder the command reads although its type is not click.Path
-    (`--model`: a bundled name or a config.json path). When it names an existing path, -o may not be it."""
-
-
-def _is_output(param: click.Parameter) -> bool:
-    return isinstance(param, click.Option) and bool({"-o", "--output"} & set(param.opts))
-
-
-def _label(param: click.Parameter) -> str:
-    if isinstance(param, click.Option):
-        return max(param.opts, key=len)
-    return param.human_readable_name
-
-
-def input_paths(ctx: click.Context) -> list[tuple[str, Path]]:
-    """(label, path) for every path the invoked command was given to read: its click.Path parameters (arguments
-    and options), InputOptions, and any other text value that names an existing folder (`trace --ray RANKS/`).
-    Read from the command's declared parameters, so a command added later is covered without code of its own."""
-    found: list[tuple[str, Path]] = []
-    for param in ctx.command.params:
-        if _is_output(param) or param.name is None:
-            continue
-        value = ctx.params.get(param.name)
-        values = value if isinstance(value, tuple | list) else (value,)
-        for v in values:
-            if not isinstance(v, str | os.PathLike) or not str(v):
-                continue
-            declared = isinstance(param.type, click.Path) or isinstance(param, InputOption)
-            if declared or (param.type is click.STRING and _is_dir(Path(v))):
-                found.append((_label(param), Path(v)))
-    return found
-
-
-def _is_dir(path: Path) -> bool:
-    try:
-        return path.is_dir()
-    except (OSError, ValueError):
-        return False
-
-
-def _stat(path: Path) -> os.stat_result | None:
-    try:
-        return os.stat(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _inside(out: Path, out_st: os.stat_result | None, folder: Path) -> bool:
-    """`out` lies inside `folder` (links resolved) or, existing, is a hard link of a file directly inside it."""
-    real_out, real_folder = os.path.realpath(out), os.path.realpath(folder)
-    if os.path.commonpath([real_out, real_folder]) == real_folder:
-        return True
-    if out_st is None or not stat.S_ISREG(out_st.st_mode) or out_st.st_nlink < 2:
-        return False
-    try:
-        with os.scandir(folder) as entries:
-            return any((st := _stat(Path(e.path))) is not None and _same_file(st, out_st) for e in entries)
-    except OSError:
-        return False
-
-
-def input_collision(out: Path, inputs: Sequence[tuple[str, Path]]) -> str | None:
-    """Why writing `out` would overwrite one of `inputs` ("the same file as PATH", "inside the folder PATH"),
-    or None. Same file: realpath, and st_dev + st_ino when both exist (symlinks and hard links). Devices, FIFOs
-    and sockets are written in place, never replaced: they are no collision."""
-    out_st = _stat(out)
-    if out_st is not None and not stat.S_ISREG(out_st.st_mode) and not stat.S_ISDIR(out_st.st_mode):
-        return None
-    for label, path in inputs:
-        in_st = _stat(path)
-        if in_st is None:
-            continue
-        if stat.S_ISDIR(in_st.st_mode):
-            if _inside(out, out_st, path):
-                return f"inside the folder {label} {path}"
-        elif stat.S_ISREG(in_st.st_mode) and (
-                (out_st is not None and _same_file(out_st, in_st))
-                or os.path.realpath(out) == os.path.realpath(path)):
-            return f"the same file as {label}" if str(path) == str(out) else f"the same file as {label} {path}"
-    return None
-
-
-def refuse_input_as_output(ctx: click.Context) -> None:
-    """Raise a one-line UsageError when the command's -o/--output names one of its inputs; nothing is written."""
-    for param in ctx.command.params:
-        if not _is_output(param) or param.name is None:
-            continue
-        out = ctx.params.get(param.name)
-        if not isinstance(out, str | os.PathLike) or not str(out):
-            continue
-        why = input_collision(Path(out), input_paths(ctx))
-        if why is not None:
-            raise click.UsageError(f"-o {out} is an input of this command ({why}; servescope never modifies its "
-                                   "inputs); choose another output")
+from servescope.cli._guard import InputOption, input_collision, input_paths, refuse_input_as_output  # noqa: E402,F401
 
 
 class GuardedCommand(click.Command):
@@ -638,120 +539,3 @@ def _console() -> Console:
         return console
     columns = os.environ.get("COLUMNS", "")
     return FittingConsole(width=int(columns) if columns.isdigit() and int(columns) > 0 else 120)
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1 or any(not x.strip() for x in text.split(",")):
-        raise click.BadParameter(f"expected positive integers, got {text!r}")
-    return values
-
-
-def scenario_options(fn: F) -> F:
-    """Options shared by `model` and `plan`: the scenario (--model and --gpu required)."""
-    return _scenario_options(fn, required=True)
-
-
-def optional_scenario_options(fn: F) -> F:
-    """The scenario options with --model and --gpu optional (`report`: both add the model, neither the trace only)."""
-    return _scenario_options(fn, required=False)
-
-
-def _scenario_options(fn: F, required: bool) -> F:
-    # No `default` on a required option: Click >= 8.3 counts an explicit default=None as a value and no longer
-    # reports the option missing (`servescope model` alone reached the model loader with None).
-    optional: dict[str, Any] = {} if required else {"default": None}
-    options = [
-        click.option("--model", "model_name", cls=InputOption, required=required, **optional,
-                     help="Bundled name, Hugging Face id or config.json path."),
-        click.option("--gpu", required=required, **optional, help="GPU name (see `servescope specs list`)."),
-        click.option("--tp", default=1, show_default=True, help="Tensor parallel degree."),
-        click.option("--ep", default=1, show_default=True, help="Expert parallel degree (MoE)."),
-        click.option("--pp", default=1, show_default=True, help="Pipeline parallel degree."),
-        click.option("--dp", default=1, show_default=True, help="Data / attention-DP degree."),
-        click.option("--quant", default="native", show_default=True,
-                     help="Weights: native (the checkpoint's own), bf16, fp8, fp8-block, int4-w4a16, nvfp4, mxfp4."),
-        click.option("--moe-quant", default=None, help="Routed experts' scheme, if different."),
-        click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8); default: what the backend's 'auto' allocates for the checkpoint."),
-        click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
-        click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
-                     help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM async "
-                          "scheduling); default: what the engine version does (vLLM from 0.14, SGLang, TRT-LLM on)."),
-        click.option("--engine-version", default="", metavar="VERSION",
-                     help="Engine release whose defaults are priced (e.g. 0.16.0); default: the newest in the data."),
-        click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
-                     help="Share of GPU memory the engine may use; default: the engine version's (vLLM 0.9)."),
-        click.option("--routing", default="skewed", show_default=True, metavar="skewed|uniform|FILE",
-                     help="How routed tokens spread over experts: skewed (published power-law loads), uniform, or "
-                          "a measured expert-count histogram (JSON list or one count per line)."),
-        click.option("--moe-curve", is_flag=True, default=False,
-                     help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
-                          "(off by default: on the dev rows it raised cross-validated TPOT error, bench/RESULTS.md)."),
-        click.option("--decode-only", is_flag=True, default=False,
-                     help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
-        click.option("--backend", default="vllm", show_default=True,
-                     type=click.Choice(["vllm", "sglang", "trtllm"], case_sensitive=False)),
-        click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
-        click.option("--isl", default=1024, show_default=True, help="Input (prompt) length, tokens."),
-        click.option("--osl", default=512, show_default=True, help="Output length, tokens."),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
-
-
-def _gpu_choice(name: str) -> str | None:
-    from servescope.errors import UnknownName
-    from servescope.specs.hardware import gpu_choice_note
-
-    try:
-        return gpu_choice_note(name)
-    except UnknownName:  # Scenario.build says it, with the known names
-        return None
-
-
-def _scenario(kw: dict[str, Any]) -> Scenario:
-    from servescope.perfmodel import Scenario
-    from servescope.specs.quant import alias_note
-
-    for option, value in (("--quant", kw["quant"]), ("--moe-quant", kw["moe_quant"])):
-        if (said := alias_note(value)) is not None:
-            note(f"{option} {value} is read as {said}")
-    if isinstance(kw["gpu"], str) and (choice := _gpu_choice(kw["gpu"])) is not None:
-        note(f"--gpu {kw['gpu']} is read as {choice}")
-    sc = Scenario.build(
-        model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
-        quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
-        isl=kw["isl"], osl=kw["osl"], backend=kw["backend"].lower(), interconnect=kw["interconnect"],
-        engine_version=kw.get("engine_version") or "", gpu_memory_utilization=kw.get("gpu_memory_utilization"),
-    )
-    if sc.engine.note:  # the defaults used are printed with the result (provenance); an odd version is a warning
-        note("warning: " + sc.engine.note)
-    changes: dict[str, Any] = {}
-    if kw.get("overlap_scheduler") is not None:
-        changes["overlap_scheduler"] = bool(kw["overlap_scheduler"])
-    if kw.get("decode_only"):
-        changes["decode_only"] = True
-    if kw.get("moe_curve"):
-        changes["efficiency"] = sc.efficiency.scaled(moe_curve=1.0)
-    if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
-        changes["routing"] = routing
-    return sc.with_(**changes) if changes else sc
-
-
-def _routing(text: str, sc: Scenario) -> Any:
-    """The --routing value as a perfmodel Routing (None: the default, skewed)."""
-    from servescope.perfmodel.routing import Routing
-    from servescope.specs.routing_file import read_expert_histogram
-
-    if text == "skewed":
-        return None
-    if text == "uniform":
-        return Routing("uniform")
-    if not sc.model.n_routed_experts:
-        raise click.BadParameter(f"{sc.model.name} has no routed experts", param_hint="--routing")
-    return Routing("measured", read_expert_histogram(text, sc.model.n_routed_experts), text)
-

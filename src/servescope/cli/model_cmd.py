@@ -9,15 +9,13 @@ import click
 
 from servescope.cli._app import (
     Output,
-    _int_list,
-    _scenario,
     main,
     note,
     one_line_errors,
     output_options,
-    scenario_options,
 )
 from servescope.cli._measured import measured_figures, measured_option
+from servescope.cli._scenario import _int_list, _scenario, scenario_options
 from servescope.errors import UnknownName
 
 
@@ -154,6 +152,7 @@ def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str
     from servescope.validation.simulate_rows import with_arrivals
     from servescope.validation.validate import validate_csv
 
+    calibrate_modes(calibrate_on)  # a bad value is refused before the rows are priced
     if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
         from servescope.progress import report
         from servescope.validation.simulate_rows import simulate_rows
@@ -173,13 +172,21 @@ def _calibrated(csv: Path, modes: str | None) -> dict[str, dict[str, float | int
     """`--calibrate-on`: the held-out accuracy of each calibration mode named."""
     if not modes:
         return None
-    from servescope.calibrate.held_out import MODES, held_out
-    from servescope.errors import BadConfig
+    from servescope.calibrate.held_out import held_out
     from servescope.validation.validate import read_rows
 
-    names = [m.strip() for m in modes.split(",") if m.strip()]
-    bad = [m for m in names if m not in MODES]
-    if bad or not names:
-        raise BadConfig(f"--calibrate-on {modes!r}: expected {' | '.join(MODES)} or a comma list of them")
     rows = read_rows(csv)
-    return {m: held_out(rows, m).summary() for m in names}
+    return {m: held_out(rows, m).summary() for m in calibrate_modes(modes)}
+
+
+def calibrate_modes(modes: str | None) -> list[str]:
+    """The --calibrate-on modes named (BadConfig listing the known ones for anything else)."""
+    if not modes:
+        return []
+    from servescope.calibrate.held_out import MODES
+    from servescope.errors import BadConfig
+
+    names = [m.strip() for m in modes.split(",") if m.strip()]
+    if not names or any(m not in MODES for m in names):
+        raise BadConfig(f"--calibrate-on {modes!r}: expected {' | '.join(MODES)} or a comma list of them")
+    return names

@@ -10,14 +10,13 @@ import click
 
 from servescope.cli._app import (
     Output,
-    _scenario,
     main,
     note,
     one_line_errors,
     output_options,
-    scenario_options,
 )
 from servescope.cli._measured import measured_figures, measured_option
+from servescope.cli._scenario import _scenario, scenario_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -11,14 +11,13 @@ import click
 from servescope.analysis.vocab import STEP_KINDS
 from servescope.cli._app import (
     Output,
-    _scenario,
     main,
     note,
     one_line_errors,
-    optional_scenario_options,
     output_options,
 )
 from servescope.cli._measured import measured_figures, measured_option
+from servescope.cli._scenario import _scenario, optional_scenario_options
 from servescope.cli.plan_cmd import plan_goal_options
 
 

@@ -12,14 +12,13 @@ import click
 
 from servescope.cli._app import (
     Output,
-    _scenario,
     main,
     note,
     one_line_errors,
     output_options,
-    scenario_options,
 )
 from servescope.cli._measured import measured_figures, measured_fit, measured_option
+from servescope.cli._scenario import _scenario, scenario_options
 
 if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
     from servescope.perfmodel.scenario import Scenario
@@ -213,7 +212,7 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, measured: tupl
     """Concurrency × TP/EP/DP layouts of the same GPUs (closed form): the Pareto front of tok/s per GPU
     against tok/s per user. With --measured: calibrated on your figures (measured on the layout of the options;
     its levels carried to the other layouts) and the measured points listed."""
-    from servescope.cli._app import _int_list
+    from servescope.cli._scenario import _int_list
     from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import sweep_document
