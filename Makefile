@@ -10,7 +10,7 @@ contracts:
 	$(dir $(shell command -v $(PY)))lint-imports
 # Two test workers (pytest-xdist): this machine has 2 cores; keeps `make check` under 2 minutes.
 test:
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest -n 2 --dist worksteal
 bench:
 	$(PY) bench/bench_trace.py
 	$(PY) bench/bench_model.py
