@@ -180,7 +180,8 @@ def _long_names(trees: dict[str, Path]) -> None:
         path = _one_name(OUT / f"name_{size}.json.gz", size)
         for name, src in trees.items():
             wall, rss, code = _timed(["trace", str(path), "--json"], src, timeout=60)
-            print(f"| {label} ({path.stat().st_size / 1e3:,.0f} KB gz) | {name} | {wall:.1f} | {rss:,.0f} | "
+            peak = "—" if code is None else f"{rss:,.0f}"  # GNU time sees the killer, not the killed
+            print(f"| {label} ({path.stat().st_size / 1e3:,.0f} KB gz) | {name} | {wall:.1f} | {peak} | "
                   f"{'killed at 60 s' if code is None else code} |")
 
 

@@ -58,7 +58,7 @@ def commands(tmp: Path) -> list[list[str]]:
         ["report", str(CONTROL), "-o", str(tmp / "r.html")],
         ["model", *SMALL, "--concurrency", "1,64"], ["model", *SMALL, "--concurrency", "8", "--simulate"],
         ["plan", *KIMI, "--json", "-o", str(plan)], ["verify", str(plan), "--before", "tpot=12.1ms@c1", "--after",
-                                                        "tpot=9.17ms@c1"],
+                                                        "tpot=9.17ms@c1", "--applied", "speculative_decoding"],
         ["simulate", *SMALL, "--concurrency", "16", "--num-prompts", "100"],
         ["simulate", *SMALL, "--compare", str(bench)],
         ["sweep", *SMALL, "--gpus", "8"], ["validate", str(CSV)], ["specs", "list"], ["specs", "show", "h100_sxm"],
