@@ -211,6 +211,10 @@ class FakeScenario:
     model: FakeModelSpec = field(default_factory=FakeModelSpec)
     gpu: FakeGpu = field(default_factory=FakeGpu)
 
+    @property
+    def decode_context(self) -> float:
+        return float(self.isl) if self.decode_only else self.isl + self.osl / 2.0
+
 
 @dataclass(frozen=True)
 class FakePred:

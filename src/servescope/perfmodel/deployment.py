@@ -58,6 +58,11 @@ class Deployment:
     decode_only: bool = False
 
     @property
+    def decode_context(self) -> float:
+        """Tokens of context a decode step sees on average: isl + osl/2 in steady serving, isl when decode-only."""
+        return float(self.isl) if self.decode_only else self.isl + self.osl / 2.0
+
+    @property
     def engine(self) -> EngineDefaults:
         """The defaults this engine version runs with (specs.engines, a source per value)."""
         return engine_defaults(self.backend, self.engine_version)

@@ -45,8 +45,10 @@ def _alphas() -> tuple[dict[str, float], dict[str, str]]:
         raise BadConfig(f"specs/data/routing.toml: {e}") from None
 
 
+@lru_cache(maxsize=1)
 def verify_overlap() -> float:
-    """ρ: the share of a verified token's routing its sequence's previous token already drew (routing.toml)."""
+    """ρ: the share of a verified token's routing its sequence's previous token already drew (routing.toml; read
+    once: every step_parts call asks)."""
     doc = tables.routing()
     try:
         return float(doc.get("correlation", {}).get("verify_overlap", 0.0))

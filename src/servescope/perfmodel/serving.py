@@ -155,7 +155,7 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
     c = np.maximum(np.asarray(concurrency, dtype=float).ravel(), 1.0)
     n = len(c)
     cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
-    ctx = float(sc.isl) if sc.decode_only else sc.isl + sc.osl / 2.0  # decode-only: the context stays fixed
+    ctx = sc.decode_context  # decode-only: the context stays fixed
     dec = step_parts(sc, np.minimum(c, cap), ctx, 1)
     pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
     per_step = max(1, prefill_tokens_per_step(sc.backend, sc.gpu.hbm_bytes) // max(sc.isl, 1))

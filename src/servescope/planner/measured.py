@@ -55,7 +55,7 @@ class LevelledModel:
         from servescope.perfmodel import decode_step, predict
 
         p = predict(scenario, [batch])[0]
-        ctx = float(scenario.isl) if scenario.decode_only else scenario.isl + scenario.osl / 2.0
+        ctx = scenario.decode_context
         d = decode_step(scenario, p.batch, ctx)  # type: ignore[arg-type]
         mult = self.fit.multipliers()
         extra = sum(mult.get(k, 1.0) * (v - d.terms_s.get(k, 0.0)) for k, v in p.terms_s.items())

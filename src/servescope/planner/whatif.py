@@ -230,6 +230,7 @@ class Evaluator:
     _steps: dict[tuple[int, int, int], tuple[Scenario, StepView]] = field(default_factory=dict)
     _prefill: dict[int, tuple[Scenario, float]] = field(default_factory=dict)
     _max_c: dict[int, tuple[Scenario, int]] = field(default_factory=dict)
+    _prompt: dict[tuple[int, int], tuple[Scenario, StepView, float]] = field(default_factory=dict)
     _scenarios: dict[tuple[WhatIf, ...], Scenario] = field(default_factory=dict)
     _drafts: dict[tuple[int, SpecSetup], tuple[Scenario, Scenario | None]] = field(default_factory=dict)
 
@@ -237,7 +238,7 @@ class Evaluator:
         key = (id(scenario), batch, tokens_per_seq)
         hit = self._steps.get(key)
         if hit is None or hit[0] is not scenario:
-            ctx = float(scenario.isl) if scenario.decode_only else scenario.isl + scenario.osl / 2.0
+            ctx = scenario.decode_context
             hit = (scenario, StepView.of(self.model.decode(scenario, batch, ctx, tokens_per_seq)))
             self._steps[key] = hit
         view = hit[1]
@@ -266,12 +267,18 @@ class Evaluator:
         fns = tuple(adjusts)
         if not fns or batch <= 1 or scenario.decode_only:
             return 0.0
-        base = StepView.of(self.model.prefill(scenario, int(scenario.isl)))
+        key = (id(scenario), batch)
+        hit = self._prompt.get(key)
+        if hit is None or hit[0] is not scenario:  # one prefill step and one share per scenario and batch
+            hit = (scenario, StepView.of(self.model.prefill(scenario, int(scenario.isl))),
+                   self.model.interference_share(scenario, batch))
+            self._prompt[key] = hit
+        _, base, share = hit
         view = base
         for fn in fns:
             view = fn(scenario, view)
         delta = view.terms_s.get("communication", 0.0) - base.terms_s.get("communication", 0.0)
-        return delta * self.model.interference_share(scenario, batch) if delta else 0.0
+        return delta * share if delta else 0.0
 
     def prefill_s(self, scenario: Scenario) -> float:
         """One request's prefill (isl tokens) plus the per-prefill overhead, seconds."""
