@@ -47,6 +47,9 @@ class Efficiency:
     # shipped default): roofline × fitted efficiency — the curve as measured raised leave-one-model-out TPOT error
     # on the dev rows from 21.1 % to 28.3 % (bias +7.7 %: slower than the served steps; bench/RESULTS.md, issue 18)
     moe_curve: float = 0.0
+    # 1: dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and engine where they
+    # cover the shape (measured_ops.py), the rest on the roofline × fitted efficiency; 0: roofline everywhere
+    op_curves: float = 1.0
     prefill_eff: float = 1.0  # prefill kernels' efficiency relative to the decode ones (divides prefill time)
     prefill_interference: float = 1.0  # share of other requests' prefills landing inside a decode window
     ttft_queue_frac: float = 0.2  # mixed-step engines: share of a synchronised wave's first-token wait (serving.py)

@@ -8,27 +8,55 @@ efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults, b
 measured is slower than the served steps imply (leave-one-model-out TPOT 21.1 % → 28.3 %, bias +7.7 %). None where no curve covers the case
 (GPU, engine, dtype, experts/top-k, moe_tp/ep), a measured routing histogram, or curves turned off: the roofline
 × fitted efficiency prices it then, and `describe` says which.
-What it does not: price the all-to-all (step.py) or dense GEMMs and attention (their curves are not wired yet).
+`dense_gemm_curve(sc, gemms, m, m_sampled)` — the dense GEMMs of a step (gemm_shapes.py) at aiconfigurator's
+measured GEMM curve of this GPU and engine, each at M = the step's tokens on this GPU (lm_head: the sampled ones) and
+never below its weight read at the datasheet bandwidth (a curve measured on one L2-resident buffer can beat HBM;
+a served step reads every layer's own weights); GEMMs whose dtype has no curve are left to the roofline.
+`decode_attention_curve(sc, b, kv_len)` — the decode attention kernels of every full/sliding GQA layer
+(generation_attention) or MLA layer (generation_mla: the kernel alone; an engine without its own MLA table takes
+another engine's on the same GPU, said), at b sequences per GPU over kv_len cached tokens.
+Routed experts: a curve more than `MAX_CURVE_OVER_ROOFLINE` × the roofline of the same layer at 100 % of the
+achieved bandwidth and peak (median over 1–512 tokens) is not the engine's serving kernel (aiconfigurator also
+measures reference paths; e.g. `moe_torch_flow` MXFP4 on B200 runs 4–5× the roofline where the served gpt-oss
+steps imply ≤ 1.3×) and is not used: the roofline × fitted efficiency prices those experts, and `describe` says so.
+What it does not: price the all-to-all (step.py) or prefill attention (roofline).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servescope.perfmodel import opcurve
+from servescope.perfmodel.gemm_shapes import Gemm
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
+
+# A measured expert curve above this multiple of its own layer's roofline (at 100 % of the achieved bandwidth and
+# of the peak) is taken for a reference path, not the serving kernel (module docstring). The measured curves sit at
+# 0.9–1.6× (median per scenario over the dev rows' MoE layers); the reference paths at 4–5.5×; 3 lies in the gap.
+MAX_CURVE_OVER_ROOFLINE = 3.0
+PROBE_TOKENS = np.array([1.0, 8.0, 64.0, 512.0])
+# Engines whose kernel tables stand in, in this order, where the scenario's engine has none for an op on this GPU.
+_ENGINES = ("sglang", "trtllm", "vllm")
+# Attention kernels per decode layer a measured attention curve prices (the rest of the layer's kernels stay in
+# the per-kernel overhead): 2.5, counted in vLLM's FULL-graph decode trace (specs/data/kernel_counts.toml
+# [trace.vllm_graph_decode] attention_classes_per_layer "attention 2.5": unified attention 2d/3d + reduce).
+ATTENTION_KERNELS_PER_LAYER = 2.5
+# Kernels a measured MoE curve prices per layer (routing, grouped GEMMs, activation, finalize): "moe 8" in the same
+# trace's mlp_classes_per_layer.
+MOE_KERNELS_PER_LAYER = 8.0
 
 
 def _distribution(sc: Deployment) -> str | None:
     return {"skewed": "power_law_1.01", "uniform": "balanced"}.get(sc.routing.kind)
 
 
-def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
-    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring)."""
+def _raw_moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     m, dist = sc.model, _distribution(sc)
     if not m.n_moe_layers or dist is None:
         return None
@@ -36,6 +64,111 @@ def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
                            np.maximum(np.asarray(tokens, dtype=float), 1.0), m.hidden_size, m.moe_intermediate_size,
                            m.top_k, m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist)
     return None if t is None or not np.all(np.isfinite(t)) else np.asarray(t, dtype=float)
+
+
+def moe_layer_s(sc: Deployment, tokens: np.ndarray, roofline_s: np.ndarray | None = None) -> np.ndarray | None:
+    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring).
+    `roofline_s`: the same layer's roofline at `PROBE_TOKENS` (100 % of achieved BW and peak); a curve above
+    MAX_CURVE_OVER_ROOFLINE × it (median) is refused (None)."""
+    t = _raw_moe_layer_s(sc, tokens)
+    if t is None or roofline_s is None:
+        return t
+    return t if curve_over_roofline(sc, roofline_s) <= MAX_CURVE_OVER_ROOFLINE else None
+
+
+def curve_over_roofline(sc: Deployment, roofline_s: np.ndarray) -> float:
+    """Median over `PROBE_TOKENS` of the measured expert curve over its layer's roofline (nan: no curve)."""
+    probe = _raw_moe_layer_s(sc, PROBE_TOKENS)
+    if probe is None:
+        return float("nan")
+    return float(np.median(probe / np.maximum(np.asarray(roofline_s, dtype=float), 1e-12)))
+
+
+@dataclass(frozen=True)
+class DenseCurve:
+    """The measured part of a step's dense GEMMs: their time (s, per point), which GEMMs it covers, their kernels."""
+
+    time_s: np.ndarray
+    covered: tuple[Gemm, ...]
+    kernels: float
+
+
+def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_sampled: np.ndarray,
+                     peak_bw_bytes_per_s: float) -> DenseCurve:
+    """Σ over the listed GEMMs with a measured curve of count × max(curve(M), N·K·bytes/param / datasheet BW),
+    M = m tokens per GPU (m_sampled for lm_head); GEMMs without a curve are not in `covered`."""
+    total = np.zeros(np.broadcast(m, m_sampled).shape)
+    covered: list[Gemm] = []
+    for g in gemms:
+        rows = m_sampled if g.sampled_only else m
+        t = opcurve.gemm_time_s(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name,
+                                np.maximum(rows, 1.0), g.n, g.k)
+        if t is None or not np.all(np.isfinite(t)) or not serving_gemm(sc, g):
+            continue
+        read_s = g.params * g.weights.bytes_per_param / peak_bw_bytes_per_s
+        total = total + g.count * np.maximum(t, read_s)
+        covered.append(g)
+    return DenseCurve(total, tuple(covered), float(sum(g.count for g in covered)))
+
+
+def serving_gemm(sc: Deployment, g: Gemm) -> bool:
+    """False where a weight-quantized GEMM's curve runs slower than the same engine's bf16 GEMM of the same shape
+    in the bandwidth-bound regime (median over M = 1, 8, 64): it reads fewer bytes, so the measurement took a
+    fallback path, not the engine's serving kernel (e.g. vLLM's fp8-block GEMMs on B200 at 0.1–0.8 TB/s where its
+    bf16 GEMMs read 3.4–6.5 TB/s). True for bf16 GEMMs and where no bf16 curve exists to compare."""
+    if g.weights.bytes_per_param >= 2.0:
+        return True
+    return _not_slower_than_bf16(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, g.n, g.k)
+
+
+@lru_cache(maxsize=4096)
+def _not_slower_than_bf16(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> bool:
+    probe = PROBE_TOKENS[:3]
+    quant = opcurve.gemm_time_s(gpu, engine, version, dtype, probe, n, k)
+    bf16 = opcurve.gemm_time_s(gpu, engine, version, "bf16", probe, n, k)
+    return quant is None or bf16 is None or float(np.median(quant / bf16)) <= 1.0
+
+
+def _kv_dtype(sc: Deployment) -> str:
+    return "fp8" if sc.quant.kv.name.startswith("fp8") else "bfloat16"
+
+
+def _mla_decode(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) -> np.ndarray | None:
+    m = sc.model
+    for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+        t = opcurve.mla_decode_time_s(sc.gpu.name, engine, sc.engine_version, b, kv_len, m.n_heads // sc.tp,
+                                      _kv_dtype(sc))
+        if t is not None:
+            return t
+    return None
+
+
+def decode_attention_curve(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) -> np.ndarray | None:
+    """Seconds of a decode step's attention kernels on one GPU: Σ over full/sliding layers of the measured
+    per-layer time at b sequences per GPU over kv_len cached tokens (sliding: min(kv_len, window); DSA: min(kv_len,
+    top-k)); None where a layer kind or shape has no curve (V4 and linear layers are priced elsewhere)."""
+    m, tp = sc.model, sc.tp
+    bb, kv = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (b, kv_len))
+    n_full, n_swa = m.n_attn("full"), m.n_attn("sliding")
+    if m.attention_kind == "mla" and m.kv_lora_rank:
+        t = _mla_decode(sc, bb, np.minimum(kv, m.index_topk) if m.index_topk else kv)
+        return None if t is None else (n_full + n_swa) * t
+    if m.attention_kind != "gqa" or n_full + n_swa == 0:
+        return None
+    q_heads, kv_heads = m.n_heads // tp, max(m.n_kv_heads // tp, 1)
+    full = opcurve.decode_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb, kv, q_heads, kv_heads,
+                                           m.head_dim, _kv_dtype(sc))
+    if full is None:
+        return None
+    out = n_full * full
+    if n_swa:
+        swa = opcurve.decode_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb,
+                                              np.minimum(kv, float(m.sliding_window or 1)), q_heads, kv_heads,
+                                              m.head_dim, _kv_dtype(sc))
+        if swa is None:
+            return None
+        out = out + n_swa * swa
+    return np.asarray(out, dtype=float)
 
 
 def describe(sc: Deployment) -> str:

@@ -50,8 +50,16 @@ from servescope.perfmodel import hw
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
-from servescope.perfmodel.measured_ops import moe_layer_s
-from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops
+from servescope.perfmodel.gemm_shapes import dense_gemms
+from servescope.perfmodel.measured_ops import (
+    ATTENTION_KERNELS_PER_LAYER,
+    MOE_KERNELS_PER_LAYER,
+    PROBE_TOKENS,
+    dense_gemm_curve,
+    decode_attention_curve,
+    moe_layer_s,
+)
+from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops, peak_flops
 from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
 
 if TYPE_CHECKING:
@@ -119,6 +127,14 @@ class StepParts:
     gemm_mem_ratio: Arr  # measured GEMM curve: multiplies mem_gemm_s (ratio(M) · achieved/datasheet BW); 0 = none
     gemm_comp_ratio: Arr  # ... multiplies comp_gemm_s (ratio(M)); 0 where the GPU has no curve
     moe_curve_s: Arr  # routed experts at the measured per-op curve (measured_ops.py), all MoE layers; 0 = none
+    moe_curve_kernels: Arr  # kernels the MoE curve prices per step (left out of the per-kernel overhead with it)
+    gemm_op_s: Arr  # dense GEMMs with a measured aiconfigurator curve (measured_ops.dense_gemm_curve); 0 = none
+    mem_gemm_rest_s: Arr  # ... the listed-or-not dense GEMMs without one: weight read at achieved BW
+    comp_gemm_rest_s: Arr  # ... and their FLOPs at peak
+    gemm_op_kernels: Arr  # GEMM launches the curve prices per step
+    attn_op_s: Arr  # decode attention kernels at the measured curve (measured_ops.decode_attention_curve); 0 = none
+    mem_attn_rest_s: Arr  # ... what that curve does not read: the KV written by the step (achieved BW)
+    attn_op_kernels: Arr  # attention kernels the curve prices per step
     colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
 
     def take(self, n: int) -> StepParts:
@@ -133,20 +149,14 @@ class StepParts:
 
 _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
                  "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
-                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s")
+                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s",
+                 "moe_curve_kernels", "gemm_op_s", "mem_gemm_rest_s", "comp_gemm_rest_s", "gemm_op_kernels",
+                 "attn_op_s", "mem_attn_rest_s", "attn_op_kernels")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
     """`fn` applied to every array field of `p` (a mask, a broadcast); `colls` replaces the per-collective detail."""
-    return StepParts(
-        mem_gemm_s=fn(p.mem_gemm_s), comp_gemm_s=fn(p.comp_gemm_s), mem_moe_s=fn(p.mem_moe_s),
-        comp_moe_s=fn(p.comp_moe_s), mem_attn_s=fn(p.mem_attn_s), comp_attn_s=fn(p.comp_attn_s),
-        mem_idx_s=fn(p.mem_idx_s), comp_idx_s=fn(p.comp_idx_s), mem_rec_s=fn(p.mem_rec_s), comp_rec_s=fn(p.comp_rec_s),
-        kernels=fn(p.kernels), graphed=fn(p.graphed), overlap=fn(p.overlap), batch=fn(p.batch), tokens=fn(p.tokens), floor_s=fn(p.floor_s),
-        coll_latency_s=fn(p.coll_latency_s), coll_bandwidth_s=fn(p.coll_bandwidth_s),
-        gemm_mem_ratio=fn(p.gemm_mem_ratio), gemm_comp_ratio=fn(p.gemm_comp_ratio), moe_curve_s=fn(p.moe_curve_s),
-        colls=colls or {},
-    )
+    return StepParts(**{f: fn(getattr(p, f)) for f in _ARRAY_FIELDS}, colls=colls or {})
 
 
 def stack_parts(parts: list[StepParts]) -> StepParts:
@@ -165,7 +175,7 @@ class _Model:
     cache key leaves them out (fitting re-evaluates many efficiencies on the same scenarios)."""
 
     def __init__(self, sc: Deployment):
-        self.sc, self.ops = sc, build_ops(sc)
+        self.sc, self.ops, self.gemms = sc, build_ops(sc), dense_gemms(sc)
         self.timers: dict[str, hw.CollectiveTimer] = {}
         for name, n in self._groups().items():
             curves = hw.load_curves(sc.gpu, n, sc.interconnect)
@@ -286,7 +296,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
-    kv_bytes = b * sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms) + t_rank * o.kv_write_bytes_per_token
+    kv_read_bytes = sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms)  # per sequence
+    kv_bytes = b * kv_read_bytes + t_rank * o.kv_write_bytes_per_token
     attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.ctx_terms)
     idx_bytes, idx_fl = _indexer(o, b, t_rank, L_eff, L_q, prefill)
     rec_bytes, rec_fl = _recurrent(o, b, t_rank, prefill)
@@ -305,8 +316,19 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     r_comp = curve.ratio(t_pad) if curve is not None else zero
     # the curve at the step's routing draws (verified tokens of a sequence partly alike), padded rows included
     draws = t_glob if prefill else routing_draws(b_all, t) * t_pad / np.maximum(t_rank, 1e-9)
-    moe_layer = moe_layer_s(sc, draws)
-    moe_curve = o.n_moe_layers * moe_layer + zero if moe_layer is not None else zero
+    moe_layer = moe_layer_s(sc, draws, _moe_layer_roofline(sc, o)) if o.n_moe_layers else None
+    # a curve measured on one layer's experts reused call after call can run L2-resident, faster than HBM allows; a
+    # served step reads each layer's own experts: never below their read at the datasheet bandwidth
+    moe_curve = (np.maximum(o.n_moe_layers * moe_layer, moe_bytes / o.peak_bw_bytes_per_s) + zero
+                 if moe_layer is not None else zero)
+    moe_kernels = zero + (o.n_moe_layers * MOE_KERNELS_PER_LAYER if moe_layer is not None else 0.0)
+    dense = dense_gemm_curve(sc, mdl.gemms, t_pad, t_logits_pad, o.peak_bw_bytes_per_s)
+    cov_bytes = sum(g.count * g.params * g.weights.bytes_per_param for g in dense.covered)
+    cov_tok = sum(g.count * 2.0 * g.params / peak_flops(sc.gpu, g.weights.gemm_dtype)
+                  for g in dense.covered if not g.sampled_only)
+    cov_head = any(g.sampled_only for g in dense.covered)
+    attn_op = None if prefill else decode_attention_curve(sc, b, L_eff)
+    attn_layers = sum(1 for a in sc.model.layer_attention if a in ("full", "sliding"))
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
         comp_gemm_s=t_pad * o.gemm_s_per_token_peak + t_logits_pad * o.lm_head_s_per_token_peak,
@@ -319,8 +341,24 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         overlap=np.full_like(t_rank, 1.0 if sc.overlaps_cpu else 0.0), batch=b_all, tokens=t_glob,
         floor_s=floor, coll_latency_s=c_lat, coll_bandwidth_s=c_bw,
         gemm_mem_ratio=r_comp * (bw / o.peak_bw_bytes_per_s), gemm_comp_ratio=r_comp, moe_curve_s=moe_curve,
+        moe_curve_kernels=moe_kernels, gemm_op_s=dense.time_s + zero,
+        mem_gemm_rest_s=np.full_like(t_rank, max(o.gemm_weight_bytes - cov_bytes, 0.0) / bw),
+        comp_gemm_rest_s=(t_pad * max(o.gemm_s_per_token_peak - cov_tok, 0.0)
+                          + (0.0 if cov_head else t_logits_pad * o.lm_head_s_per_token_peak)),
+        gemm_op_kernels=zero + dense.kernels,
+        attn_op_s=np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s) + zero if attn_op is not None else zero,
+        mem_attn_rest_s=t_rank * o.kv_write_bytes_per_token / bw + zero,
+        attn_op_kernels=zero + (attn_layers * ATTENTION_KERNELS_PER_LAYER if attn_op is not None else 0.0),
         colls=colls,
     )
+
+
+def _moe_layer_roofline(sc: Deployment, o: Ops) -> Arr:
+    """One MoE layer's routed experts on one GPU at the probe token counts, at 100 % of the achieved bandwidth and
+    of the peak: max(touched experts on this GPU · expert bytes / BW, tokens · expert FLOP time per layer)."""
+    touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, PROBE_TOKENS)
+    mem = touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes / o.bw_bytes_per_s
+    return np.asarray(np.maximum(mem, PROBE_TOKENS * o.expert_s_per_token_peak / o.n_moe_layers))
 
 
 def _indexer(o: Ops, b: Arr, t_rank: Arr, L_eff: Arr, L_q: Arr, prefill: bool) -> tuple[Arr, Arr]:
@@ -361,13 +399,19 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
         c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
+    curve_kernels = np.where(moe_on, p.moe_curve_kernels, 0.0) if (moe_on := eff.moe_curve > 0.5) else 0.0
+    if eff.op_curves > 0.5:
+        m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
+        m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)
+        curve_kernels = curve_kernels + p.gemm_op_kernels + p.attn_op_kernels
     idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
     rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
     lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
     out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
     comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
     per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
-    kern = p.kernels * per_kernel
+    # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
+    kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
     cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)
@@ -391,6 +435,30 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
     })
     return out
+
+
+def _measured_gemm(p: StepParts, eff: Efficiency, m_gemm: Arr, c_gemm: Arr) -> tuple[Arr, Arr]:
+    """Dense GEMMs where a measured curve covers some: curve + the rest's roofline / fitted efficiency, attributed
+    whole to `weights` or `compute` as the datasheet roofline of all of them says."""
+    has = p.gemm_op_s > 0
+    if not np.any(has):
+        return m_gemm, c_gemm
+    total = p.gemm_op_s + np.maximum(p.mem_gemm_rest_s / eff.gemm_bw_eff, p.comp_gemm_rest_s / eff.compute_eff)
+    mem_bound = p.mem_gemm_s >= p.comp_gemm_s
+    return (np.where(has, np.where(mem_bound, total, 0.0), m_gemm),
+            np.where(has, np.where(mem_bound, 0.0, total), c_gemm))
+
+
+def _measured_attention(p: StepParts, eff: Efficiency, m_attn: Arr, c_attn: Arr) -> tuple[Arr, Arr]:
+    """Decode attention where a measured curve covers it: max(curve + the KV write at the fitted bandwidth, the
+    attention FLOPs at the fitted compute efficiency), attributed to `kv` or `compute` as before."""
+    has = p.attn_op_s > 0
+    if not np.any(has):
+        return m_attn, c_attn
+    total = np.maximum(p.attn_op_s + p.mem_attn_rest_s / eff.attn_bw_eff, c_attn)
+    mem_bound = m_attn >= c_attn
+    return (np.where(has, np.where(mem_bound, total, 0.0), m_attn),
+            np.where(has, np.where(mem_bound, 0.0, total), c_attn))
 
 
 def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,
