@@ -47,6 +47,7 @@ import numpy as np
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
+from servescope.perfmodel.dp_balance import attention_imbalance, context_cv, term_factor
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.graphs import padded_tokens
@@ -296,9 +297,11 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
-    kv_read_bytes = sum(ct.bytes_per_token * ct.tokens(L_eff) for ct in o.ctx_terms)  # per sequence
+    # the busiest attention-DP rank's decode sequences: their contexts spread, its mean above the mean (dp_balance.py)
+    imb = attention_imbalance(sc.dp, b, context_cv(sc.isl, sc.osl, sc.decode_only)) if sc.dp > 1 and not prefill else 1.0
+    kv_read_bytes = sum(ct.bytes_per_token * ct.tokens(L_eff) * term_factor(ct.kind, imb) for ct in o.ctx_terms)  # per sequence
     kv_bytes = b * kv_read_bytes + t_rank * o.kv_write_bytes_per_token
-    attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) for ct in o.ctx_terms)
+    attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) * term_factor(ct.kind, imb) for ct in o.ctx_terms)
     idx_bytes, idx_fl = _indexer(o, b, t_rank, L_eff, L_q, prefill)
     rec_bytes, rec_fl = _recurrent(o, b, t_rank, prefill)
     ctx_fl, ctx_bytes = (b * L * o.mla_ctx_flops_per_token, b * L * o.mla_ctx_bytes_per_token) if prefill else (0.0, 0.0)
@@ -328,6 +331,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
                   for g in dense.covered if not g.sampled_only)
     cov_head = any(g.sampled_only for g in dense.covered)
     attn_op = None if prefill else decode_attention_curve(sc, b, L_eff)
+    attn_op = attn_op * imb if attn_op is not None else None  # the busiest DP rank's longer contexts (dp_balance.py)
     attn_layers = sum(1 for a in sc.model.layer_attention if a in ("full", "sliding"))
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),

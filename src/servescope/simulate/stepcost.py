@@ -20,7 +20,8 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
                (engine_defaults.toml overlap_scheduler) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
                f = overlap_exposed_frac (step.py)
-A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step.
+A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step (under attention-DP,
+the closed form's at decode_only: its busiest-rank context-spread factor, dp_balance.py, is not applied here).
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
 is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling),
@@ -31,6 +32,7 @@ What it does not: decide what runs in a step (scheduler.py).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -67,7 +69,9 @@ class StepCost:
         self.tok_pf_s = _f(pf, "gemm") + _f(pf, "moe") + _f(pf, "communication") + _f(pf, "kernels")
         self.kern_pf_s = _f(pf, "kernels")
         self.grid = np.arange(0, max_ctx + 2 * CTX_GRID_TOKENS, CTX_GRID_TOKENS, dtype=float)
-        self.attn1 = _f(step_arrays(sc, self.dp, self.grid, 1), "attention")
+        # per sequence at its own context: no context spread over the DP ranks to price (the loop holds the contexts;
+        # decode_only turns off step.py's statistical busiest-rank factor, dp_balance.py)
+        self.attn1 = _f(step_arrays(replace(sc, decode_only=True), self.dp, self.grid, 1), "attention")
         cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
         self.overlap = bool(sc.overlaps_cpu)
         self.exposed_frac = sc.efficiency.overlap_exposed_frac
