@@ -63,8 +63,11 @@ def test_lockstep_ttft_is_the_whole_wave_and_mixed_share_scales_it() -> None:
 
 
 def test_sglang_ttft_grows_faster_with_concurrency_than_vllm() -> None:
+    """Priced on the roofline (op_curves off), so both engines run the same kernels and only the wave differs; the
+    measured per-op curves differ per engine (SGLang's fp8 prefill GEMMs on H100 measure ~18 % slower)."""
     sc = Scenario.build("meta-llama/Llama-3.1-70B", "h100_sxm", tp=4, quant="fp8", kv_quant="fp8", isl=8192,
                         osl=1024, backend="vllm")
+    sc = sc.with_(efficiency=sc.efficiency.scaled(op_curves=0.0))
     cs = [1, 16, 64]
     v = predict_arrays(sc, cs)["ttft_s"]
     s = predict_arrays(replace(sc, backend="sglang"), cs)["ttft_s"]

@@ -23,7 +23,7 @@ MODELS = Path(__file__).parents[2] / "src/servescope/specs/data/models"
 # Round efficiencies so each term's roofline is easy to redo by hand.
 EFF = Efficiency(gemm_bw_eff=1.0, moe_bw_eff=1.0, attn_bw_eff=0.5, compute_eff=0.5, moe_compute_eff=0.5,
                  attn_compute_eff=0.25, kernel_overhead_s=0.0, launch_overhead_s=0.0, cpu_overhead_s=0.0,
-                 cpu_overhead_per_seq_s=0.0)
+                 cpu_overhead_per_seq_s=0.0, op_curves=0.0)  # the roofline, by hand (curves: test_measured_curves.py)
 
 
 def _cfg(stem: str) -> dict[str, Any]:

@@ -165,7 +165,9 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     _refuse_another_model(breakdown, scenario, evidence)
     prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
     shapes = PricedSteps(pricers, scenario)  # efficiency-free parts of each distinct step shape, built once
-    eff, knobs = scenario.efficiency, {}
+    # the trace's own kernel times replace aiconfigurator's per-op curves (perfmodel/measured_ops.py): the knobs are
+    # fitted on the roofline path, which the calibrated model then prices with
+    eff, knobs = scenario.efficiency.scaled(op_curves=0.0), {}
     for cls in CLASSES:
         target = sum(m[cls] for m in measured)
         if target <= 0:

@@ -64,6 +64,10 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--moe-curve", is_flag=True, default=False,
                      help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
                           "(off by default: on the dev rows it raised cross-validated TPOT error, bench/RESULTS.md)."),
+        click.option("--op-curves/--no-op-curves", default=True,
+                     help="Dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and "
+                          "engine where they cover the shape (default), or --no-op-curves: datasheet roofline × "
+                          "fitted efficiency everywhere."),
         click.option("--decode-only", is_flag=True, default=False,
                      help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
         click.option("--backend", default="vllm", show_default=True,
@@ -109,8 +113,11 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
         changes["overlap_scheduler"] = bool(kw["overlap_scheduler"])
     if kw.get("decode_only"):
         changes["decode_only"] = True
-    if kw.get("moe_curve"):
-        changes["efficiency"] = sc.efficiency.scaled(moe_curve=1.0)
+    curves = {"moe_curve": 1.0} if kw.get("moe_curve") else {}
+    if kw.get("op_curves") is False:
+        curves["op_curves"] = 0.0
+    if curves:
+        changes["efficiency"] = sc.efficiency.scaled(**curves)
     if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
         changes["routing"] = routing
     return sc.with_(**changes) if changes else sc

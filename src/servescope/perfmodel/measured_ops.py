@@ -102,7 +102,7 @@ def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_s
     for g in gemms:
         rows = m_sampled if g.sampled_only else m
         t = opcurve.gemm_time_s(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name,
-                                np.maximum(rows, 1.0), g.n, g.k)
+                                np.maximum(rows, 1.0), g.n, g.k, monotone=True)
         if t is None or not np.all(np.isfinite(t)) or not serving_gemm(sc, g):
             continue
         read_s = g.params * g.weights.bytes_per_param / peak_bw_bytes_per_s
@@ -171,8 +171,8 @@ def decode_attention_curve(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) ->
     return np.asarray(out, dtype=float)
 
 
-def describe(sc: Deployment) -> str:
-    """Provenance of the routed-expert time, in words."""
+def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
+    """Provenance of the routed-expert time, in words; `over_roofline` = curve_over_roofline (step.py)."""
     m, dist = sc.model, _distribution(sc)
     if not m.n_moe_layers:
         return ""
@@ -183,7 +183,54 @@ def describe(sc: Deployment) -> str:
                             experts=m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist)
     if text.startswith("no curve"):
         return f"routed experts: datasheet roofline × fitted efficiency ({text})"
+    if over_roofline > MAX_CURVE_OVER_ROOFLINE:
+        return (f"routed experts: datasheet roofline × fitted efficiency (the measured curve runs {over_roofline:.1f}× "
+                f"its roofline, above {MAX_CURVE_OVER_ROOFLINE:g}×: a reference path, not the serving kernel; {text})")
     if sc.efficiency.moe_curve < 0.5:
         return ("routed experts: datasheet roofline × fitted efficiency (a measured curve exists but is off by "
                 f"default: Efficiency.moe_curve; {text})")
     return f"routed experts: {text}"
+
+
+def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
+    """Provenance of the dense GEMM time: which GEMMs a measured curve prices (and from where), which the datasheet."""
+    if sc.efficiency.op_curves <= 0.5:
+        return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
+    curved = [g for g in gemms if serving_gemm(sc, g) and opcurve.gemm_time_s(
+        sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, PROBE_TOKENS[:1], g.n, g.k) is not None]
+    rest = [g for g in gemms if g not in curved]
+    if not curved:
+        g = gemms[0]
+        why = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k)
+        if why.startswith("measured"):
+            why = "the weight-quantized curve runs slower than bf16: a fallback path"
+        return f"dense GEMMs: datasheet roofline × fitted efficiency ({why})"
+    g = curved[0]
+    src = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k)
+    src = src.split(", interpolated")[0]
+    out = f"dense GEMMs: {', '.join(x.name for x in curved)} at the {src}, each ≥ its read at the datasheet bandwidth"
+    if rest:
+        out += f"; datasheet roofline × fitted efficiency for {', '.join(x.name for x in rest)} (no serving curve)"
+    return out
+
+
+def describe_attention(sc: Deployment, measured: bool) -> str:
+    """Provenance of the decode attention time (`measured`: a curve prices it, step.measured_attention)."""
+    if sc.efficiency.op_curves <= 0.5:
+        return "decode attention: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
+    m = sc.model
+    if not measured:
+        return ("decode attention: datasheet roofline × fitted efficiency (no measured curve for "
+                f"{m.attention_kind.upper()} attention with head_dim {m.head_dim}, KV {_kv_dtype(sc)} on {sc.gpu.name}"
+                f" with {sc.backend})")
+    if m.attention_kind == "mla":
+        for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+            text = opcurve.describe("mla_decode", sc.gpu.name, engine, sc.engine_version,
+                                    num_heads=m.n_heads // sc.tp, kv_dtype=_kv_dtype(sc))
+            if text.startswith("measured"):
+                moved = "" if engine == sc.backend else f" (transferred from {engine}: {sc.backend} has no MLA kernel table)"
+                return f"decode attention: MLA kernel at the {text.split(', interpolated')[0]}{moved}"
+    text = opcurve.describe("decode_attention", sc.gpu.name, sc.backend, sc.engine_version,
+                            num_heads=m.n_heads // sc.tp, kv_heads=max(m.n_kv_heads // sc.tp, 1),
+                            head_dim=m.head_dim, kv_dtype=_kv_dtype(sc))
+    return f"decode attention: {text.split(', interpolated')[0]}, ≥ the KV read at the datasheet bandwidth"

@@ -7,7 +7,7 @@ vectorised over the token / batch / length axes; None when no curve covers the c
 The rules, the same for every op:
   GPU      the project's spec name (aliases resolved by specs.hardware.resolve_gpu_name) equal to a system name.
   version  the exact engine version, else the nearest measured version of that engine (numeric distance; a tie
-           takes the newer), noted.
+           takes the newer), noted; no version named ("") takes the newest measured one.
   shape    the exact key; else the nearest measured shape of the same dtype, its time scaled by the work ratio the
            op's roofline implies (GEMM N·K; decode attention KV heads; prefill attention and MLA query heads; MoE
            hidden·inter), noted.
@@ -144,6 +144,8 @@ def _table(gpu: str, op: str, engine: str, version: str) -> tuple[OpTable | None
     exact = [t for t in found if t.version == version]
     if exact:
         return exact[0], ""
+    if not version:  # no version named: the newest engine, as the engine defaults are (specs.engines)
+        return max(found, key=lambda t: _version_value(t.version)), ""
     want = _version_value(version)
     best = min(found, key=lambda t: (abs(_version_value(t.version) - want), -_version_value(t.version)))
     known = ", ".join(sorted({t.version for t in found}, key=version_number))
@@ -303,11 +305,24 @@ def _match_mla_module(gpu: str, engine: str, version: str, phase: str, num_heads
 
 # --- the lookups --------------------------------------------------------------------------------------------------
 
-def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int) -> Array | None:
+def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int,
+                monotone: bool = False) -> Array | None:
     """Measured time (s) of C[m,n] = A[m,k]·B[k,n] in `dtype` (bfloat16, fp8, fp8_block, nvfp4, ...), per M.
-    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; ∝ M beyond the largest M."""
-    hit = _match_gemm(gpu, engine, version, dtype, int(n), int(k))
+    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; ∝ M beyond the largest M.
+    `monotone`: the measured points' running maximum in M first (more rows never cost less: a dip of the
+    measured time at a larger M is a tile choice the smaller M could not make, or noise)."""
+    hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k)) if monotone else \
+        _match_gemm(gpu, engine, version, dtype, int(n), int(k))
     return None if isinstance(hit, str) else hit.time_s(m)
+
+
+@lru_cache(maxsize=4096)
+def _monotone_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | str:
+    hit = _match_gemm(gpu, engine, version, dtype, n, k)
+    if isinstance(hit, str):
+        return hit
+    lines = tuple(_Line(ln.lx, np.maximum.accumulate(ln.ly), ln.power) for ln in hit.lines)
+    return Match(hit.table, hit.row, lines, hit.la, hit.power_a, hit.scale, hit.notes)
 
 
 def moe_time_s(gpu: str, engine: str, version: str, dtype: str, tokens: ArrayLike, hidden: int, inter: int,

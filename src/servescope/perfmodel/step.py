@@ -56,6 +56,7 @@ from servescope.perfmodel.measured_ops import (
     ATTENTION_KERNELS_PER_LAYER,
     MOE_KERNELS_PER_LAYER,
     PROBE_TOKENS,
+    curve_over_roofline,
     dense_gemm_curve,
     decode_attention_curve,
     moe_layer_s,
@@ -469,6 +470,20 @@ def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq
                 prefill: bool = False) -> dict[str, Arr]:
     """Vectorised step: `combine_step(step_parts(...), sc.efficiency)`."""
     return combine_step(step_parts(sc, batch, ctx, tokens_per_seq, prefill), sc.efficiency)
+
+
+def moe_curve_over_roofline(sc: Deployment) -> float:
+    """The measured expert curve over its layer's roofline (measured_ops.curve_over_roofline; nan: none)."""
+    o = model_for(sc).ops
+    return curve_over_roofline(sc, _moe_layer_roofline(sc, o)) if o.n_moe_layers else float("nan")
+
+
+def measured_attention(sc: Deployment) -> bool:
+    """Whether this scenario's decode attention is priced at a measured per-layer curve (Efficiency.op_curves on
+    and a curve covering its layers on its GPU and engine: measured_ops.decode_attention_curve)."""
+    if sc.efficiency.op_curves <= 0.5:
+        return False
+    return bool(np.any(step_parts(sc, sc.dp, sc.isl, 1).attn_op_s > 0))
 
 
 def public_name(key: str) -> str:

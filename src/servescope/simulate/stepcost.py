@@ -11,7 +11,10 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                batches as piecewise graphs (vLLM)
   attn1(L)     attention of one decode sequence at context L (memory/compute roofline per sequence; for one
                context it is exactly the closed form's batch attention divided by the batch), tabulated on a grid
-               of L and linearly interpolated
+               of L and linearly interpolated; where the attention is priced at a measured per-layer curve
+               (step.py, measured_ops.py) the sum is replaced by the curve at ⌈b/dp⌉ sequences and the step's mean
+               context (a kernel's fixed cost is paid per layer, not per sequence; memory-bound time is linear in
+               the total context)
   attn_pf(n,L) attention of a prefill chunk (step_arrays prefill=True), tabulated on a grid (64 chunk sizes from 1
                to the budget, geometric; contexts every 64+ tokens) and interpolated bilinearly
   prefill extra = (tok_s(T) − tok_s(T_decode) + Σ attn_pf / dp, launches excluded) · (1/prefill_eff − 1)
@@ -39,7 +42,7 @@ import numpy as np
 
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import linear_layers, mla_layers
-from servescope.perfmodel.step import step_arrays
+from servescope.perfmodel.step import measured_attention, step_arrays
 from servescope.simulate.engine import EngineConfig
 
 CTX_GRID_TOKENS = 16  # grid step of the per-sequence decode attention table and of the chunk cache key
@@ -72,6 +75,7 @@ class StepCost:
         # per sequence at its own context: no context spread over the DP ranks to price (the loop holds the contexts;
         # decode_only turns off step.py's statistical busiest-rank factor, dp_balance.py)
         self.attn1 = _f(step_arrays(replace(sc, decode_only=True), self.dp, self.grid, 1), "attention")
+        self._measured_attention_table(replace(sc, decode_only=True), top)
         cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
         self.overlap = bool(sc.overlaps_cpu)
         self.exposed_frac = sc.efficiency.overlap_exposed_frac
@@ -84,6 +88,33 @@ class StepCost:
         self.setup_s = float(eff.prefill_overhead_s + mla_layers(sc) * eff.mla_prefill_layer_s
                              + linear_layers(sc) * eff.linear_prefill_layer_s)
         self._chunk_table(max_tokens, max_ctx)
+
+    def _measured_attention_table(self, sc: Scenario, top: int) -> None:
+        """Where the decode attention is priced at a measured per-layer curve (step.py: not a sum over sequences —
+        a kernel's fixed cost is paid once per layer, not per sequence), its time at b sequences per rank and the
+        step's mean context: exact b up to 256, geometric beyond; contexts on a grid of ≤ 128 points (linear)."""
+        self.att_b: np.ndarray | None = None
+        if not measured_attention(sc):
+            return
+        n = max(1, -(-top // self.dp))
+        self.att_b = np.unique(np.concatenate([np.arange(1, min(n, 256) + 1, dtype=float),
+                                               np.round(np.geomspace(min(n, 256), max(n, 256), 64))]))
+        step = max(64, -(-int(self.grid[-1]) // 128))
+        self.att_ctx = np.arange(0, self.grid[-1] + 2 * step, step, dtype=float)
+        a = step_arrays(sc, self.att_b[:, None] * self.dp, self.att_ctx[None, :], 1)
+        self.att_tab = np.broadcast_to(_f(a, "attention"), (len(self.att_b), len(self.att_ctx)))
+
+    def _measured_attention_s(self, b: int, mean_ctx: np.ndarray) -> np.ndarray:
+        """Measured-curve attention of b decode sequences (all ranks) at mean contexts (one value per step)."""
+        assert self.att_b is not None
+        per_rank = float(-(-b // self.dp))
+        i = min(max(int(np.searchsorted(self.att_b, per_rank)), 1), len(self.att_b) - 1)
+        b0, b1 = self.att_b[i - 1], self.att_b[i]
+        w = min(max((per_rank - b0) / (b1 - b0), 0.0), 1.0)
+        ctx = np.asarray(mean_ctx, dtype=float) - 1.0  # the table's context excludes the step's own token
+        a0 = np.interp(ctx, self.att_ctx, self.att_tab[i - 1])
+        a1 = np.interp(ctx, self.att_ctx, self.att_tab[i])
+        return np.asarray(a0 + w * (a1 - a0))
 
     def _chunk_table(self, max_tokens: int, max_ctx: int) -> None:
         """attn_pf on a grid: chunk sizes geometric from 1 to the step budget, contexts every ≥ 64 tokens."""
@@ -99,6 +130,8 @@ class StepCost:
         b = len(ctx)
         if b == 0:
             return 0.0
+        if self.att_b is not None:
+            return float(self._measured_attention_s(b, np.array([ctx.mean()]))[0])
         s = float(np.interp(ctx, self.grid, self.attn1).sum())
         return s * (-(-b // self.dp)) / b
 
@@ -117,9 +150,12 @@ class StepCost:
     def decode_run_s(self, ctx: np.ndarray, k: int) -> np.ndarray:
         """Seconds of k successive pure-decode steps of the same sequences, starting at contexts ctx."""
         b = len(ctx)
-        grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
-        attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
-        attn *= (-(-b // self.dp)) / b
+        if self.att_b is not None:
+            attn = self._measured_attention_s(b, ctx.mean() + np.arange(k, dtype=float))
+        else:
+            grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
+            attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
+            attn *= (-(-b // self.dp)) / b
         run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
         return run_s
 
