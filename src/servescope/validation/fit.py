@@ -179,8 +179,36 @@ def override_backends(data: FitData) -> list[str]:
     return out
 
 
+# The kernel-class efficiencies: fractions of the datasheet roofline of a whole class (GEMM, MoE, attention). Where
+# a measured per-op curve prices part of a class (Efficiency.op_curves) they only price what no curve covers, so
+# they are fitted on the roofline path, where they price every class whole (`fit`, stage 1).
+KERNEL_EFFICIENCIES = ("gemm_bw_eff", "moe_bw_eff", "attn_bw_eff", "compute_eff", "moe_compute_eff",
+                       "attn_compute_eff")
+
+
 def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
         iterations: int = 200, by_backend: tuple[str, ...] = ()) -> FitResult:
+    """The shipped fit. With the measured per-op curves on (start.op_curves), two stages: (1) every parameter with
+    the curves off — the roofline path, where the kernel-class efficiencies price every class whole (and a GPU
+    without curves is priced); (2) the curves on, the kernel-class efficiencies held at stage 1's values, the rest
+    (host, overhead and prefill numbers) refitted from stage 1's. Curves off: stage 1 alone (`fit_once`)."""
+    if start.op_curves <= 0.5 or not any(k in params for k in KERNEL_EFFICIENCIES):
+        return fit_once(data, start, params, iterations, by_backend)
+    first = fit_once(data, start.scaled(op_curves=0.0), params, iterations, by_backend)
+    rest = {k: v for k, v in params.items() if k not in KERNEL_EFFICIENCIES}
+    if not rest:
+        return replace(first, efficiency=first.efficiency.scaled(op_curves=1.0))
+    second = fit_once(data, first.efficiency.scaled(op_curves=1.0), rest, iterations,
+                      tuple(b for b in by_backend if b not in KERNEL_EFFICIENCIES))
+    held = {b: {k: v for k, v in vals.items() if k in KERNEL_EFFICIENCIES} for b, vals in first.overrides.items()}
+    overrides = {b: {**held.get(b, {}), **second.overrides.get(b, {})} for b in {*held, *second.overrides}}
+    at_bound = tuple(n for n in first.at_bound if n in KERNEL_EFFICIENCIES) + second.at_bound
+    return FitResult(second.efficiency, second.rows, second.objective, first.iterations + second.iterations,
+                     at_bound, {b: v for b, v in overrides.items() if v})
+
+
+def fit_once(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
+             iterations: int = 200, by_backend: tuple[str, ...] = ()) -> FitResult:
     """Levenberg–Marquardt on the logistic-mapped parameters (module docstring), from `start`. `by_backend` numbers
     also get a per-backend offset δ in logistic space for each backend of `override_backends`, shrunk toward the
     global value by the penalty residual √n_b · SOFT_L1_S · δ / SHRINK_TAU_Z (a normal prior of scale
