@@ -112,21 +112,28 @@ def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_s
 
 
 def serving_gemm(sc: Deployment, g: Gemm) -> bool:
-    """False where a weight-quantized GEMM's curve runs slower than the same engine's bf16 GEMM of the same shape
-    in the bandwidth-bound regime (median over M = 1, 8, 64): it reads fewer bytes, so the measurement took a
-    fallback path, not the engine's serving kernel (e.g. vLLM's fp8-block GEMMs on B200 at 0.1–0.8 TB/s where its
-    bf16 GEMMs read 3.4–6.5 TB/s). True for bf16 GEMMs and where no bf16 curve exists to compare."""
+    """False where a weight-quantized GEMM's curve is not the engine's serving kernel, judged against the same
+    engine's bf16 GEMM of the same shape at decode sizes (median over M = 1, 8, 64): slower than bf16 where the bf16
+    kernel is bandwidth-bound (its weight read at the datasheet BW ≥ half its time: reading fewer bytes must be
+    faster), or more than MAX_CURVE_OVER_ROOFLINE × bf16 anywhere (fixed costs of scaled kernels do not explain
+    that): a fallback path — e.g. vLLM's fp8-block GEMMs on B200, 6–23× its bf16 ones. True for 16-bit weights and
+    where no bf16 curve exists to compare."""
     if g.weights.bytes_per_param >= 2.0:
         return True
-    return _not_slower_than_bf16(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, g.n, g.k)
+    return _serving(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, g.n, g.k,
+                    float(sc.gpu.hbm_bw_bytes_per_s))
 
 
 @lru_cache(maxsize=4096)
-def _not_slower_than_bf16(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> bool:
+def _serving(gpu: str, engine: str, version: str, dtype: str, n: int, k: int, bw: float) -> bool:
     probe = PROBE_TOKENS[:3]
     quant = opcurve.gemm_time_s(gpu, engine, version, dtype, probe, n, k)
     bf16 = opcurve.gemm_time_s(gpu, engine, version, "bf16", probe, n, k)
-    return quant is None or bf16 is None or float(np.median(quant / bf16)) <= 1.0
+    if quant is None or bf16 is None:
+        return True
+    slower = float(np.median(quant / bf16))
+    bandwidth_bound = 2.0 * n * k / bw >= 0.5 * float(np.median(bf16))
+    return slower <= MAX_CURVE_OVER_ROOFLINE and not (bandwidth_bound and slower > 1.0)
 
 
 def _kv_dtype(sc: Deployment) -> str:
