@@ -39,138 +39,46 @@ What it does not: serving dynamics (serving.py) or memory capacity (memory.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
+from servescope.perfmodel.combine import combine_step
 from servescope.perfmodel.dp_balance import attention_imbalance, context_cv, term_factor
-from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.gemm_curve import curve_for
-from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.gemm_shapes import dense_gemms
+from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.measured_ops import (
     ATTENTION_KERNELS_PER_LAYER,
     MOE_KERNELS_PER_LAYER,
     PROBE_TOKENS,
     curve_over_roofline,
-    dense_gemm_curve,
     decode_attention_curve,
+    dense_gemm_curve,
     moe_layer_s,
 )
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops, peak_flops
 from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
+from servescope.perfmodel.step_types import (
+    TERMS,
+    Arr,
+    ArrayLike,
+    CollectiveCost,
+    CollParts,
+    StepParts,
+    StepPrediction,
+    map_parts,
+    stack_parts,
+)
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
 
-TERMS = ("weights", "kv", "compute", "communication", "overhead", "indexer", "recurrent")
-Arr = np.ndarray
-ArrayLike = float | int | Arr | list[int] | list[float]
-
-
-@dataclass(frozen=True)
-class CollectiveCost:
-    calls_per_step: int
-    bytes_per_call: float
-    time_s: float  # all calls of this collective in the step
-
-
-@dataclass(frozen=True)
-class StepPrediction:
-    step_time_s: float
-    terms_s: dict[str, float]  # TERMS; they add up to step_time_s
-    dominant: str
-    collectives: dict[str, CollectiveCost]
-    floor_s: float
-    class_time_s: dict[str, float]  # trace kernel classes: gemm, moe, attention, communication, norm, other
-    batch: int
-    tokens: int  # tokens processed in the step (all dp ranks)
-    context_len: int
-    kind: str  # "decode" | "prefill"
-
-
-@dataclass(frozen=True)
-class CollParts:
-    """One collective in a step, efficiency-free: calls, bytes per call, summed latency and bandwidth parts (s)."""
-
-    calls: int
-    bytes_per_call: Arr
-    latency_s: Arr
-    bandwidth_s: Arr
-
-
-@dataclass(frozen=True)
-class StepParts:
-    """Efficiency-free times of one step (arrays, broadcast over the points): each class at 100 % of its
-    ceiling (memory over achieved BW, compute over peak), collectives on the measured curves, kernel count."""
-
-    mem_gemm_s: Arr
-    comp_gemm_s: Arr
-    mem_moe_s: Arr
-    comp_moe_s: Arr
-    mem_attn_s: Arr
-    comp_attn_s: Arr
-    mem_idx_s: Arr  # DeepSeek sparse-attention indexer: fp8 keys read
-    comp_idx_s: Arr  # ... q·k logits at the fp8 peak
-    mem_rec_s: Arr  # linear-attention / Mamba layers: state (and prefill chunk states) read and written
-    comp_rec_s: Arr  # ... recurrence (decode) or chunked scan (prefill)
-    kernels: Arr
-    graphed: Arr  # 1.0 where the step replays a CUDA graph, else 0.0
-    overlap: Arr  # 1.0 where the engine prepares the next step on the CPU while the GPU runs this one
-    batch: Arr  # sequences in the step, all dp ranks
-    tokens: Arr
-    floor_s: Arr
-    coll_latency_s: Arr  # Σ over collectives of calls × latency part
-    coll_bandwidth_s: Arr  # Σ over collectives of calls × bandwidth part
-    gemm_mem_ratio: Arr  # measured GEMM curve: multiplies mem_gemm_s (ratio(M) · achieved/datasheet BW); 0 = none
-    gemm_comp_ratio: Arr  # ... multiplies comp_gemm_s (ratio(M)); 0 where the GPU has no curve
-    moe_curve_s: Arr  # routed experts at the measured per-op curve (measured_ops.py), all MoE layers; 0 = none
-    moe_curve_kernels: Arr  # kernels the MoE curve prices per step (left out of the per-kernel overhead with it)
-    gemm_op_s: Arr  # dense GEMMs with a measured aiconfigurator curve (measured_ops.dense_gemm_curve); 0 = none
-    mem_gemm_rest_s: Arr  # ... the listed-or-not dense GEMMs without one: weight read at achieved BW
-    comp_gemm_rest_s: Arr  # ... and their FLOPs at peak
-    gemm_op_kernels: Arr  # GEMM launches the curve prices per step
-    attn_op_s: Arr  # decode attention kernels at the measured curve (measured_ops.decode_attention_curve); 0 = none
-    mem_attn_rest_s: Arr  # ... what that curve does not read: the KV written by the step (achieved BW)
-    attn_op_kernels: Arr  # attention kernels the curve prices per step
-    colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
-
-    def take(self, n: int) -> StepParts:
-        """The parts broadcast to n points (1-d arrays, ready for `stack_parts`)."""
-        def b(x: Arr) -> Arr:
-            return np.broadcast_to(np.asarray(x, dtype=float), (n,)).copy()
-
-        colls = {k: CollParts(c.calls, b(c.bytes_per_call), b(c.latency_s), b(c.bandwidth_s))
-                 for k, c in self.colls.items()}
-        return map_parts(self, b, colls)
-
-
-_ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_attn_s", "comp_attn_s", "mem_idx_s",
-                 "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
-                 "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s",
-                 "moe_curve_kernels", "gemm_op_s", "mem_gemm_rest_s", "comp_gemm_rest_s", "gemm_op_kernels",
-                 "attn_op_s", "mem_attn_rest_s", "attn_op_kernels")
-
-
-def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
-    """`fn` applied to every array field of `p` (a mask, a broadcast); `colls` replaces the per-collective detail."""
-    return StepParts(**{f: fn(getattr(p, f)) for f in _ARRAY_FIELDS}, colls=colls or {})
-
-
-def stack_parts(parts: list[StepParts]) -> StepParts:
-    """Concatenate 1-d parts of many scenarios into one (per-collective detail dropped)."""
-    first = parts[0]
-    cols = {f: np.concatenate([getattr(p, f) for p in parts]) for f in _ARRAY_FIELDS}
-    return map_parts(first, lambda x: cols[_field_of(first, x)])
-
-
-def _field_of(p: StepParts, x: Arr) -> str:
-    return next(f for f in _ARRAY_FIELDS if getattr(p, f) is x)
-
+__all__ = ["TERMS", "CollParts", "CollectiveCost", "StepParts", "StepPrediction", "collective_costs", "combine_step",
+           "decode_step", "dispatch_mode", "map_parts", "measured_attention", "model_for", "moe_curve_over_roofline",
+           "moe_imbalance", "prefill_step", "public_name", "stack_parts", "step_arrays", "step_parts"]
 
 class _Model:
     """Ops and collective timers of one scenario, built once. They do not depend on the efficiencies, so the
@@ -388,82 +296,6 @@ def _recurrent(o: Ops, b: Arr, t_rank: Arr, prefill: bool) -> tuple[Arr, Arr]:
         return zero, zero
     nbytes = b * r.state_bytes_per_seq + (t_rank * r.bytes_prefill_per_token if prefill else 0.0)
     return nbytes, t_rank * (r.flops_prefill_per_token if prefill else r.flops_decode_per_token)
-
-
-def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
-    """Apply efficiencies to a step's parts: {step, TERMS..., gemm, moe, attention, kernels, cpu, floor, tokens}
-    plus `coll:<name>` with each collective's time (all arrays)."""
-    m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
-    if eff.gemm_curve > 0.5 and np.any(p.gemm_comp_ratio > 0):  # measured curve: no fitted efficiency on top
-        has = p.gemm_comp_ratio > 0
-        m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
-        c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
-    m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
-    if eff.moe_curve > 0.5 and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
-        has, mem_bound = p.moe_curve_s > 0, m_moe >= c_moe  # only says which term it is attributed to
-        m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
-        c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
-    m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
-    curve_kernels = np.where(moe_on, p.moe_curve_kernels, 0.0) if (moe_on := eff.moe_curve > 0.5) else 0.0
-    if eff.op_curves > 0.5:
-        m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
-        m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)
-        curve_kernels = curve_kernels + p.gemm_op_kernels + p.attn_op_kernels
-    idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
-    rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
-    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
-    out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
-    comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
-    per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
-    # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
-    kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
-    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
-    w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
-    kv = np.where(m_attn >= c_attn, m_attn, 0.0)
-    comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
-            + np.where(m_attn < c_attn, c_attn, 0.0))
-    gpu = w + kv + comp + comm + kern + idx + rec
-    cpu_raw = cpu
-    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
-    exposed = eff.overlap_exposed_frac * cpu
-    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
-    over = kern + cpu
-    out.update({
-        "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
-        "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
-        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
-        "tokens": p.tokens,
-        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
-        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
-        # decode step's already
-        "marginal:compute": c_gemm + c_moe + np.where(m_attn < c_attn, c_attn, 0.0),
-        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
-    })
-    return out
-
-
-def _measured_gemm(p: StepParts, eff: Efficiency, m_gemm: Arr, c_gemm: Arr) -> tuple[Arr, Arr]:
-    """Dense GEMMs where a measured curve covers some: curve + the rest's roofline / fitted efficiency, attributed
-    whole to `weights` or `compute` as the datasheet roofline of all of them says."""
-    has = p.gemm_op_s > 0
-    if not np.any(has):
-        return m_gemm, c_gemm
-    total = p.gemm_op_s + np.maximum(p.mem_gemm_rest_s / eff.gemm_bw_eff, p.comp_gemm_rest_s / eff.compute_eff)
-    mem_bound = p.mem_gemm_s >= p.comp_gemm_s
-    return (np.where(has, np.where(mem_bound, total, 0.0), m_gemm),
-            np.where(has, np.where(mem_bound, 0.0, total), c_gemm))
-
-
-def _measured_attention(p: StepParts, eff: Efficiency, m_attn: Arr, c_attn: Arr) -> tuple[Arr, Arr]:
-    """Decode attention where a measured curve covers it: max(curve + the KV write at the fitted bandwidth, the
-    attention FLOPs at the fitted compute efficiency), attributed to `kv` or `compute` as before."""
-    has = p.attn_op_s > 0
-    if not np.any(has):
-        return m_attn, c_attn
-    total = np.maximum(p.attn_op_s + p.mem_attn_rest_s / eff.attn_bw_eff, c_attn)
-    mem_bound = m_attn >= c_attn
-    return (np.where(has, np.where(mem_bound, total, 0.0), m_attn),
-            np.where(has, np.where(mem_bound, 0.0, total), c_attn))
 
 
 def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq: ArrayLike,

@@ -1,0 +1,88 @@
+"""Apply efficiencies to a step's parts: the roofline per kernel class, the measured per-op curves where they price
+part of a class, collectives, kernel and CPU overheads (the formulas: step.py's module docstring).
+
+What it does not: build parts (step.py) or know about scenarios.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from servescope.perfmodel.efficiency import Efficiency
+from servescope.perfmodel.step_types import Arr, StepParts
+
+
+def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
+    """Apply efficiencies to a step's parts: {step, TERMS..., gemm, moe, attention, kernels, cpu, floor, tokens}
+    plus `coll:<name>` with each collective's time (all arrays)."""
+    m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
+    if eff.gemm_curve > 0.5 and np.any(p.gemm_comp_ratio > 0):  # measured curve: no fitted efficiency on top
+        has = p.gemm_comp_ratio > 0
+        m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
+        c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
+    m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
+    if eff.moe_curve > 0.5 and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
+        has, mem_bound = p.moe_curve_s > 0, m_moe >= c_moe  # only says which term it is attributed to
+        m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
+        c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
+    m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
+    curve_kernels = np.where(moe_on, p.moe_curve_kernels, 0.0) if (moe_on := eff.moe_curve > 0.5) else 0.0
+    if eff.op_curves > 0.5:
+        m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
+        m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)
+        curve_kernels = curve_kernels + p.gemm_op_kernels + p.attn_op_kernels
+    idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
+    rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
+    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
+    out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
+    comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
+    per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
+    # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
+    kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
+    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
+    w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
+    kv = np.where(m_attn >= c_attn, m_attn, 0.0)
+    comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
+            + np.where(m_attn < c_attn, c_attn, 0.0))
+    gpu = w + kv + comp + comm + kern + idx + rec
+    cpu_raw = cpu
+    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
+    exposed = eff.overlap_exposed_frac * cpu
+    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
+    over = kern + cpu
+    out.update({
+        "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
+        "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
+        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
+        "tokens": p.tokens,
+        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
+        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
+        # decode step's already
+        "marginal:compute": c_gemm + c_moe + np.where(m_attn < c_attn, c_attn, 0.0),
+        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
+    })
+    return out
+
+
+def _measured_gemm(p: StepParts, eff: Efficiency, m_gemm: Arr, c_gemm: Arr) -> tuple[Arr, Arr]:
+    """Dense GEMMs where a measured curve covers some: curve + the rest's roofline / fitted efficiency, attributed
+    whole to `weights` or `compute` as the datasheet roofline of all of them says."""
+    has = p.gemm_op_s > 0
+    if not np.any(has):
+        return m_gemm, c_gemm
+    total = p.gemm_op_s + np.maximum(p.mem_gemm_rest_s / eff.gemm_bw_eff, p.comp_gemm_rest_s / eff.compute_eff)
+    mem_bound = p.mem_gemm_s >= p.comp_gemm_s
+    return (np.where(has, np.where(mem_bound, total, 0.0), m_gemm),
+            np.where(has, np.where(mem_bound, 0.0, total), c_gemm))
+
+
+def _measured_attention(p: StepParts, eff: Efficiency, m_attn: Arr, c_attn: Arr) -> tuple[Arr, Arr]:
+    """Decode attention where a measured curve covers it: max(curve + the KV write at the fitted bandwidth, the
+    attention FLOPs at the fitted compute efficiency), attributed to `kv` or `compute` as before."""
+    has = p.attn_op_s > 0
+    if not np.any(has):
+        return m_attn, c_attn
+    total = np.maximum(p.attn_op_s + p.mem_attn_rest_s / eff.attn_bw_eff, c_attn)
+    mem_bound = m_attn >= c_attn
+    return (np.where(has, np.where(mem_bound, total, 0.0), m_attn),
+            np.where(has, np.where(mem_bound, 0.0, total), c_attn))
