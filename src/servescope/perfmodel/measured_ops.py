@@ -66,14 +66,10 @@ def _raw_moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     return None if t is None or not np.all(np.isfinite(t)) else np.asarray(t, dtype=float)
 
 
-def moe_layer_s(sc: Deployment, tokens: np.ndarray, roofline_s: np.ndarray | None = None) -> np.ndarray | None:
-    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring).
-    `roofline_s`: the same layer's roofline at `PROBE_TOKENS` (100 % of achieved BW and peak); a curve above
-    MAX_CURVE_OVER_ROOFLINE × it (median) is refused (None)."""
-    t = _raw_moe_layer_s(sc, tokens)
-    if t is None or roofline_s is None:
-        return t
-    return t if curve_over_roofline(sc, roofline_s) <= MAX_CURVE_OVER_ROOFLINE else None
+def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
+    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring); the
+    caller refuses a reference path first (curve_over_roofline above MAX_CURVE_OVER_ROOFLINE; step.py)."""
+    return _raw_moe_layer_s(sc, tokens)
 
 
 def curve_over_roofline(sc: Deployment, roofline_s: np.ndarray) -> float:

@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING
 from servescope.errors import BadConfig
 from servescope.perfmodel import gemm_curve, hw, measured_ops
 from servescope.perfmodel.routing import describe as routing_describe
-from servescope.perfmodel.step import measured_attention, model_for, moe_curve_over_roofline
+from servescope.perfmodel.step import (
+    measured_attention,
+    model_for,
+    moe_curve_over_roofline,
+    per_scenario,
+)
 from servescope.specs import tables
 
 if TYPE_CHECKING:
@@ -115,8 +120,10 @@ def _engine_provenance(sc: Scenario) -> dict[str, str]:
     frac, of, where = sc.memory_share
     out = {"cpu_overhead": _cpu_provenance(sc), "engine_defaults": sc.engine.label,
            "kv_pool": f"{frac:g} of {'total' if of == 'total' else 'free'} GPU memory ({where}), KV {sc.quant.kv.name}"}
-    out["dense_gemms"] = measured_ops.describe_dense(sc, model_for(sc).gemms)
-    out["attention"] = measured_ops.describe_attention(sc, measured_attention(sc))
+    out["dense_gemms"] = str(per_scenario("describe_dense", sc,
+                                           lambda: measured_ops.describe_dense(sc, model_for(sc).gemms)))
+    out["attention"] = str(per_scenario("describe_attention", sc,
+                                         lambda: measured_ops.describe_attention(sc, measured_attention(sc))))
     if sc.model.n_routed_experts:
         out["routing"] = routing_describe(sc.routing, sc.model.model_type)
         out["experts"] = measured_ops.describe(sc, moe_curve_over_roofline(sc))

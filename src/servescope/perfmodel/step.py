@@ -39,6 +39,7 @@ What it does not: serving dynamics (serving.py) or memory capacity (memory.py).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,6 +53,7 @@ from servescope.perfmodel.gemm_shapes import dense_gemms
 from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.measured_ops import (
     ATTENTION_KERNELS_PER_LAYER,
+    MAX_CURVE_OVER_ROOFLINE,
     MOE_KERNELS_PER_LAYER,
     PROBE_TOKENS,
     curve_over_roofline,
@@ -78,7 +80,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TERMS", "CollParts", "CollectiveCost", "StepParts", "StepPrediction", "collective_costs", "combine_step",
            "decode_step", "dispatch_mode", "map_parts", "measured_attention", "model_for", "moe_curve_over_roofline",
-           "moe_imbalance", "prefill_step", "public_name", "stack_parts", "step_arrays", "step_parts"]
+           "moe_imbalance", "per_scenario", "prefill_step", "public_name", "stack_parts", "step_arrays", "step_parts"]
 
 class _Model:
     """Ops and collective timers of one scenario, built once. They do not depend on the efficiencies, so the
@@ -228,7 +230,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     r_comp = curve.ratio(t_pad) if curve is not None else zero
     # the curve at the step's routing draws (verified tokens of a sequence partly alike), padded rows included
     draws = t_glob if prefill else routing_draws(b_all, t) * t_pad / np.maximum(t_rank, 1e-9)
-    moe_layer = moe_layer_s(sc, draws, _moe_layer_roofline(sc, o)) if o.n_moe_layers else None
+    serving_moe = o.n_moe_layers and moe_curve_over_roofline(sc) <= MAX_CURVE_OVER_ROOFLINE  # nan: no curve
+    moe_layer = moe_layer_s(sc, draws) if serving_moe else None
     # a curve measured on one layer's experts reused call after call can run L2-resident, faster than HBM allows; a
     # served step reads each layer's own experts: never below their read at the datasheet bandwidth
     moe_curve = (np.maximum(o.n_moe_layers * moe_layer, moe_bytes / o.peak_bw_bytes_per_s) + zero
@@ -304,18 +307,39 @@ def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq
     return combine_step(step_parts(sc, batch, ctx, tokens_per_seq, prefill), sc.efficiency)
 
 
+_PER_SCENARIO: dict[tuple[object, ...], tuple[object, object, object]] = {}
+
+
+def per_scenario(what: str, sc: Deployment, fn: Callable[[], object]) -> object:
+    """`fn()` cached per scenario shape, engine version, routing and curve switches (the ids in the key are kept
+    alive by the entry, so they stay unique)."""
+    eff = sc.efficiency
+    key = (what, *_key(sc), sc.engine_version, sc.routing, float(np.mean(eff.op_curves)), float(np.mean(eff.moe_curve)))
+    hit = _PER_SCENARIO.get(key)
+    if hit is not None and hit[0] is sc.model and hit[1] is sc.gpu:
+        return hit[2]
+    if len(_PER_SCENARIO) > 8192:
+        _PER_SCENARIO.clear()
+    value = fn()
+    _PER_SCENARIO[key] = (sc.model, sc.gpu, value)
+    return value
+
+
 def moe_curve_over_roofline(sc: Deployment) -> float:
     """The measured expert curve over its layer's roofline (measured_ops.curve_over_roofline; nan: none)."""
     o = model_for(sc).ops
-    return curve_over_roofline(sc, _moe_layer_roofline(sc, o)) if o.n_moe_layers else float("nan")
+    if not o.n_moe_layers:
+        return float("nan")
+    return float(per_scenario("moe_gate", sc, lambda: curve_over_roofline(sc, _moe_layer_roofline(sc, o))))  # type: ignore[arg-type]
 
 
 def measured_attention(sc: Deployment) -> bool:
     """Whether this scenario's decode attention is priced at a measured per-layer curve (Efficiency.op_curves on
     and a curve covering its layers on its GPU and engine: measured_ops.decode_attention_curve)."""
-    if sc.efficiency.op_curves <= 0.5:
+    if np.all(sc.efficiency.op_curves <= 0.5):
         return False
-    return bool(np.any(step_parts(sc, sc.dp, sc.isl, 1).attn_op_s > 0))
+    probe = np.array([1.0]), np.array([float(max(sc.isl, 1))])
+    return bool(per_scenario("attention", sc, lambda: decode_attention_curve(sc, *probe) is not None))
 
 
 def public_name(key: str) -> str:
