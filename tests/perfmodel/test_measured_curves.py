@@ -173,3 +173,32 @@ def test_a_reference_moe_path_is_refused_and_said() -> None:
                           efficiency=ON.scaled(moe_curve=1.0))
     assert moe_curve_over_roofline(kimi) <= MAX_CURVE_OVER_ROOFLINE
     assert float(np.ravel(step_parts(kimi, 8, 1024, 1).moe_curve_s)[0]) > 0.0
+
+
+def test_a_verify_block_on_the_mla_prefill_path() -> None:
+    """vLLM's Triton MLA (sm_120, sm_8x) runs a verify block of 1 + k tokens through its MLA prefill path
+    (engine_defaults.toml, vllm#51065): the cached context is up-projected (kv_b_proj: 2·kv_lora·nh·(nope + v) FLOPs
+    and the k/v it materialises per cached token and layer, from config.json), the decode kernel's curve does not
+    price it, and the attention block's kernels launch outside the graph. Not on Hopper (FlashMLA), not on SGLang,
+    not for a plain decode step."""
+    c = _cfg("moonshotai--Kimi-K2.5")
+    c = c.get("text_config", c)
+    tp, b, ctx = 8, 32, 1024
+    nh, kvl, nope, rope, v, n = (c[k] for k in ("num_attention_heads", "kv_lora_rank", "qk_nope_head_dim",
+                                               "qk_rope_head_dim", "v_head_dim", "num_hidden_layers"))
+    up_bytes = n * 2 * (nh / tp) * (nope + rope + v) * 2.0
+    box = Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=tp, moe_quant="int4-w4a16", engine_version="0.16.0",
+                         efficiency=ON)
+    plain, verify = step_parts(box, b, ctx, 1), step_parts(box, b, ctx, 4)
+    bw = box.gpu.hbm_bw_bytes_per_s * box.gpu.hbm_bw_efficiency
+    extra = float(np.ravel(verify.mem_attn_s)[0] - plain.mem_attn_s.ravel()[0])
+    kv_token = n * (kvl + rope) * box.quant.kv.bytes_per_param  # latent + rope per token, all layers
+    # 3 more cached tokens read per sequence, 3 more tokens written per sequence, the up-projected context
+    assert extra == pytest.approx((b * ctx * up_bytes + b * 3 * kv_token + 3 * b * kv_token) / bw, rel=1e-9)
+    assert float(np.ravel(verify.attn_op_s)[0]) == 0.0 < float(np.ravel(plain.attn_op_s)[0])
+    assert float(np.ravel(verify.eager_kernels)[0]) > 0.0 == float(np.ravel(plain.eager_kernels)[0])
+    for other in (box.with_(backend="sglang"), Scenario.build("kimi-k2.5", "h200_sxm", tp=tp, moe_quant="int4-w4a16",
+                                                               engine_version="0.16.0", efficiency=ON)):
+        p1, p4 = step_parts(other, b, ctx, 1), step_parts(other, b, ctx, 4)
+        assert float(np.ravel(p4.eager_kernels)[0]) == 0.0
+        assert float(np.ravel(p4.mem_attn_s)[0] - p1.mem_attn_s.ravel()[0]) < 0.01 * b * ctx * up_bytes / bw

@@ -208,14 +208,19 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
+    # a verify block that the engine's MLA backend runs through its prefill path (engine_defaults.toml): the cached
+    # context is up-projected like a prefill chunk's, and the attention runs at prefill FLOPs, not the decode kernel
+    vp = (t > 1.0) & verify_as_prefill(sc) if not prefill else np.zeros_like(t, dtype=bool)
     # the busiest attention-DP rank's decode sequences: their contexts spread, its mean above the mean (dp_balance.py)
     imb = attention_imbalance(sc.dp, b, context_cv(sc.isl, sc.osl, sc.decode_only)) if sc.dp > 1 and not prefill else 1.0
     kv_read_bytes = sum(ct.bytes_per_token * ct.tokens(L_eff) * term_factor(ct.kind, imb) for ct in o.ctx_terms)  # per sequence
     kv_bytes = b * kv_read_bytes + t_rank * o.kv_write_bytes_per_token
-    attn_fl = t_rank * sum((ct.flops_prefill if prefill else ct.flops_decode) * ct.tokens(L_q) * term_factor(ct.kind, imb) for ct in o.ctx_terms)
+    attn_fl = t_rank * sum((ct.flops_prefill if prefill else np.where(vp, ct.flops_prefill, ct.flops_decode))
+                           * ct.tokens(L_q) * term_factor(ct.kind, imb) for ct in o.ctx_terms)
     idx_bytes, idx_fl = _indexer(o, b, t_rank, L_eff, L_q, prefill)
     rec_bytes, rec_fl = _recurrent(o, b, t_rank, prefill)
-    ctx_fl, ctx_bytes = (b * L * o.mla_ctx_flops_per_token, b * L * o.mla_ctx_bytes_per_token) if prefill else (0.0, 0.0)
+    up = np.where(vp, 1.0, 0.0) + (1.0 if prefill else 0.0)  # the MLA context up-projection: prefill chunks, vp
+    ctx_fl, ctx_bytes = up * b * L * o.mla_ctx_flops_per_token, up * b * L * o.mla_ctx_bytes_per_token
     t_logits = b if prefill else t_rank  # sampled tokens: a prefill chunk's last token per sequence
     t_logits_pad = b if prefill else t_pad
     colls = _coll_parts(mdl, t_rank, t_glob, t_logits)
@@ -243,7 +248,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
                   for g in dense.covered if not g.sampled_only)
     cov_head = any(g.sampled_only for g in dense.covered)
     attn_op = None if prefill else decode_attention_curve(sc, b, L_eff)
-    attn_op = attn_op * imb if attn_op is not None else None  # the busiest DP rank's longer contexts (dp_balance.py)
+    attn_op = np.where(vp, 0.0, attn_op * imb) if attn_op is not None else None  # busiest DP rank (dp_balance.py)
     attn_layers = sum(1 for a in sc.model.layer_attention if a in ("full", "sliding"))
     return StepParts(
         mem_gemm_s=np.full_like(t_rank, o.gemm_weight_bytes / bw),
@@ -262,9 +267,12 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         comp_gemm_rest_s=(t_pad * max(o.gemm_s_per_token_peak - cov_tok, 0.0)
                           + (0.0 if cov_head else t_logits_pad * o.lm_head_s_per_token_peak)),
         gemm_op_kernels=zero + dense.kernels,
-        attn_op_s=np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s) + zero if attn_op is not None else zero,
+        attn_op_s=(np.where(vp, 0.0, np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s)) + zero
+                   if attn_op is not None else zero),
         mem_attn_rest_s=t_rank * o.kv_write_bytes_per_token / bw + zero,
-        attn_op_kernels=zero + (attn_layers * ATTENTION_KERNELS_PER_LAYER if attn_op is not None else 0.0),
+        attn_op_kernels=(np.where(vp, 0.0, attn_layers * ATTENTION_KERNELS_PER_LAYER) + zero
+                         if attn_op is not None else zero),
+        eager_kernels=np.where(vp, attn_layers * MLA_PREFILL_PATH_KERNELS_PER_LAYER, 0.0) + zero,
         colls=colls,
     )
 
@@ -275,6 +283,21 @@ def _moe_layer_roofline(sc: Deployment, o: Ops) -> Arr:
     touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, PROBE_TOKENS)
     mem = touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes / o.bw_bytes_per_s
     return np.asarray(np.maximum(mem, PROBE_TOKENS * o.expert_s_per_token_peak / o.n_moe_layers))
+
+
+# Kernels per MLA layer that a verify block on the MLA prefill path launches outside the CUDA graph: vLLM splits its
+# piecewise graphs at the attention op, and Triton MLA cannot capture multi-token blocks (it declares
+# UNIFORM_SINGLE_TOKEN_DECODE: FULL -> PIECEWISE under speculative decoding, vllm#44492). Counted from the path's
+# ops (approximate): the attention kernels of a layer (ATTENTION_KERNELS_PER_LAYER, measured) + the W_UK and W_UV
+# batched GEMMs + the kv_b_proj up-projection of the cached context + the merge of the context and new-token states.
+MLA_PREFILL_PATH_KERNELS_PER_LAYER = ATTENTION_KERNELS_PER_LAYER + 4.0
+
+
+def verify_as_prefill(sc: Deployment) -> bool:
+    """Whether the engine's default MLA backend on this GPU runs a speculative verify block through its MLA prefill
+    path (specs/data/engine_defaults.toml mla_verify_as_prefill_on; vLLM's TRITON_MLA on sm_8x and sm_120)."""
+    return (sc.model.attention_kind == "mla" and bool(sc.model.kv_lora_rank)
+            and sc.gpu.compute_capability in sc.engine.mla_verify_as_prefill_on)
 
 
 def _indexer(o: Ops, b: Arr, t_rank: Arr, L_eff: Arr, L_q: Arr, prefill: bool) -> tuple[Arr, Arr]:

@@ -1,7 +1,8 @@
 """Engine defaults by engine version: the one resolver (data: specs/data/engine_defaults.toml, a source per value).
 
 What it does: `engine_defaults(backend, version)` returns the `EngineDefaults` an engine of that version runs with
-(overlap scheduler, KV memory share and what it is a share of) — the newest entry whose `since` is at or below
+(overlap scheduler, KV memory share and what it is a share of, the GPUs on which its MLA backend verifies
+speculative tokens through the prefill path) — the newest entry whose `since` is at or below
 the version; no version, or one newer than every entry, takes the newest entry; a version older than every entry
 or one that does not parse takes the nearest entry and says so in `note` (the CLI prints it as a warning).
 What it does not: price anything (perfmodel/ reads these fields) or know about versions the data does not list.
@@ -28,6 +29,9 @@ class EngineDefaults:
     overlap_off_when: tuple[str, ...]  # e.g. ("pp",): the engine turns the overlap off by itself there
     sources: dict[str, str]
     note: str = ""  # non-empty when the version was not in the data's range (said as a warning)
+    # GPU compute capabilities ("sm_120") on which the default MLA backend runs a speculative verify block through
+    # its MLA prefill path (engine_defaults.toml mla_verify_as_prefill_on)
+    mla_verify_as_prefill_on: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -87,11 +91,15 @@ def _build(backend: str, version: str, row: dict[str, object], note: str) -> Eng
         fraction = None if frac is None else float(str(frac))
         of = str(row.get("kv_mem_of", "total"))
         off = str(row.get("overlap_off_when", ""))
+        verify = row.get("mla_verify_as_prefill_on", [])
+        if not isinstance(verify, list) or not all(isinstance(x, str) for x in verify):
+            raise ValueError(f"mla_verify_as_prefill_on {verify!r} is not a list of compute capabilities")
         if of not in ("total", "free") or (fraction is not None and not 0.0 < fraction <= 1.0):
             raise ValueError(f"kv_mem_of {of!r} / kv_mem_fraction {fraction}")
         return EngineDefaults(
             backend=backend, version=version, since=str(row["since"]), overlap_scheduler=bool(row["overlap_scheduler"]),
             kv_mem_fraction=fraction, kv_mem_of=of, overlap_off_when=tuple(x for x in off.split(",") if x),
-            sources={k[: -len("_source")]: str(v) for k, v in row.items() if k.endswith("_source")}, note=note)
+            sources={k[: -len("_source")]: str(v) for k, v in row.items() if k.endswith("_source")}, note=note,
+            mla_verify_as_prefill_on=tuple(verify))
     except (KeyError, ValueError) as e:
         raise BadConfig(f"specs/data/engine_defaults.toml [[{backend}]] since {row.get('since')}: {e}") from None
