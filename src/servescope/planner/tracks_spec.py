@@ -85,14 +85,17 @@ def speculative_track(ctx: Context) -> Proposal:
     )
     stops = (f"stops paying at concurrency ≈{stop:.0f}" if stop is not None
              else f"still pays at concurrency {max_c} (the memory limit)")
+    again_stop = stops_again_at(gain_at, again, max_c)
     if again is not None:
         stops += (f", pays again from ≈{again:.0f} (once B·{k + 1} and B tokens both touch nearly every expert, "
                   "verifying the extra tokens costs little)")
+    if again_stop is not None:
+        stops += f", and stops again at ≈{again_stop:.0f}"
     return Proposal(
         KIND, True, None, "config change", pre, validate, whatif=nominal, bounds=(whatifs[1], whatifs[2]),
         note=f"{cfg.method} k={k}, AL {acc.al(k):.2f} ({acc.al(k, 'low'):.2f}–{acc.al(k, 'high'):.2f}); {stops}",
         details={"method": cfg.method, "k": k, "accepted_length": acc.al(k), "breakeven_concurrency": stop,
-                 "pays_again_concurrency": again,
+                 "pays_again_concurrency": again, "stops_again_concurrency": again_stop,
                  "acceptance_source": acc.source, "max_concurrency_checked": max_c, "range": _range_words()},
     )
 
@@ -110,6 +113,17 @@ def pays_again_at(gain_at: Callable[[int], float], stop: float | None, max_concu
         return None
     for c in concurrency_grid(max_concurrency):
         if c > stop and gain_at(c) > 1.0:
+            return float(c)
+    return None
+
+
+def stops_again_at(gain_at: Callable[[int], float], again: float | None, max_concurrency: int) -> float | None:
+    """First grid concurrency above `again` where the gain falls below 1 once more (a verify path whose cost grows
+    with the batch, e.g. an MLA prefill path: perfmodel/step.py); None when it keeps paying up to max_concurrency."""
+    if again is None:
+        return None
+    for c in concurrency_grid(max_concurrency):
+        if c > again and gain_at(c) < 1.0:
             return float(c)
     return None
 
