@@ -58,6 +58,12 @@ def render(res: FitResult, csv_name: str, seconds: float, tpot_mape: float, ttft
         note = "  AT BOUND" if name in res.at_bound else ""
         lines.append(f"{name} = {v:.6g}  # bounds [{lo:g}, {hi:g}]; set by {rows}{note}")
     lines.append("")
+    if res.roofline is not None:
+        lines += ["# The first stage (every number with the curves off): prices a GPU without measured per-op curves",
+                  "# (perfmodel.efficiency.roofline_efficiency; the staged [default] is fitted with the curves on).",
+                  "[roofline]"]
+        lines += [f"{name} = {float(getattr(res.roofline, name)):.6g}" for name in FITTED]
+        lines.append("")
     lines += [] if not res.overrides else [f"# Per-backend numbers (engines with rows of >= {MIN_MODELS_OVERRIDE} models), fitted jointly with [default] as",
               f"# offsets in logistic space shrunk toward it (normal prior, scale {SHRINK_TAU_Z:g}); set by that engine's rows."]
     for backend, vals in sorted(res.overrides.items()):

@@ -202,3 +202,16 @@ def test_a_verify_block_on_the_mla_prefill_path() -> None:
         p1, p4 = step_parts(other, b, ctx, 1), step_parts(other, b, ctx, 4)
         assert float(np.ravel(p4.eager_kernels)[0]) == 0.0
         assert float(np.ravel(p4.mem_attn_s)[0] - p1.mem_attn_s.ravel()[0]) < 0.01 * b * ctx * up_bytes / bw
+
+
+def test_a_gpu_without_curves_is_priced_by_the_roofline_fit() -> None:
+    """The fit's first stage (curves off) prices a GPU the curves do not cover; a covered GPU takes the staged fit."""
+    import tomllib
+
+    doc = tomllib.loads((ROOT / "src/servescope/specs/data/efficiency.toml").read_text())
+    a100 = Scenario.build("llama-3.1-70b", "a100_sxm", tp=4, check_memory=False)
+    h100 = Scenario.build("llama-3.1-70b", "h100_sxm", tp=4, check_memory=False)
+    for name in ("cpu_overhead_s", "overlap_exposed_frac", "gemm_bw_eff", "attn_bw_eff"):
+        assert getattr(a100.efficiency, name) == pytest.approx(doc["roofline"][name], rel=1e-6)
+        assert getattr(h100.efficiency, name) == pytest.approx(doc["default"][name], rel=1e-6)
+    assert a100.efficiency.op_curves == 0.0 and h100.efficiency.op_curves == 1.0

@@ -112,11 +112,33 @@ def backend_overrides() -> dict[str, dict[str, float]]:
             for b, vals in sec.items() if isinstance(vals, dict)}
 
 
+def roofline_efficiency() -> Efficiency:
+    """The fit's first stage ([roofline]: every number with the measured per-op curves off, validation.fit.fit):
+    what prices a GPU that has no curves; [default] where the file has no such section."""
+    sec = _table().get("roofline")
+    if not isinstance(sec, dict):
+        return global_efficiency()
+    return _apply(unfitted_start(), sec, "roofline").scaled(op_curves=0.0)
+
+
+def has_op_curves(gpu_name: str) -> bool:
+    """Whether aiconfigurator's per-op curves cover this GPU (specs/data/opcurves)."""
+    from servescope.errors import UnknownName
+    from servescope.specs.hardware import resolve_gpu_name
+    from servescope.specs.opcurves import opcurve_systems
+
+    try:
+        return resolve_gpu_name(gpu_name) in opcurve_systems()
+    except UnknownName:
+        return False
+
+
 def default_efficiency(generation: str, backend: str, gpu_name: str | None = None) -> Efficiency:
-    """Fitted defaults: [default], then the backend's [backend.<name>] section, then (if a file has them)
-    [<generation>], [<generation>.<backend>], [<gpu name>] sections."""
+    """Fitted defaults: [default] — or [roofline] for a GPU without measured per-op curves —, then the backend's
+    [backend.<name>] section, then (if a file has them) [<generation>], [<generation>.<backend>], [<gpu name>]
+    sections."""
     t = _table()
-    eff = global_efficiency()
+    eff = global_efficiency() if gpu_name is None or has_op_curves(gpu_name) else roofline_efficiency()
     be = backend.lower()
     if be in backend_overrides():
         eff = replace(eff, **backend_overrides()[be], source=f"efficiency.toml [default] + [backend.{be}]")

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from servescope.perfmodel import opcurve
+from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
+from servescope.specs.opcurves import opcurve_systems
 
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
@@ -197,6 +199,8 @@ def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
 
 def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
     """Provenance of the dense GEMM time: which GEMMs a measured curve prices (and from where), which the datasheet."""
+    if not has_op_curves(sc.gpu.name):
+        return f"dense GEMMs: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
     if sc.efficiency.op_curves <= 0.5:
         return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
     curved = [g for g in gemms if serving_gemm(sc, g) and opcurve.gemm_time_s(
@@ -219,6 +223,8 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
 
 def describe_attention(sc: Deployment, measured: bool) -> str:
     """Provenance of the decode attention time (`measured`: a curve prices it, step.measured_attention)."""
+    if not has_op_curves(sc.gpu.name):
+        return f"decode attention: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
     if sc.efficiency.op_curves <= 0.5:
         return "decode attention: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
     m = sc.model
@@ -237,3 +243,8 @@ def describe_attention(sc: Deployment, measured: bool) -> str:
                             num_heads=m.n_heads // sc.tp, kv_heads=max(m.n_kv_heads // sc.tp, 1),
                             head_dim=m.head_dim, kv_dtype=_kv_dtype(sc))
     return f"decode attention: {text.split(', interpolated')[0]}, ≥ the KV read at the datasheet bandwidth"
+
+
+def _no_curves(sc: Deployment) -> str:
+    return (f"no measured per-op curves for GPU '{sc.gpu.name}' (have: {', '.join(opcurve_systems())}); "
+            "the roofline fit prices it, efficiency.toml [roofline]")

@@ -148,6 +148,7 @@ class FitResult:
     iterations: int
     at_bound: tuple[str, ...]  # fitted parameters within 1 % of the bound range of a bound
     overrides: Overrides = field(default_factory=dict)  # backend -> {number: value}, shrunk toward the global one
+    roofline: Efficiency | None = None  # a two-stage fit's first stage (curves off): prices GPUs without curves
 
 
 def _residuals(data: FitData, eff: Efficiency) -> np.ndarray:
@@ -204,7 +205,7 @@ def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, 
     overrides = {b: {**held.get(b, {}), **second.overrides.get(b, {})} for b in {*held, *second.overrides}}
     at_bound = tuple(n for n in first.at_bound if n in KERNEL_EFFICIENCIES) + second.at_bound
     return FitResult(second.efficiency, second.rows, second.objective, first.iterations + second.iterations,
-                     at_bound, {b: v for b, v in overrides.items() if v})
+                     at_bound, {b: v for b, v in overrides.items() if v}, first.efficiency)
 
 
 def fit_once(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
