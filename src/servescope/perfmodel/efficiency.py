@@ -121,6 +121,7 @@ def roofline_efficiency() -> Efficiency:
     return _apply(unfitted_start(), sec, "roofline").scaled(op_curves=0.0)
 
 
+@lru_cache(maxsize=256)
 def has_op_curves(gpu_name: str) -> bool:
     """Whether aiconfigurator's per-op curves cover this GPU (specs/data/opcurves)."""
     from servescope.errors import UnknownName

@@ -96,17 +96,28 @@ def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_s
     """Σ over the listed GEMMs with a measured curve of count × max(curve(M), N·K·bytes/param / datasheet BW),
     M = m tokens per GPU (m_sampled for lm_head); GEMMs without a curve are not in `covered`."""
     total = np.zeros(np.broadcast(m, m_sampled).shape)
-    covered: list[Gemm] = []
+    plan = _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
+                      peak_bw_bytes_per_s)
+    for g, hit, read_s in plan:
+        rows = np.maximum(m_sampled if g.sampled_only else m, 1.0)
+        total = total + g.count * np.maximum(hit.time_s(rows), read_s)
+    return DenseCurve(total, tuple(g for g, _, _ in plan), float(sum(g.count for g, _, _ in plan)))
+
+
+@lru_cache(maxsize=1024)
+def _gemm_plan(gpu: str, engine: str, version: str, gemms: tuple[Gemm, ...], bw: float,
+               peak_bw: float) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+    """The listed GEMMs a serving curve covers, with their (monotone) curve and weight read time: resolved once."""
+    out = []
     for g in gemms:
-        rows = m_sampled if g.sampled_only else m
-        t = opcurve.gemm_time_s(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name,
-                                np.maximum(rows, 1.0), g.n, g.k, monotone=True)
-        if t is None or not np.all(np.isfinite(t)) or not serving_gemm(sc, g):
+        hit = opcurve.monotone_gemm_match(gpu, engine, version, g.weights.name, g.n, g.k)
+        if hit is None or not _serving(gpu, engine, version, g.weights.name, g.n, g.k, bw) and \
+                g.weights.bytes_per_param < 2.0:
             continue
-        read_s = g.params * g.weights.bytes_per_param / peak_bw_bytes_per_s
-        total = total + g.count * np.maximum(t, read_s)
-        covered.append(g)
-    return DenseCurve(total, tuple(covered), float(sum(g.count for g in covered)))
+        if not np.all(np.isfinite(hit.time_s(PROBE_TOKENS))):
+            continue
+        out.append((g, hit, g.params * g.weights.bytes_per_param / peak_bw))
+    return tuple(out)
 
 
 def serving_gemm(sc: Deployment, g: Gemm) -> bool:

@@ -316,6 +316,13 @@ def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n
     return None if isinstance(hit, str) else hit.time_s(m)
 
 
+def monotone_gemm_match(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | None:
+    """The GEMM curve `gemm_time_s(..., monotone=True)` evaluates (None: no curve), for callers that evaluate it
+    many times."""
+    hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k))
+    return None if isinstance(hit, str) else hit
+
+
 @lru_cache(maxsize=4096)
 def _monotone_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | str:
     hit = _match_gemm(gpu, engine, version, dtype, n, k)
