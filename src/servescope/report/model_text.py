@@ -33,6 +33,7 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         console.print(Text(f"ranges: 80% from cross-validated error, case {prov.get('case', '?')}: "
                            f"{prov.get('serving_rows', '')}",
                            style="yellow" if prov.get("case") != "system_seen" else ""))
+        console.print(Text(_kernel_sources(prov)))
     if points:
         c = Table(title=f"collectives per decode step at concurrency {points[0].concurrency}", title_justify="left")
         for col in ("collective", "calls/step", "bytes/call", "ms/step"):
@@ -40,6 +41,31 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         for name, cost in points[0].collectives.items():
             c.add_row(name, f"{cost.calls_per_step:.0f}", f"{cost.bytes_per_call:,.0f}", f"{cost.time_s * 1e3:.3f}")
         console.print(c)
+
+
+_WHY = (("no measured per-op curves for GPU", "no curves for this GPU"), ("turned off", "--no-op-curves"),
+        ("off by default", "off by default: --moe-curve"), ("reference path", "a reference path, refused"),
+        ("slower than bf16", "a fallback path, refused"), ("histogram", "measured routing"))
+
+
+def _kernel_sources(prov: dict[str, str]) -> str:
+    """One line: which kernel classes a measured per-op curve prices and which the datasheet roofline, with a short
+    why (the full texts are the JSON's `provenance`)."""
+    measured, datasheet = [], []
+    for key, name in (("dense_gemms", "dense GEMMs"), ("attention", "decode attention"), ("experts", "routed experts")):
+        text = prov.get(key, "")
+        if not text:
+            continue
+        head = text.split(": ", 1)[1] if ": " in text else text
+        if head.startswith("datasheet"):
+            why = next((w for k, w in _WHY if k in head), "no curve for this case")
+            datasheet.append(f"{name} ({why})")
+        elif "datasheet roofline × fitted efficiency for" in head:
+            measured.append(f"{name} (part)")
+        else:
+            measured.append(name)
+    out = "kernels: " + (f"measured curves for {', '.join(measured)}" if measured else "no measured curve")
+    return out + (f"; datasheet for {', '.join(datasheet)}" if datasheet else "")
 
 
 def render_calibration(cal: dict[str, Any], console: Console) -> None:
