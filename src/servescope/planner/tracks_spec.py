@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from servescope.errors import PlanError, ServescopeError
 from servescope.perfmodel.speculative import SpecShape, spec_error
+from servescope.perfmodel.step import verify_as_prefill
 from servescope.planner.speculative import (
     Acceptance,
     SpecConfig,
@@ -82,7 +83,7 @@ def speculative_track(ctx: Context) -> Proposal:
         _drafter_precondition(cfg, model),
         f"acceptance AL({k}) = {acc.al(k):.2f} from {acc.name} [{acc.source}]; measure yours",
         "memory for the drafter weights and its KV cache",
-    )
+    ) + _verify_path_precondition(ctx)
     stops = (f"stops paying at concurrency ≈{stop:.0f}" if stop is not None
              else f"still pays at concurrency {max_c} (the memory limit)")
     again_stop = stops_again_at(gain_at, again, max_c)
@@ -139,6 +140,18 @@ def _best_k(ctx: Context, cfg: SpecConfig, acc: Acceptance) -> tuple[int, tuple[
             best = (g, k, setups)
     assert best is not None
     return best[1], best[2]
+
+
+def _verify_path_precondition(ctx: Context) -> tuple[str, ...]:
+    """Where the engine verifies on its MLA prefill path (perfmodel.step.verify_as_prefill), what that costs and
+    what avoids it."""
+    sc = ctx.scenario
+    if not verify_as_prefill(sc):
+        return ()
+    return (f"{sc.backend}'s MLA backend on {sc.gpu.compute_capability} (Triton MLA) verifies the k+1 tokens on its "
+            "prefill path, re-expanding each sequence's cached context every step (vllm#51065): the gain falls with "
+            "batch; an engine that verifies with its decode kernel (SGLang; a vLLM whose Triton MLA declares uniform "
+            "multi-token decode, vllm#52218) avoids it",)
 
 
 def _drafter_precondition(cfg: SpecConfig, model: ModelSpec) -> str:
