@@ -11,6 +11,10 @@ attributed whole to one term: `weights` (gemm/moe memory-bound), `kv` (attention
 Dense GEMMs on a GPU with a measured GEMM curve (gemm_curve.py, data/gemm_efficiency.toml; own or transferred from
 its family) are priced as measured instead, with no fitted efficiency on top (`Efficiency.gemm_curve` = 1):
     t_gemm = max(weight bytes / datasheet BW, FLOPs / peak) · ratio(M),  M = padded tokens per rank in the step
+Where aiconfigurator's per-op curves cover the GPU and engine (Efficiency.op_curves, measured_ops.py, combine.py):
+    t_gemm = Σ_listed GEMMs count · max(curve(M), N·K·bytes / datasheet BW) + the unlisted rest's roofline
+    t_attn = max(Σ_layers curve(b, L) ≥ KV read / datasheet BW, + KV writes / achieved BW; FLOPs / peak)   (decode)
+and the curve-priced kernels leave the per-kernel overhead in a graph replay.
 Two mixers run their own kernels and are their own terms, each a roofline with the attention efficiencies:
 `indexer` (DeepSeek sparse-attention indexer: fp8 keys read, q·k logits at the fp8 peak; ops.py) and `recurrent`
 (linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
@@ -29,7 +33,9 @@ graphs.py); beyond it the step runs eagerly.
 Multi-token queries (t tokens per sequence: speculative verify, prefill chunks): KV read once per sequence over
 L + t − 1 (decode) or L + t (prefill) tokens; attention FLOPs t × the mean context a query sees, L + (t − 1)/2
 (verify) or L + (t + 1)/2 (prefill, causal). A prefill chunk on an MLA model with L cached tokens also pays the
-context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py), in the attention class.
+context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py), in the attention class; so does
+a verify block where the engine's MLA backend runs it on its prefill path (`verify_as_prefill`: vLLM's Triton MLA,
+engine_defaults.toml), with prefill attention FLOPs and the attention block's kernels launched eagerly.
 MoE dispatch under attention-DP + EP follows the engine default (`dispatch_mode`): all-to-all (TRT-LLM) or
 all-gather + reduce-scatter (vLLM, SGLang).
 `floor_s` = max(all bytes / datasheet BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no
