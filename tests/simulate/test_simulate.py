@@ -79,6 +79,20 @@ def test_pure_decode_step_equals_closed_form(sc: Scenario) -> None:
         assert got == pytest.approx(decode_step(sc, b, ctx).step_time_s, rel=1e-3)
 
 
+def test_pure_decode_step_equals_closed_form_on_either_attention_path(sc: Scenario) -> None:
+    """The measured decode-attention curve (priced at the step's batch and mean context) and the roofline (a sum
+    over sequences) both reproduce the closed form's decode step at one context."""
+    from servescope.perfmodel.step import measured_attention
+
+    roof = sc.with_(efficiency=sc.efficiency.scaled(op_curves=0.0))
+    assert measured_attention(sc) and not measured_attention(roof)
+    for s in (sc, roof):
+        cost = StepCost(s, engine_for(s), 8192, 4096)
+        for b, ctx in ((3, 250), (48, 1900)):
+            got = cost.step_s(np.full(b, ctx + 1.0), np.zeros(0), np.zeros(0))
+            assert got == pytest.approx(decode_step(s, b, ctx).step_time_s, rel=1e-3)
+
+
 def test_trtllm_pure_decode_step_equals_closed_form_with_overlapped_cpu(sc: Scenario) -> None:
     """TRT-LLM overlaps scheduling with execution (engines.toml overlap_scheduler): the adapter must hide the same
     CPU time the closed form hides, at every batch (below and above the CPU/GPU crossover)."""
