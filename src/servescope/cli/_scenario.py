@@ -63,7 +63,7 @@ def _scenario_options(fn: F, required: bool) -> F:
                           "a measured expert-count histogram (JSON list or one count per line)."),
         click.option("--moe-curve", is_flag=True, default=False,
                      help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
-                          "(off by default: on the dev rows it raised cross-validated TPOT error, bench/RESULTS.md)."),
+                          "(off by default: on the dev rows it is no better cross-validated, bench/RESULTS.md)."),
         click.option("--op-curves/--no-op-curves", default=True,
                      help="Dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and "
                           "engine where they cover the shape (default), or --no-op-curves: datasheet roofline × "

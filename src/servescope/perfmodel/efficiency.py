@@ -44,8 +44,8 @@ class Efficiency:
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
     gemm_curve: float = 1.0  # 1: dense GEMMs on the GPU's measured curve where it has one (gemm_curve.py); 0: never
     # 1: routed experts at aiconfigurator's measured per-op curve where one covers the case (measured_ops.py); 0 (the
-    # shipped default): roofline × fitted efficiency — the curve as measured raised leave-one-model-out TPOT error
-    # on the dev rows from 21.1 % to 28.3 % (bias +7.7 %: slower than the served steps; bench/RESULTS.md, issue 18)
+    # shipped default): roofline × fitted efficiency — with the curve, leave-one-model-out TPOT error on the dev rows
+    # is no better (20.7 % → 20.9 %; bench/RESULTS.md, issue 18)
     moe_curve: float = 0.0
     # 1: dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and engine where they
     # cover the shape (measured_ops.py), the rest on the roofline × fitted efficiency; 0: roofline everywhere

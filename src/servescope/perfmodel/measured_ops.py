@@ -4,8 +4,8 @@ What it does: `moe_layer_s(sc, tokens)` — the routed experts of one MoE layer 
 aiconfigurator-core on this GPU with this engine (opcurve.py; nearest measured engine version, shape scaled by
 hidden·inter): time at the step's tokens, with the expert loads of the scenario's routing (skewed → the
 power_law_1.01 rows, AIC-MOE-PL in specs/data/routing.toml; uniform → balanced). Used as measured, no fitted
-efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults, because on the dev rows the curve as
-measured is slower than the served steps imply (leave-one-model-out TPOT 21.1 % → 28.3 %, bias +7.7 %). None where no curve covers the case
+efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults: on the dev rows it is no better
+cross-validated (leave one model out TPOT 20.7 % → 20.9 %, bench/ablate_issue18.py). None where no curve covers the case
 (GPU, engine, dtype, experts/top-k, moe_tp/ep), a measured routing histogram, or curves turned off: the roofline
 × fitted efficiency prices it then, and `describe` says which.
 `dense_gemm_curve(sc, gemms, m, m_sampled)` — the dense GEMMs of a step (gemm_shapes.py) at aiconfigurator's
@@ -17,7 +17,7 @@ a served step reads every layer's own weights); GEMMs whose dtype has no curve a
 another engine's on the same GPU, said), at b sequences per GPU over kv_len cached tokens.
 Routed experts: a curve more than `MAX_CURVE_OVER_ROOFLINE` × the roofline of the same layer at 100 % of the
 achieved bandwidth and peak (median over 1–512 tokens) is not the engine's serving kernel (aiconfigurator also
-measures reference paths; e.g. `moe_torch_flow` MXFP4 on B200 runs 4–5× the roofline where the served gpt-oss
+measures reference paths; e.g. `moe_torch_flow` MXFP4 on B200 runs 4–7× the roofline where the served gpt-oss
 steps imply ≤ 1.3×) and is not used: the roofline × fitted efficiency prices those experts, and `describe` says so.
 What it does not: price the all-to-all (step.py) or prefill attention (roofline).
 """
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 # A measured expert curve above this multiple of its own layer's roofline (at 100 % of the achieved bandwidth and
 # of the peak) is taken for a reference path, not the serving kernel (module docstring). The measured curves sit at
-# 0.9–1.6× (median per scenario over the dev rows' MoE layers); the reference paths at 4–5.5×; 3 lies in the gap.
+# 0.9–1.6× (median per scenario over the dev rows' MoE layers); the reference paths at 4–7.3×; 3 lies in the gap.
 MAX_CURVE_OVER_ROOFLINE = 3.0
 PROBE_TOKENS = np.array([1.0, 8.0, 64.0, 512.0])
 # Engines whose kernel tables stand in, in this order, where the scenario's engine has none for an op on this GPU.
