@@ -215,3 +215,18 @@ def test_a_gpu_without_curves_is_priced_by_the_roofline_fit() -> None:
         assert getattr(a100.efficiency, name) == pytest.approx(doc["roofline"][name], rel=1e-6)
         assert getattr(h100.efficiency, name) == pytest.approx(doc["default"][name], rel=1e-6)
     assert a100.efficiency.op_curves == 0.0 and h100.efficiency.op_curves == 1.0
+
+
+def test_prefill_attention_at_the_measured_curve_without_a_cached_prefix() -> None:
+    """Llama-3.1-8B on H100, vLLM: a prompt of 1,024 tokens with nothing cached is 32 layers × the measured
+    context-attention time at (batch 1, isl 1,024) — raw file; 32 query / 8 KV heads of 128, bf16 —; a later chunk
+    (a cached prefix, which the curve does not measure) stays on the roofline."""
+    doc = json.loads((CURVES / "h100_sxm.json").read_text())
+    t = next(t for t in doc["tables"] if t["op"] == "context_attention" and t["engine"] == "vllm")
+    row = next(r for r in t["rows"] if r[:4] == ["bfloat16", 128, 32, 8])
+    us = row[5][t["axes"]["batch_size"].index(1)][t["axes"]["kv_len"].index(1024)]
+    sc = Scenario.build("llama-3.1-8b", "h100_sxm", efficiency=ON)
+    first = step_parts(sc, 1, 0, 1024, prefill=True)
+    assert float(np.ravel(first.attn_op_s)[0]) == pytest.approx(32 * us * 1e-6, rel=1e-6)
+    later = step_parts(sc, 1, 2048, 1024, prefill=True)
+    assert float(np.ravel(later.attn_op_s)[0]) == 0.0

@@ -259,3 +259,26 @@ def describe_attention(sc: Deployment, measured: bool) -> str:
 def _no_curves(sc: Deployment) -> str:
     return (f"no measured per-op curves for GPU '{sc.gpu.name}' (have: {', '.join(opcurve_systems())}); "
             "the roofline fit prices it, efficiency.toml [roofline]")
+
+
+def prefill_attention_curve(sc: Deployment, b: np.ndarray, isl: np.ndarray) -> np.ndarray | None:
+    """Seconds of a prefill step's attention kernels on one GPU for b prompts of isl new tokens with no cached prefix:
+    Σ over full-attention GQA layers of the measured `context_attention` time, or over MLA layers of the
+    kernel-alone `context_mla` time (another engine's table on the same GPU where this one has none); None for
+    sliding-window, DSA, V4 and recurrent attention (no such curve) — the roofline prices those."""
+    m, tp = sc.model, sc.tp
+    bb, n = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (b, isl))
+    if m.n_attn("sliding") or m.index_topk or not m.n_attn("full"):
+        return None
+    if m.attention_kind == "mla" and m.kv_lora_rank:
+        for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+            t = opcurve.mla_context_time_s(sc.gpu.name, engine, sc.engine_version, bb, n, m.n_heads // tp,
+                                           _kv_dtype(sc))
+            if t is not None:
+                return m.n_attn("full") * t
+        return None
+    if m.attention_kind != "gqa":
+        return None
+    t = opcurve.context_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb, n, m.n_heads // tp,
+                                         max(m.n_kv_heads // tp, 1), m.head_dim, _kv_dtype(sc))
+    return None if t is None else m.n_attn("full") * t

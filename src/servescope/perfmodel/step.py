@@ -66,6 +66,7 @@ from servescope.perfmodel.measured_ops import (
     decode_attention_curve,
     dense_gemm_curve,
     moe_layer_s,
+    prefill_attention_curve,
 )
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops, peak_flops
 from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
@@ -253,7 +254,11 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     cov_tok = sum(g.count * 2.0 * g.params / peak_flops(sc.gpu, g.weights.gemm_dtype)
                   for g in dense.covered if not g.sampled_only)
     cov_head = any(g.sampled_only for g in dense.covered)
-    attn_op = None if prefill else decode_attention_curve(sc, b, L_eff)
+    if prefill:  # a prompt with no cached prefix (the curve has none): the first chunk, or a whole prefill
+        pf = prefill_attention_curve(sc, b, t)
+        attn_op = None if pf is None else np.where(L <= 0.0, pf, 0.0)
+    else:
+        attn_op = decode_attention_curve(sc, b, L_eff)
     attn_op = np.where(vp, 0.0, attn_op * imb) if attn_op is not None else None  # busiest DP rank (dp_balance.py)
     attn_layers = sum(1 for a in sc.model.layer_attention if a in ("full", "sliding"))
     return StepParts(
@@ -273,8 +278,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         comp_gemm_rest_s=(t_pad * max(o.gemm_s_per_token_peak - cov_tok, 0.0)
                           + (0.0 if cov_head else t_logits_pad * o.lm_head_s_per_token_peak)),
         gemm_op_kernels=zero + dense.kernels,
-        attn_op_s=(np.where(vp, 0.0, np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s)) + zero
-                   if attn_op is not None else zero),
+        attn_op_s=(np.where(vp | (attn_op <= 0.0), 0.0, np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s))
+                   + zero if attn_op is not None else zero),
         mem_attn_rest_s=t_rank * o.kv_write_bytes_per_token / bw + zero,
         attn_op_kernels=(np.where(vp, 0.0, attn_layers * ATTENTION_KERNELS_PER_LAYER) + zero
                          if attn_op is not None else zero),
