@@ -46,7 +46,7 @@ def render(res: FitResult, csv_name: str, seconds: float, tpot_mape: float, ttft
         f"# soft-L1 (scale {SOFT_L1_S:g}) on relative TPOT and TTFT errors, Levenberg-Marquardt within the bounds below,",
         "# fitted from the built-in defaults in two stages (validation.fit.fit): every number with the measured per-op",
         "# curves off (the roofline path: the kernel-class efficiencies price whole classes there), then the curves on",
-        f"# and the numbers that are not kernel-class efficiencies refitted; {res.rows} rows, {res.iterations} iterations, {seconds:.1f} s;",
+        f"# and the numbers other than the kernel-class efficiencies and launch_overhead_s refitted; {res.rows} rows, {res.iterations} iterations, {seconds:.1f} s;",
         f"# in-sample TPOT MAPE {100 * tpot_mape:.1f}%, TTFT MAPE {100 * ttft_mape:.1f}% (cross-validated: bench/RESULTS.md).",
         f"# kernel_overhead_s is measured, not fitted: {measured_kernel_overhead_s():.3g} s per kernel in a CUDA graph",
         "# (specs/data/engine_overheads.toml); collective curves are used as measured (scales 1).",

@@ -64,13 +64,26 @@ def test_estimate_is_within_a_factor_of_what_a_run_holds(sc: Scenario) -> None:
 
 def test_huge_max_num_seqs_and_budget_give_the_same_run(sc: Scenario) -> None:
     """Step tables stop at the largest reachable step: a billion-sequence cap is the same run as a cap at the
-    request count (it used to allocate 7.45 GiB tables)."""
+    request count (it used to allocate 7.45 GiB tables). The same up to the prefill-chunk grid, which spans the
+    budget geometrically: a measured attention curve interpolated on a coarser grid moves times by < 1e-3."""
     for knob in ("max_num_seqs", "max_num_batched_tokens"):
         huge = simulate(sc, "burst:40", engine=engine_for(sc, **{knob: 1_000_000_000}))
         same = simulate(sc, "burst:40", engine=engine_for(sc, **{knob: 40 * 320 if knob != "max_num_seqs" else 40}))
         a, b = asdict(huge), asdict(same)
         a.pop("settings", None), b.pop("settings", None)
-        assert a == b, knob
+        assert _flat(a).keys() == _flat(b).keys(), knob
+        for key, value in _flat(a).items():
+            want = _flat(b)[key]
+            assert (value == pytest.approx(want, rel=1e-3) if isinstance(value, float) else value == want), (knob, key)
+
+
+def _flat(d: object, prefix: str = "") -> dict[str, object]:
+    """Nested dicts and lists as {path: leaf}."""
+    if isinstance(d, dict):
+        return {k: v for key, val in d.items() for k, v in _flat(val, f"{prefix}{key}.").items()}
+    if isinstance(d, (list, tuple)):
+        return {k: v for i, val in enumerate(d) for k, v in _flat(val, f"{prefix}{i}.").items()}
+    return {prefix: d}
 
 
 def test_step_table_clamp_keeps_every_reachable_value(sc: Scenario) -> None:

@@ -35,7 +35,9 @@ PAIRS = load_pairs(DATA / "spec_pairs.csv")
 LINES = (DATA / "speculative-decoding-measured.md").read_text(encoding="utf-8").splitlines()
 _QWEN_MOE = Scenario.build("qwen3-30b-a3b", "h100_sxm", tp=2)
 ACHIEVED_CV = 18  # rows within ±20 % (or on the right side of a bound) out of fold, bench/bench_speculative.py
-ACHIEVED_IN_SAMPLE = 22  # the same with the host costs fitted on every row
+# the same with the host costs fitted on every row: 23 before issue 18's staged fit, 21 since it holds the eager
+# launch cost at the roofline stage's 11 µs (the iteration's eager ops cost more; out of fold 20 -> 19)
+ACHIEVED_IN_SAMPLE = 21
 
 
 def _derived(pair_id: str, line: str) -> float | None:

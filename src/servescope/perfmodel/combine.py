@@ -39,14 +39,19 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
     # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
     kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
-    # kernels a graphed step still launches eagerly (a verify block on the MLA prefill path): the eager cost instead
-    kern = kern + p.eager_kernels * np.where(p.graphed > 0.5, eff.launch_overhead_s - eff.kernel_overhead_s, 0.0)
     cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)
     comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
             + np.where(m_attn < c_attn, c_attn, 0.0))
     gpu = w + kv + comp + comm + kern + idx + rec
+    # kernels a graphed step still launches eagerly between its graph pieces (a verify block on the MLA prefill
+    # path): their launches' CPU time beyond a replay's runs while the GPU works through the pieces, so only what
+    # exceeds the step's GPU time is exposed
+    eager = p.eager_kernels * np.where(p.graphed > 0.5,
+                                       np.maximum(eff.launch_overhead_s - eff.kernel_overhead_s, 0.0), 0.0)
+    eager = np.maximum(eager - gpu, 0.0)
+    kern, gpu = kern + eager, gpu + eager
     cpu_raw = cpu
     # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
     exposed = eff.overlap_exposed_frac * cpu

@@ -185,25 +185,30 @@ def override_backends(data: FitData) -> list[str]:
 # they are fitted on the roofline path, where they price every class whole (`fit`, stage 1).
 KERNEL_EFFICIENCIES = ("gemm_bw_eff", "moe_bw_eff", "attn_bw_eff", "compute_eff", "moe_compute_eff",
                        "attn_compute_eff")
+# Held from the first stage too: the CPU cost of one eager kernel launch, which a measured curve (a kernel's GPU
+# time) does not contain; refitted with the curves on it fell to its lower bound, below a graph replay's per-kernel
+# cost (an eager step priced cheaper than a graphed one), absorbing the prefill curves' TTFT instead.
+ROOFLINE_STAGE = (*KERNEL_EFFICIENCIES, "launch_overhead_s")
 
 
 def fit(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]] = FITTED,
         iterations: int = 200, by_backend: tuple[str, ...] = ()) -> FitResult:
     """The shipped fit. With the measured per-op curves on (start.op_curves), two stages: (1) every parameter with
     the curves off — the roofline path, where the kernel-class efficiencies price every class whole (and a GPU
-    without curves is priced); (2) the curves on, the kernel-class efficiencies held at stage 1's values, the rest
-    (host, overhead and prefill numbers) refitted from stage 1's. Curves off: stage 1 alone (`fit_once`)."""
-    if start.op_curves <= 0.5 or not any(k in params for k in KERNEL_EFFICIENCIES):
+    without curves is priced); (2) the curves on, the kernel-class efficiencies and the eager launch cost held at
+    stage 1's values (ROOFLINE_STAGE), the rest (host, overhead and prefill numbers) refitted from stage 1's.
+    Curves off: stage 1 alone (`fit_once`)."""
+    if start.op_curves <= 0.5 or not any(k in params for k in ROOFLINE_STAGE):
         return fit_once(data, start, params, iterations, by_backend)
     first = fit_once(data, start.scaled(op_curves=0.0), params, iterations, by_backend)
-    rest = {k: v for k, v in params.items() if k not in KERNEL_EFFICIENCIES}
+    rest = {k: v for k, v in params.items() if k not in ROOFLINE_STAGE}
     if not rest:
         return replace(first, efficiency=first.efficiency.scaled(op_curves=1.0))
     second = fit_once(data, first.efficiency.scaled(op_curves=1.0), rest, iterations,
-                      tuple(b for b in by_backend if b not in KERNEL_EFFICIENCIES))
-    held = {b: {k: v for k, v in vals.items() if k in KERNEL_EFFICIENCIES} for b, vals in first.overrides.items()}
+                      tuple(b for b in by_backend if b not in ROOFLINE_STAGE))
+    held = {b: {k: v for k, v in vals.items() if k in ROOFLINE_STAGE} for b, vals in first.overrides.items()}
     overrides = {b: {**held.get(b, {}), **second.overrides.get(b, {})} for b in {*held, *second.overrides}}
-    at_bound = tuple(n for n in first.at_bound if n in KERNEL_EFFICIENCIES) + second.at_bound
+    at_bound = tuple(n for n in first.at_bound if n in ROOFLINE_STAGE) + second.at_bound
     return FitResult(second.efficiency, second.rows, second.objective, first.iterations + second.iterations,
                      at_bound, {b: v for b, v in overrides.items() if v}, first.efficiency)
 
