@@ -26,7 +26,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
         c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
-    curve_kernels = np.where(moe_on, p.moe_curve_kernels, 0.0) if (moe_on := eff.moe_curve > 0.5) else 0.0
+    curve_kernels = p.moe_curve_kernels if eff.moe_curve > 0.5 else 0.0
     if eff.op_curves > 0.5:
         m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
         m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)

@@ -58,7 +58,9 @@ def _distribution(sc: Deployment) -> str | None:
     return {"skewed": "power_law_1.01", "uniform": "balanced"}.get(sc.routing.kind)
 
 
-def _raw_moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
+def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
+    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring); the
+    caller refuses a reference path first (curve_over_roofline above MAX_CURVE_OVER_ROOFLINE; step.py)."""
     m, dist = sc.model, _distribution(sc)
     if not m.n_moe_layers or dist is None:
         return None
@@ -68,15 +70,9 @@ def _raw_moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     return None if t is None or not np.all(np.isfinite(t)) else np.asarray(t, dtype=float)
 
 
-def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
-    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring); the
-    caller refuses a reference path first (curve_over_roofline above MAX_CURVE_OVER_ROOFLINE; step.py)."""
-    return _raw_moe_layer_s(sc, tokens)
-
-
 def curve_over_roofline(sc: Deployment, roofline_s: np.ndarray) -> float:
     """Median over `PROBE_TOKENS` of the measured expert curve over its layer's roofline (nan: no curve)."""
-    probe = _raw_moe_layer_s(sc, PROBE_TOKENS)
+    probe = moe_layer_s(sc, PROBE_TOKENS)
     if probe is None:
         return float("nan")
     return float(np.median(probe / np.maximum(np.asarray(roofline_s, dtype=float), 1e-12)))
@@ -111,10 +107,7 @@ def _gemm_plan(gpu: str, engine: str, version: str, gemms: tuple[Gemm, ...], bw:
     out = []
     for g in gemms:
         hit = opcurve.monotone_gemm_match(gpu, engine, version, g.weights.name, g.n, g.k)
-        if hit is None or not _serving(gpu, engine, version, g.weights.name, g.n, g.k, bw) and \
-                g.weights.bytes_per_param < 2.0:
-            continue
-        if not np.all(np.isfinite(hit.time_s(PROBE_TOKENS))):
+        if hit is None or not _serving(gpu, engine, version, g, bw) or not np.all(np.isfinite(hit.time_s(PROBE_TOKENS))):
             continue
         out.append((g, hit, g.params * g.weights.bytes_per_param / peak_bw))
     return tuple(out)
@@ -127,16 +120,15 @@ def serving_gemm(sc: Deployment, g: Gemm) -> bool:
     faster), or more than MAX_CURVE_OVER_ROOFLINE × bf16 anywhere (fixed costs of scaled kernels do not explain
     that): a fallback path — e.g. vLLM's fp8-block GEMMs on B200, 6–23× its bf16 ones. True for 16-bit weights and
     where no bf16 curve exists to compare."""
-    if g.weights.bytes_per_param >= 2.0:
-        return True
-    return _serving(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, g.n, g.k,
-                    float(sc.gpu.hbm_bw_bytes_per_s))
+    return _serving(sc.gpu.name, sc.backend, sc.engine_version, g, float(sc.gpu.hbm_bw_bytes_per_s))
 
 
 @lru_cache(maxsize=4096)
-def _serving(gpu: str, engine: str, version: str, dtype: str, n: int, k: int, bw: float) -> bool:
-    probe = PROBE_TOKENS[:3]
-    quant = opcurve.gemm_time_s(gpu, engine, version, dtype, probe, n, k)
+def _serving(gpu: str, engine: str, version: str, g: Gemm, bw: float) -> bool:
+    if g.weights.bytes_per_param >= 2.0:
+        return True
+    n, k, probe = g.n, g.k, PROBE_TOKENS[:3]
+    quant = opcurve.gemm_time_s(gpu, engine, version, g.weights.name, probe, n, k)
     bf16 = opcurve.gemm_time_s(gpu, engine, version, "bf16", probe, n, k)
     if quant is None or bf16 is None:
         return True
@@ -149,9 +141,14 @@ def _kv_dtype(sc: Deployment) -> str:
     return "fp8" if sc.quant.kv.name.startswith("fp8") else "bfloat16"
 
 
+def _engines(sc: Deployment) -> tuple[str, ...]:
+    """The scenario's engine, then the others whose kernel tables stand in for a table it lacks on this GPU."""
+    return (sc.backend, *(e for e in _ENGINES if e != sc.backend))
+
+
 def _mla_decode(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) -> np.ndarray | None:
     m = sc.model
-    for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+    for engine in _engines(sc):
         t = opcurve.mla_decode_time_s(sc.gpu.name, engine, sc.engine_version, b, kv_len, m.n_heads // sc.tp,
                                       _kv_dtype(sc))
         if t is not None:
@@ -214,8 +211,9 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
         return f"dense GEMMs: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
     if sc.efficiency.op_curves <= 0.5:
         return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
-    curved = [g for g in gemms if serving_gemm(sc, g) and opcurve.gemm_time_s(
-        sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, PROBE_TOKENS[:1], g.n, g.k) is not None]
+    plan = _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
+                      float(sc.gpu.hbm_bw_bytes_per_s))
+    curved = [g for g, _, _ in plan]
     rest = [g for g in gemms if g not in curved]
     if not curved:
         g = gemms[0]
@@ -244,7 +242,7 @@ def describe_attention(sc: Deployment, measured: bool) -> str:
                 f"{m.attention_kind.upper()} attention with head_dim {m.head_dim}, KV {_kv_dtype(sc)} on {sc.gpu.name}"
                 f" with {sc.backend})")
     if m.attention_kind == "mla":
-        for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+        for engine in _engines(sc):
             text = opcurve.describe("mla_decode", sc.gpu.name, engine, sc.engine_version,
                                     num_heads=m.n_heads // sc.tp, kv_dtype=_kv_dtype(sc))
             if text.startswith("measured"):
@@ -271,7 +269,7 @@ def prefill_attention_curve(sc: Deployment, b: np.ndarray, isl: np.ndarray) -> n
     if m.n_attn("sliding") or m.index_topk or not m.n_attn("full"):
         return None
     if m.attention_kind == "mla" and m.kv_lora_rank:
-        for engine in (sc.backend, *(e for e in _ENGINES if e != sc.backend)):
+        for engine in _engines(sc):
             t = opcurve.mla_context_time_s(sc.gpu.name, engine, sc.engine_version, bb, n, m.n_heads // tp,
                                            _kv_dtype(sc))
             if t is not None:

@@ -305,20 +305,17 @@ def _match_mla_module(gpu: str, engine: str, version: str, phase: str, num_heads
 
 # --- the lookups --------------------------------------------------------------------------------------------------
 
-def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int,
-                monotone: bool = False) -> Array | None:
+def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int) -> Array | None:
     """Measured time (s) of C[m,n] = A[m,k]·B[k,n] in `dtype` (bfloat16, fp8, fp8_block, nvfp4, ...), per M.
-    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; ∝ M beyond the largest M.
-    `monotone`: the measured points' running maximum in M first (more rows never cost less: a dip of the
-    measured time at a larger M is a tile choice the smaller M could not make, or noise)."""
-    hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k)) if monotone else \
-        _match_gemm(gpu, engine, version, dtype, int(n), int(k))
+    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; ∝ M beyond the largest M."""
+    hit = _match_gemm(gpu, engine, version, dtype, int(n), int(k))
     return None if isinstance(hit, str) else hit.time_s(m)
 
 
 def monotone_gemm_match(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | None:
-    """The GEMM curve `gemm_time_s(..., monotone=True)` evaluates (None: no curve), for callers that evaluate it
-    many times."""
+    """`gemm_time_s`'s curve with the measured points' running maximum in M first (more rows never cost less: a dip
+    of the measured time at a larger M is a tile choice the smaller M could not make, or noise); None: no curve.
+    A Match, for callers that evaluate it many times."""
     hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k))
     return None if isinstance(hit, str) else hit
 

@@ -95,6 +95,7 @@ class _Model:
 
     def __init__(self, sc: Deployment):
         self.sc, self.ops, self.gemms = sc, build_ops(sc), dense_gemms(sc)
+        self.memo: dict[tuple[object, ...], object] = {}  # per_scenario: what else depends on version/routing/switches
         self.timers: dict[str, hw.CollectiveTimer] = {}
         for name, n in self._groups().items():
             curves = hw.load_curves(sc.gpu, n, sc.interconnect)
@@ -278,7 +279,8 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         comp_gemm_rest_s=(t_pad * max(o.gemm_s_per_token_peak - cov_tok, 0.0)
                           + (0.0 if cov_head else t_logits_pad * o.lm_head_s_per_token_peak)),
         gemm_op_kernels=zero + dense.kernels,
-        attn_op_s=(np.where(vp | (attn_op <= 0.0), 0.0, np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s))
+        # no curve time (a prefill-path verify, a chunk after a cached prefix): nothing to bound
+        attn_op_s=(np.where(attn_op <= 0.0, 0.0, np.maximum(attn_op, b * kv_read_bytes / o.peak_bw_bytes_per_s))
                    + zero if attn_op is not None else zero),
         mem_attn_rest_s=t_rank * o.kv_write_bytes_per_token / bw + zero,
         attn_op_kernels=(np.where(vp, 0.0, attn_layers * ATTENTION_KERNELS_PER_LAYER) + zero
@@ -341,22 +343,14 @@ def step_arrays(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq
     return combine_step(step_parts(sc, batch, ctx, tokens_per_seq, prefill), sc.efficiency)
 
 
-_PER_SCENARIO: dict[tuple[object, ...], tuple[object, object, object]] = {}
-
-
 def per_scenario(what: str, sc: Deployment, fn: Callable[[], object]) -> object:
-    """`fn()` cached per scenario shape, engine version, routing and curve switches (the ids in the key are kept
-    alive by the entry, so they stay unique)."""
+    """`fn()` cached with the scenario's ops (model_for), per engine version, routing and curve switches."""
     eff = sc.efficiency
-    key = (what, *_key(sc), sc.engine_version, sc.routing, float(np.mean(eff.op_curves)), float(np.mean(eff.moe_curve)))
-    hit = _PER_SCENARIO.get(key)
-    if hit is not None and hit[0] is sc.model and hit[1] is sc.gpu:
-        return hit[2]
-    if len(_PER_SCENARIO) > 8192:
-        _PER_SCENARIO.clear()
-    value = fn()
-    _PER_SCENARIO[key] = (sc.model, sc.gpu, value)
-    return value
+    key = (what, sc.engine_version, sc.routing, float(np.mean(eff.op_curves)), float(np.mean(eff.moe_curve)))
+    memo = model_for(sc).memo
+    if key not in memo:
+        memo[key] = fn()
+    return memo[key]
 
 
 def moe_curve_over_roofline(sc: Deployment) -> float:

@@ -110,21 +110,22 @@ def _range_words() -> str:
 def pays_again_at(gain_at: Callable[[int], float], stop: float | None, max_concurrency: int) -> float | None:
     """First grid concurrency above `stop` where the gain is back above 1 (MoE: the verified tokens stop adding
     experts once the plain batch already reads them all); None when it never comes back up to max_concurrency."""
-    if stop is None:
-        return None
-    for c in concurrency_grid(max_concurrency):
-        if c > stop and gain_at(c) > 1.0:
-            return float(c)
-    return None
+    return _next_crossing(gain_at, stop, max_concurrency, above=True)
 
 
 def stops_again_at(gain_at: Callable[[int], float], again: float | None, max_concurrency: int) -> float | None:
     """First grid concurrency above `again` where the gain falls below 1 once more (a verify path whose cost grows
     with the batch, e.g. an MLA prefill path: perfmodel/step.py); None when it keeps paying up to max_concurrency."""
-    if again is None:
+    return _next_crossing(gain_at, again, max_concurrency, above=False)
+
+
+def _next_crossing(gain_at: Callable[[int], float], after: float | None, max_concurrency: int,
+                   above: bool) -> float | None:
+    """First grid concurrency above `after` where the gain is above 1 (`above`) or below it; None if none."""
+    if after is None:
         return None
     for c in concurrency_grid(max_concurrency):
-        if c > again and gain_at(c) < 1.0:
+        if c > after and (gain_at(c) > 1.0 if above else gain_at(c) < 1.0):
             return float(c)
     return None
 
