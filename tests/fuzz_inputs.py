@@ -236,7 +236,7 @@ def check_cli(args: list[str]) -> str | None:
     if result.exit_code == 0:
         if not result.stdout.strip():
             return "exit 0 without output"
-        bad = [line for line in err_lines if not line.startswith("servescope: warning: ")]
+        bad = [line for line in err_lines if not line.startswith(("servescope: warning: ", "servescope: note: "))]
         return f"stderr chatter on success: {bad[:2]}" if bad else None
     if result.exit_code == 1:
         if len(err_lines) != 1 or not err_lines[0].startswith("servescope: "):

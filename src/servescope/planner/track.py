@@ -8,6 +8,7 @@ Does not: evaluate gains or rank (planner.plan does both, the same way for every
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from servescope.calibrate import Calibration
@@ -37,11 +38,19 @@ class Context:
     def n_gpus(self) -> int:
         return self.scenario.n_gpus
 
-    @property
+    @cached_property
     def link(self) -> str:
-        """'nvlink' when the GPUs talk over NVLink, else 'pcie'."""
-        inter = str(self.scenario.interconnect or self.scenario.gpu.interconnect or "").lower()
-        return "pcie" if "pcie" in inter or not inter else "nvlink"
+        """The fabric the TP group's collectives run over, as `specs.collectives` resolved it for this scenario
+        (the one derivation the step model also prices): 'nvlink', 'pcie_p2p' or 'pcie_no_p2p'."""
+        from servescope.specs.collectives import load_collectives
+
+        sc = self.scenario
+        return load_collectives(sc.gpu, max(int(sc.tp), 1), sc.interconnect).interconnect
+
+    @property
+    def pcie(self) -> bool:
+        """True when the TP group talks over PCIe (with or without peer-to-peer access)."""
+        return self.link != "nvlink"
 
 
 @dataclass(frozen=True)

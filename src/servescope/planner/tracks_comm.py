@@ -52,7 +52,7 @@ FUSION_ARCHS = ("sm_90", "sm_100", "sm_103")  # FlashInfer all-reduce fusion (lo
 
 def custom_ar_call_s(message_bytes: float, n_gpus: int, link: str, nvlink_bw: float) -> float:
     """One custom all-reduce call (seconds): the better of one-shot and two-shot (see module docstring)."""
-    if link == "pcie":
+    if link != "nvlink":  # pcie_p2p (the one-shot path needs P2P; pcie_no_p2p is refused before pricing)
         floor = next((PCIE_ONESHOT_FLOOR_S[n] for n in sorted(PCIE_ONESHOT_FLOOR_S) if n >= n_gpus), 7.5e-6)
         bw = PCIE_ONESHOT_BW
     else:
@@ -152,17 +152,17 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     if sc.tp not in VLLM_CUSTOM_AR_WORLD_SIZES:
         return not_applicable(kind, f"vLLM's custom all-reduce supports TP 2, 4, 6, 8, not {sc.tp}",
                               "engine upgrade", validate)
-    if link == "pcie" and not bool(sc.gpu.p2p):
+    if link == "pcie_no_p2p":
         return not_applicable(kind, f"{sc.gpu.name} has no GPU peer-to-peer access over PCIe; custom "
                               "all-reduce needs P2P (vLLM gpu_p2p_access_check)", "new kernel", validate)
     curves = _curves(ctx)
     if curves.custom_allreduce_available:
         return not_applicable(kind, "already in use: vLLM enables its custom all-reduce on this system "
                               f"({'NVLink' if link == 'nvlink' else '2 PCIe GPUs'})", "config change", validate)
-    effort = "engine upgrade" if link == "pcie" else "config change"
+    effort = "engine upgrade" if ctx.pcie else "config change"
     pre: tuple[str, ...] = ("GPU peer-to-peer access (P2P) between all TP ranks",)
     note = curves.custom_allreduce_reason
-    if link == "pcie":
+    if ctx.pcie:
         pre += ("an engine build that allows one-shot all-reduce on >2 PCIe GPUs (vLLM disables it: 'not "
                 "supported on more than two PCIe-only GPUs'); e.g. local-inference-lab/vllm#261 "
                 "VLLM_ENABLE_PCIE_ALLREDUCE=1, VLLM_PCIE_ALLREDUCE_BACKEND=cpp",)
@@ -180,7 +180,7 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
 
 
 def nccl_tuning_track(ctx: Context) -> Proposal:
-    kind, sc, link = "nccl_tuning", ctx.scenario, ctx.link
+    kind, sc = "nccl_tuning", ctx.scenario
     if not ctx.baseline.step.collectives or ctx.n_gpus == 1:
         return not_applicable(kind, "single GPU: no collectives", "config change")
     eff = sc.efficiency
@@ -192,7 +192,7 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
     if tuned is not None:
         adjust = AllReducePath(tuned, float("inf"))
         source = "measured tuned-NCCL all-reduce curve (specs.collectives nccl_tuned, R6K-NCCL)"
-    elif link == "pcie":
+    elif ctx.pcie:
         bw_scale = max(bw_scale, PCIE_TUNED_BUSBW / (_curve_busbw(curves) or PCIE_DEFAULT_BUSBW))
         source = "R6K-NCCL: 41.1 GB/s all-reduce busbw on 8 PCIe GPUs (3 switches, NCCL_MIN_NCHANNELS=8)"
     else:
@@ -210,7 +210,7 @@ def nccl_tuning_track(ctx: Context) -> Proposal:
     best = WhatIf(kind, scenario=optimistic, adjust=adjust) if inflated else nominal
     validate = f"nccl-tests all_reduce_perf -b 8 -e 512M on the TP group before/after; set {env}"
     pre = (f"bus bandwidth reachable on this topology ({source})",)
-    note = "latency-bound small messages gain little" if link == "pcie" else ""
+    note = "latency-bound small messages gain little" if ctx.pcie else ""
     if inflated:
         note += (f"{'; ' if note else ''}upper bound: the in-situ latency (×{eff.collective_latency_scale:.2f} the "
                  "isolated floor) falls back to the floor if it is protocol choice (dual-socket 48 → 26 µs, "
@@ -235,7 +235,7 @@ def collective_fusion_track(ctx: Context) -> Proposal:
     if arch not in FUSION_ARCHS:
         return not_applicable(kind, f"FlashInfer all-reduce+RMSNorm fusion runs on SM90/SM100 only, this GPU is "
                               f"{arch} (local-inference-lab/vllm#261)", "new kernel", validate)
-    if ctx.link == "pcie":
+    if ctx.pcie:
         return not_applicable(kind, "the fused all-reduce kernels need NVLink peer memory; this system is PCIe",
                               "new kernel", validate)
     if not sc.cuda_graphs:
@@ -299,7 +299,7 @@ def _ep_layouts(sc: Scenario, n: int) -> list[tuple[str, dict[str, int]]]:
 
 
 def _link(ctx: Context) -> str:
-    return "PCIe" if ctx.link == "pcie" else "NVLink"
+    return "PCIe" if ctx.pcie else "NVLink"
 
 
 def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
