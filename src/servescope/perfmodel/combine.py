@@ -39,6 +39,8 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
     # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
     kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
+    # MoE routing kernels at their measured floor (moe_host.py), unless the measured MoE curve prices the layer
+    kern = kern + np.where((eff.moe_curve > 0.5) & (p.moe_curve_s > 0), 0.0, p.routing_s)
     cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)

@@ -20,7 +20,9 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
 (linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
     step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
-    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + cpu,
+    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + routing + cpu,
+                    routing = graphed · MoE layers · routing kernels per layer · their measured duration
+                    (moe_host.py; 0 for a dense model, an eager step, or where a measured MoE curve prices the layer),
                     cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or on an engine that overlaps
                     scheduling with execution f·cpu + max((1 − f)·cpu − the GPU terms, 0), f = overlap_exposed_frac
                     (the share the overlap cannot hide, fitted) (Scenario.overlaps_cpu: TRT-LLM's
@@ -68,6 +70,7 @@ from servescope.perfmodel.measured_ops import (
     moe_layer_s,
     prefill_attention_curve,
 )
+from servescope.perfmodel.moe_host import moe_routing_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops, build_ops, peak_flops
 from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
 from servescope.perfmodel.step_types import (
@@ -286,6 +289,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
         attn_op_kernels=(np.where(vp, 0.0, attn_layers * ATTENTION_KERNELS_PER_LAYER) + zero
                          if attn_op is not None else zero),
         eager_kernels=np.where(vp, attn_layers * MLA_PREFILL_PATH_KERNELS_PER_LAYER, 0.0) + zero,
+        routing_s=moe_routing_s(o.n_moe_layers, sc.gpu.vendor, graphed) + zero,
         colls=colls,
     )
 

@@ -1,7 +1,7 @@
 """The model's packaged data files (specs/data/*.toml, ranges.json): one reader each, one error for a bad file.
 
-Does: parse the data the model and the simulation are priced with — engine defaults by version (engines.toml,
-scheduler.toml, spec_engines.toml), measured per-op curves and overheads (gemm_efficiency.toml,
+Does: parse the data the model and the simulation are priced with — each engine's defaults by release
+(engines/<engine>.toml; specs/engines.py checks and resolves them), measured per-op curves and overheads (gemm_efficiency.toml,
 engine_overheads.toml, kernel_counts.toml, the silicon curves of opcurves/<system>.json), and the numbers fitted
 or measured on validation data by the scripts of data-build/ (efficiency.toml, spec_host.toml, ranges.json) —
 and hand them over as plain dicts. Every number in them carries its source in the file. `perfmodel/` and
@@ -57,19 +57,15 @@ def kernel_counts() -> dict[str, Any]:
     return read_toml("kernel_counts.toml")
 
 
-def engine_graphs() -> dict[str, Any]:
-    """Each engine's CUDA-graph capture sizes, prompt budgets and CPU overlap, by version (engines.toml)."""
-    return read_toml("engines.toml")
+def engine_names() -> list[str]:
+    """The engines with a defaults file: the names of specs/data/engines/<engine>.toml, sorted."""
+    root = resources.files("servescope.specs").joinpath("data", "engines")
+    return sorted(e.name.removesuffix(".toml") for e in root.iterdir() if e.name.endswith(".toml"))
 
 
-def scheduler_defaults() -> dict[str, Any]:
-    """Each engine's scheduler knobs, by version, for the simulation (scheduler.toml)."""
-    return read_toml("scheduler.toml")
-
-
-def spec_engines() -> dict[str, Any]:
-    """How each engine version runs a speculative iteration (spec_engines.toml)."""
-    return read_toml("spec_engines.toml")
+def engine_files() -> dict[str, dict[str, Any]]:
+    """Each engine's defaults by release, each with its source (engines/<engine>.toml; specs.engines resolves)."""
+    return {name: read_toml(f"engines/{name}.toml") for name in engine_names()}
 
 
 def spec_host() -> dict[str, Any]:
@@ -94,11 +90,6 @@ def calibrated_ranges() -> Any:
     return read_json("calibrated_ranges.json")
 
 
-def engine_defaults() -> dict[str, Any]:
-    """Engine defaults by engine version, each with its source (engine_defaults.toml; specs.engines resolves)."""
-    return read_toml("engine_defaults.toml")
-
-
 def routing() -> dict[str, Any]:
     """Expert-routing skew per model family, with sources (routing.toml; perfmodel/routing.py prices it)."""
     return read_toml("routing.toml")
@@ -113,3 +104,9 @@ def opcurve_systems() -> list[str]:
 def opcurves(system: str) -> Any:
     """One system's measured per-op curves from aiconfigurator-core (data-build/extract_op_curves.py)."""
     return read_json(f"opcurves/{system}.json")
+
+
+def step_host_cost() -> dict[str, Any]:
+    """MoE routing kernels per layer and their measured durations, and a decode step's host time, measured on real
+    traces (data-build/measure_step_host_cost.py)."""
+    return read_toml("step_host_cost.toml")
