@@ -14,6 +14,7 @@ from servescope.cli._app import (
     one_line_errors,
     output_options,
 )
+from servescope.cli._decode_bench import decode_bench_options, decode_slice
 from servescope.cli._measured import measured_figures, measured_option
 from servescope.cli._scenario import _int_list, _scenario, scenario_options
 from servescope.errors import UnknownName
@@ -133,44 +134,62 @@ def specs_show(name: str, out: Output) -> None:
 
 
 @main.command()
-@click.argument("csv", type=click.Path(path_type=Path))
-@click.option("--cv", is_flag=True, help="Also cross-validate: refit leaving one model / system / backend out.")
+@click.argument("csv", type=click.Path(path_type=Path), required=False)
+@click.option("--cv", is_flag=True, help="Also cross-validate: refit leaving one model / system / backend (/ source) out.")
 @click.option("--simulate", "with_sim", is_flag=True,
               help="Predict each row with the scheduler simulation instead of the closed form (slow; docs/simulate.md).")
 @click.option("--stride", default=1, show_default=True, help="With --simulate: every N-th row only.")
 @click.option("--calibrate-on", "calibrate_on", default=None,
               help="lowest | ends | lowest,ends: calibrate each measured series on its lowest (and highest) "
                    "concurrency and predict the rest of the series (the error of calibrating on your own points).")
+@decode_bench_options
 @output_options
 @one_line_errors
-def validate(csv: Path, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output) -> None:
+def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output,
+             **bench: Any) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results. Rows with an `arrival`
-    column (closed, poisson:RATE, burst:N) are simulated under it."""
+    column (closed, poisson:RATE, burst:N) are simulated under it; rows with mode=decode_only and --decode-bench
+    files are priced on the decode-only path and reported as their own slice."""
     from servescope.report.model_text import render_validation
     from servescope.report.validate_doc import validate_document
     from servescope.validation.crossval import validate_cv
     from servescope.validation.simulate_rows import with_arrivals
-    from servescope.validation.validate import validate_csv
+    from servescope.validation.validate import ValidationResult, validate_csv
 
     calibrate_modes(calibrate_on)  # a bad value is refused before the rows are priced
+    if csv is None and (with_sim or not bench["decode_bench"]):
+        from servescope.errors import BadConfig
+
+        raise BadConfig("validate: give a CSV of measured rows (--simulate needs one), or --decode-bench FILE")
     if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
         from servescope.progress import report
         from servescope.validation.simulate_rows import simulate_rows
 
         document = validate_document(simulate_rows(csv, stride=max(stride, 1),
                                                    progress=lambda done, total: report("simulating rows", done, total)))
+        out.emit(document, text=lambda console: render_validation(document, console))
+        return
+    decode = decode_slice(csv, bench)
+    cross = None
+    if csv is None:
+        result = ValidationResult([], [], 0)
     elif cv:
         result, cross = validate_cv(csv)
-        document = validate_document(with_arrivals(csv, result), cross_validation=cross,
-                                     calibrated=_calibrated(csv, calibrate_on))
+        if not cross.summaries:
+            note("--cv: no modelled serving rows to refit on (decode-only rows never enter the fit)")
+            cross = None
     else:
-        document = validate_document(with_arrivals(csv, validate_csv(csv)), calibrated=_calibrated(csv, calibrate_on))
+        result = validate_csv(csv)
+    if csv is not None:
+        result = with_arrivals(csv, result)
+    document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on),
+                                 decode_only=decode)
     out.emit(document, text=lambda console: render_validation(document, console))
 
 
-def _calibrated(csv: Path, modes: str | None) -> dict[str, dict[str, float | int]] | None:
+def _calibrated(csv: Path | None, modes: str | None) -> dict[str, dict[str, float | int]] | None:
     """`--calibrate-on`: the held-out accuracy of each calibration mode named."""
-    if not modes:
+    if not modes or csv is None:
         return None
     from servescope.calibrate.held_out import held_out
     from servescope.validation.validate import read_rows

@@ -100,6 +100,8 @@ def _render_calibrated(cal: dict[str, Any] | None, console: Console) -> None:
 
 def render_validation(doc: dict[str, Any], console: Console) -> None:
     # MAPEs in the document are fractions (0.15 = 15%).
+    if "decode_only" in doc and not doc["agg_rows"]:  # decode-only rows alone: only their slice
+        return _render_decode_only(doc, console)
     n_disagg = sum(1 for s in doc["skipped"] if "disaggregated" in s["reason"])
     head = (f"TPOT MAPE {100 * doc['tpot_mape']:.1f}% · TTFT MAPE {100 * doc['ttft_mape']:.1f}% over "
             f"{doc['n_rows']} of {doc['agg_rows']} aggregated rows ({doc['agg_rows'] - doc['n_rows']} skipped with a "
@@ -137,6 +139,15 @@ def render_validation(doc: dict[str, Any], console: Console) -> None:
         w.add_row(r["id"], str(r["concurrency"]), f"{r['tpot_ms']:.2f}", f"{r['pred_tpot_ms']:.2f}",
                   f"{r['ttft_ms']:,.0f}", f"{r['pred_ttft_ms']:,.0f}", r["dominant"])
     console.print(w)
+    _render_decode_only(doc, console)
+
+
+def _render_decode_only(doc: dict[str, Any], console: Console) -> None:
+    """The decode-only slice, its own tables (report/validate_text.py), when the document has one."""
+    if "decode_only" in doc:
+        from servescope.report.validate_text import render_decode_only
+
+        render_decode_only(doc["decode_only"], console)
 
 
 def render_names(doc: dict[str, Any], console: Console) -> None:

@@ -1,5 +1,6 @@
 """The `servescope.validate/1` JSON document of a ValidationResult. Presentation only: rows are copied; the
-per-group MAPEs are the same mean of absolute percentage errors as ValidationResult's, over each group's rows."""
+per-group MAPEs are the same mean of absolute percentage errors as ValidationResult's, over each group's rows. The
+decode-only slice (validation.decode_only) is its own `decode_only` section, never mixed into the serving rows."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from servescope.validation.crossval import CrossValidation
+from servescope.validation.decode_only import DecodeResult, DecodeValidation, by
 from servescope.validation.validate import RowResult, ValidationResult, mape
 
 SCHEMA = "servescope.validate/1"
@@ -38,14 +40,18 @@ def cross_validation_document(cv: CrossValidation) -> dict[str, Any]:
 
 def validate_document(result: ValidationResult, worst: int = 10,
                       cross_validation: CrossValidation | None = None,
-                      calibrated: dict[str, dict[str, float | int]] | None = None) -> dict[str, Any]:
+                      calibrated: dict[str, dict[str, float | int]] | None = None,
+                      decode_only: DecodeValidation | None = None) -> dict[str, Any]:
     """The `servescope.validate/1` JSON document (pure); `cross_validation` adds the out-of-fold accuracy,
-    `calibrated` the accuracy of calibrating each series on some of its points (calibrate.held_out)."""
+    `calibrated` the accuracy of calibrating each series on some of its points (calibrate.held_out), `decode_only`
+    the decode-only slice."""
     rows = result.rows
     ranked = sorted(rows, key=lambda r: max(r.tpot_err, r.ttft_err), reverse=True)[:worst]
     extra = {} if cross_validation is None else {"cross_validation": cross_validation_document(cross_validation)}
     if calibrated:
         extra["calibrated"] = calibrated
+    if decode_only is not None:
+        extra["decode_only"] = decode_only_document(decode_only, worst)
     return {**extra, **{
         "schema": SCHEMA,
         "rows": [_row(r) for r in rows],
@@ -70,3 +76,24 @@ def _row(r: RowResult) -> dict[str, Any]:
             "pred_ttft_ms": r.pred_ttft_ms, "tpot_err": r.tpot_err, "ttft_err": r.ttft_err, "dominant": r.dominant,
             "pred_tpot_ms_low": r.pred_tpot_ms_low, "pred_tpot_ms_high": r.pred_tpot_ms_high,
             "pred_ttft_ms_low": r.pred_ttft_ms_low, "pred_ttft_ms_high": r.pred_ttft_ms_high}
+
+
+def decode_only_document(v: DecodeValidation, worst: int = 10) -> dict[str, Any]:
+    """{"rows", "n_rows", "skipped", "tpot_mape", "tpot_bias", "by_source", "by_system", "by_model", "worst"}: the
+    decode-only rows against the decode-only path (fractions; no TTFT)."""
+    def summary(rows: list[DecodeResult]) -> dict[str, Any]:
+        return {"rows": len(rows), "tpot_mape": mape([r.tpot_err for r in rows]),
+                "tpot_bias": mape([r.tpot_signed for r in rows])}
+
+    ranked = sorted(v.rows, key=lambda r: r.tpot_err, reverse=True)[:worst]
+    return {"rows": [_decode_row(r) for r in v.rows], "n_rows": len(v.rows),
+            "skipped": [{"id": i, "reason": why} for i, why in v.skipped],
+            "tpot_mape": v.tpot_mape, "tpot_bias": v.tpot_bias,
+            **{f"by_{a}": {k: summary(g) for k, g in by(v.rows, a).items()} for a in ("source", "system", "model")},
+            "worst": [_decode_row(r) for r in ranked]}
+
+
+def _decode_row(r: DecodeResult) -> dict[str, Any]:
+    return {"id": r.id, "source": r.source, "system": r.system, "backend": r.backend, "model": r.model,
+            "concurrency": r.concurrency, "context": r.context, "measure": r.measure, "tpot_ms": r.tpot_ms,
+            "pred_tpot_ms": r.pred_tpot_ms, "tpot_err": r.tpot_err, "dominant": r.dominant}

@@ -1,6 +1,7 @@
 """Grouped cross-validation of the fitted model: refit on all rows but one group, predict that group.
 
-What it does: for each grouping (model, system = GPU, backend; generation for the range data), every group in
+What it does: for each grouping (model, system = GPU, backend; the CSV's `source` where it has one; generation for
+the range data), every group in
 turn is held out, the global efficiencies are refitted on the other rows exactly as the shipped fit was made
 (validation.fit from the built-in defaults, `unfitted_start`, to convergence — never warm-started from the shipped
 fit, which has seen the held-out rows: the LM fit has several local minima and a warm start from the all-rows
@@ -13,8 +14,9 @@ What it does not: read CSVs (validation.validate), decide which parameters are f
 
 from __future__ import annotations
 
+from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -35,9 +37,12 @@ from servescope.validation.fit import (
     fit_grouped,
     predict_data,
 )
-from servescope.validation.validate import ValidationResult, evaluate, read_rows
+from servescope.validation.validate import Row, ValidationResult, evaluate, read_rows
 
 GROUPINGS = {"leave_one_model_out": "model", "leave_one_system_out": "system", "leave_one_backend_out": "backend"}
+# with a `source` column (where each row was measured: a lab, a box, a benchmark campaign): one more fold, rows
+# without a source forming one group of their own
+SOURCE_GROUPING = {"leave_one_source_out": "source"}
 RANGE_GROUPINGS = {**GROUPINGS, "leave_one_generation_out": "generation"}
 # which range case (ranges.py) an out-of-fold prediction of each grouping corresponds to (the backend is unseen
 # on a seen system: the system_seen range)
@@ -142,8 +147,26 @@ def cross_validate(data: FitData, start: Efficiency, params: Params = FITTED, mi
     return CrossValidation({k: summaries[k] for k in groupings}, pt, pf)
 
 
+def with_sources(data: FitData, rows: list[Row]) -> FitData:
+    """`data` (fit_data(rows)) with each row's `source` label, in fit_data's order (rows grouped by scenario)."""
+    groups: dict[int, list[str]] = defaultdict(list)
+    for r in rows:
+        if r.scenario is not None:
+            groups[id(r.scenario)].append(r.source)
+    sources = np.array([s for g in groups.values() for s in g], dtype=object)
+    assert len(sources) == len(data.ids)
+    return replace(data, labels={**data.labels, "source": sources})
+
+
 def validate_cv(path: str | Path, workers: int = 2) -> tuple[ValidationResult, CrossValidation]:
-    """`validate_csv` plus grouped cross-validation of the shipped global fit on the same rows."""
+    """`validate_csv` plus grouped cross-validation of the shipped global fit on the same rows; a `source` column
+    adds the leave-one-source-out fold."""
     rows = read_rows(path)
+    if not any(r.scenario is not None for r in rows):  # nothing to refit on (a file of decode-only rows)
+        return evaluate(rows), CrossValidation({}, {}, {})
     start = global_efficiency()  # the shipped global fit; each fold refits it and the per-backend offsets
-    return evaluate(rows), cross_validate(fit_data(rows), start, workers=workers, overrides=backend_overrides())
+    data, groupings = fit_data(rows), GROUPINGS
+    if any(r.source for r in rows if r.scenario is not None):
+        data, groupings = with_sources(data, rows), {**GROUPINGS, **SOURCE_GROUPING}
+    return evaluate(rows), cross_validate(data, start, groupings=groupings, workers=workers,
+                                          overrides=backend_overrides())

@@ -6,6 +6,7 @@ measured concurrency, predicts TPOT and TTFT, and reports absolute percentage er
 system, backend and model, and the worst rows. Every row it cannot model is listed with a reason
 (disaggregated rows; layouts no engine runs; models that do not fit). An optional `arrival` column (closed,
 poisson:RATE, burst:N) marks rows whose client was not a closed loop: validation.simulate_rows simulates them.
+Rows with mode=decode_only are left out here: validation.decode_only prices and reports them as their own slice.
 Row conventions (documented in docs/model.md §Validation):
   * concurrency = `silicon_concurrency` from `silicon_data_source` (else `batch_size`), per engine instance:
     `batch_size` is the batch of one attention rank (batch_size × attention_dp_size = silicon_concurrency on
@@ -54,6 +55,7 @@ from servescope.units import MS_PER_S
 
 OVER_CAPACITY = 2.0  # rows claiming more in-flight sequences than this multiple of the KV capacity are skipped
 DISAGG = "disaggregated prefill/decode is not modelled"
+DECODE_ONLY = "decode_only"  # mode of a decode-only row: priced and reported apart (validation.decode_only)
 _NODE_GPUS = {"gb200": 72, "gb300": 72}
 _QUANT = {"fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "int4_wo": "int4-w4a16", "mxfp4": "mxfp4"}
 # A measured series: one deployment (model, GPU, engine and version, precision, layout) at one ISL/OSL, its rows
@@ -63,6 +65,7 @@ SERIES_COLUMNS = ("backend", "backend_version", "model_path", "system", "precisi
                   "moe_ep_size")
 _REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "tp_size", "silicon_ttft_ms",
              "silicon_tpot_ms")
+_REQUIRED_DECODE = ("backend", "model_path", "system", "mode", "tp_size")  # a file of decode-only rows only
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class Row:
     reason: str = ""
     series: str = ""  # the measured series: every recorded set-up column but the load (SERIES_COLUMNS)
     arrival: str = ""  # the optional `arrival` column: closed | poisson:RATE | burst:N (validation.simulate_rows)
+    source: str = ""  # the optional `source` column: where the row was measured (crossval's leave-one-source-out)
 
 
 @dataclass(frozen=True)
@@ -222,7 +226,7 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
     def row(scenario: Scenario | None, reason: str = "") -> Row:
         return Row(r["id"], r["system"], r["backend"], r["model_path"], _concurrency(r),
                    _num(r["silicon_tpot_ms"]), _num(r["silicon_ttft_ms"]), scenario, reason,
-                   "|".join(str(r.get(c) or "") for c in SERIES_COLUMNS), arrival)
+                   "|".join(str(r.get(c) or "") for c in SERIES_COLUMNS), arrival, (r.get("source") or "").strip())
 
     if r["mode"] != "agg":
         return row(None, DISAGG)
@@ -252,18 +256,16 @@ def parse_row(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str]
     return row(sc)
 
 
-def read_rows(path: str | Path) -> list[Row]:
+def read_records(path: str | Path) -> tuple[list[str], list[tuple[dict[str, str], int]]]:
+    """(columns, [(row, line number)]) of a validation CSV; BadConfig naming the file when it cannot be read."""
     p = Path(path)
     if is_device(p):
         raise BadConfig(f"{p}: a device, not a CSV file")
     try:
         with p.open(newline="", encoding="utf-8-sig") as f:  # -sig: a byte-order mark is not part of `id`
             reader = csv.DictReader(f)
-            missing = [c for c in _REQUIRED if c not in (reader.fieldnames or [])]
-            if missing:
-                raise BadConfig(f"{p}: missing columns {', '.join(missing)}")
-            cache: dict[tuple[object, ...], Scenario | str] = {}
-            return below_floor([_parse_or_skip(r, cache, reader.line_num) for r in reader])
+            records = [(r, reader.line_num) for r in reader]
+            return list(reader.fieldnames or []), records
     except FileNotFoundError:
         raise BadConfig(f"{p}: no such file") from None
     except IsADirectoryError:
@@ -272,6 +274,17 @@ def read_rows(path: str | Path) -> list[Row]:
         raise BadConfig(f"{p}: not UTF-8 text (byte {exc.start}; a binary or Latin-1 file?)") from None
     except csv.Error as exc:
         raise BadConfig(f"{p}: not a readable CSV: {exc}") from None
+
+
+def read_rows(path: str | Path) -> list[Row]:
+    """The serving rows of a validation CSV (decode-only rows left out: validation.decode_only)."""
+    fields, records = read_records(path)
+    serving = [(r, n) for r, n in records if (r.get("mode") or "").strip() != DECODE_ONLY]
+    missing = [c for c in (_REQUIRED if serving or not records else _REQUIRED_DECODE) if c not in fields]
+    if missing:
+        raise BadConfig(f"{Path(path)}: missing columns {', '.join(missing)}")
+    cache: dict[tuple[object, ...], Scenario | str] = {}
+    return below_floor([_parse_or_skip(r, cache, n) for r, n in serving])
 
 
 def _parse_or_skip(r: dict[str, str], cache: dict[tuple[object, ...], Scenario | str], line: int) -> Row:
