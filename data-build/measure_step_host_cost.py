@@ -159,26 +159,31 @@ def host_section(h: dict[str, float]) -> list[str]:
     ]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dry-run", action="store_true")
-    ap.add_argument("--traces", type=Path, default=TRACES, help="folder holding the tracelens traces")
-    args = ap.parse_args()
+def render(traces: Path) -> str:
+    """The text of step_host_cost.toml measured on the traces under `traces` (one line per trace printed)."""
     lines = ["# Per-step costs the decode step's roofline terms do not price, measured in real engine traces by",
              "# data-build/measure_step_host_cost.py (what is measured and how: that script's docstring).",
              "# perfmodel/moe_host.py reads [model]; the [trace.*] and [host.*] sections are the measurements.", ""]
     r: dict[str, Routing] = {}
     body: list[str] = []
     for key, rel, vendor, what in CASES:
-        x = r[key] = measure_routing(args.traces / rel)
+        x = r[key] = measure_routing(traces / rel)
         print(f"{key:24s} {x.kernels:4d} routing kernels / {x.moe_layers} MoE layers = {x.per_layer:.2f} per layer, "
               f"median {x.median_us:.2f} us, min {x.min_us:.2f} us, {x.per_layer_us:.1f} us per layer")
         body += trace_section(key, rel, vendor, what, x)
-    h = host_times(args.traces / CASES[0][1])
+    h = host_times(traces / CASES[0][1])
     print("host (vllm_graph_decode): " + ", ".join(f"{k} {v:.1f}" for k, v in h.items()))
-    lines += model_section(r) + body + host_section(h)
+    return "\n".join(lines + model_section(r) + body + host_section(h))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--traces", type=Path, default=TRACES, help="folder holding the tracelens traces")
+    args = ap.parse_args()
+    text = render(args.traces)
     if not args.dry_run:
-        OUT.write_text("\n".join(lines), encoding="utf-8")
+        OUT.write_text(text, encoding="utf-8")
         print(f"wrote {OUT.relative_to(ROOT)}")
 
 
