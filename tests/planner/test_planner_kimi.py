@@ -204,9 +204,9 @@ def test_document_shape_and_determinism(kimi: Scenario, kimi_plan) -> None:  # t
     assert list(doc)[:7] == ["schema", "calibrated", "baseline", "tracks", "combined", "ceiling", "target"]
     assert doc["calibration"] is None and doc["objective"] == "tpot" and doc["concurrency"] == 1
     assert doc["schema"] == "servescope.plan/1" and doc["calibrated"] is False and doc["target"] is None
-    assert set(doc["baseline"]) == {"tpot_ms", "output_tok_s", "dominant", "concurrency"}
-    assert set(doc["combined"]) == {"tracks", "tpot_ms", "output_tok_s", "gain", "concurrency"}
-    assert set(doc["ceiling"]) == {"tpot_ms", "output_tok_s", "binding", "tracks", "concurrency"}
+    assert set(doc["baseline"]) == {"tpot_ms", "output_tok_s", "dominant", "concurrency", "basis"}
+    assert set(doc["combined"]) == {"tracks", "tpot_ms", "output_tok_s", "gain", "concurrency", "basis"}
+    assert set(doc["ceiling"]) == {"tpot_ms", "output_tok_s", "binding", "tracks", "concurrency", "basis"}
     for t in doc["tracks"]:
         assert set(t) == {"kind", "applicable", "why_not", "gain", "gain_low", "gain_high", "effort",
                           "preconditions", "validate"}

@@ -25,6 +25,7 @@ from servescope.calibrate import Calibration
 from servescope.calibrate.figure_fit import FigureFit
 from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.basis import Bases, basis_at, what_if_basis
 from servescope.planner.gain_range import PlanRange, plan_range
 from servescope.planner.kernels import KernelEvidence
 from servescope.planner.measured import LevelledModel, measured_range
@@ -113,6 +114,7 @@ class Plan:
     # the step model the plan was priced with, for its curves and combinations (None: the perfmodel)
     step_model: StepModel | None = field(default=None, compare=False, repr=False)
     kernels: KernelEvidence | None = None  # the trace's per-kernel numbers the kernel tracks read
+    bases: Bases = Bases("modelled", "modelled", "modelled")  # what each headline number rests on (planner.basis)
 
     @property
     def uncertainty(self) -> float:
@@ -192,7 +194,7 @@ def plan(
     ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels)
     r = plan_range(scenario, calibration)
     if measured is not None:
-        r = measured_range(r, measured, concurrency)
+        r = measured_range(r, measured, baseline.concurrency)
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
     measured_step = _measured_step(calibration)
@@ -203,7 +205,14 @@ def plan(
     floor_ev = ev if measured is None else Evaluator(raw_model, physical, objective, concurrency, limit_arg,
                                                      (imbalance_adjust,))
     ceiling = _ceiling(floor_ev, combined, {p.kind: p for p in proposals})
-    verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}) if goal else None
+    bases = Bases(basis_at(measured, calibration, baseline.concurrency),
+                  what_if_basis(measured, calibration, combined.outcome.concurrency),
+                  "modelled" if measured is not None and calibration is None
+                  else what_if_basis(None, calibration, ceiling.outcome.concurrency))
+    verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}, measured) if goal else None
+    if verdict is not None and verdict.outcome is not None:
+        pick = basis_at if verdict.outcome is baseline else what_if_basis
+        bases = replace(bases, target=pick(measured, calibration, verdict.outcome.concurrency))
     if verdict is not None and goal is not None and goal.aggregate:
         verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
                                                               measured, kernels))
@@ -212,7 +221,7 @@ def plan(
         ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
     return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
                 ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
-                measured, step_model if measured is not None else model, kernels=kernels)
+                measured, step_model if measured is not None else model, kernels=kernels, bases=bases)
 
 
 def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
@@ -342,11 +351,14 @@ def _ceiling(ev: Evaluator, combined: Combination, proposals: dict[str, Proposal
 
 
 def _verdict(ctx: Context, goal: Target, combined: Combination, ceiling: Ceiling,
-             proposals: dict[str, Proposal]) -> Verdict:
+             proposals: dict[str, Proposal], fit: FigureFit | None = None) -> Verdict:
     ev = ctx.evaluator
 
-    def value(o: Outcome) -> str:
-        return point_text(o, goal.objective)
+    def value(o: Outcome) -> str:  # each point with the word of its basis (planner.basis)
+        word = (basis_at if o is ctx.baseline else what_if_basis)(fit, ctx.calibration, o.concurrency)
+        if o is ceiling.outcome and fit is not None and ctx.calibration is None:
+            word = "modelled"
+        return f"{word} {point_text(o, goal.objective)}"
 
     if goal.met_by(ctx.baseline.tpot_s, ctx.baseline.output_tok_s):
         return Verdict(goal, True, 1.0, (), f"reachable: the baseline already gives {value(ctx.baseline)}",

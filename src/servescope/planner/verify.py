@@ -74,6 +74,7 @@ class PlanPrediction:
     range_basis: str  # the plan's range.basis: cross_validated | cross_step | rule_of_thumb
     range_ratio_q: tuple[float, float] | None = None  # range.gain_ratio_q10, q90 (basis cross_validated)
     range_r: float | None = None  # range.r (bases cross_step, rule_of_thumb)
+    baseline_basis: str = "modelled"  # baseline.basis: what the plan's baseline rests on (planner.basis)
 
     def change_range(self, gain: float) -> tuple[float, float]:
         """The plan's range rule (planner.gain_range.PlanRange.gain) for one change of predicted `gain`."""
@@ -317,4 +318,17 @@ def plan_prediction(doc: Mapping[str, Any], source: str) -> PlanPrediction:
         combined_tracks=tuple(chosen), combined_gain=_required(combined, "gain", source, "combined."),
         baseline_tpot_s=ms_to_s(_required(baseline, "tpot_ms", source, "baseline.")),
         baseline_output_tok_s=_required(baseline, "output_tok_s", source, "baseline."),
-        range_basis=str(basis), range_ratio_q=None if q10 is None or q90 is None else (q10, q90), range_r=r)
+        range_basis=str(basis), range_ratio_q=None if q10 is None or q90 is None else (q10, q90), range_r=r,
+        baseline_basis=_baseline_basis(doc, baseline, source))
+
+
+def _baseline_basis(doc: Mapping[str, Any], baseline: Mapping[str, Any], source: str) -> str:
+    """baseline.basis of the plan (planner.basis.BASES); a plan written before the key: calibrated or modelled."""
+    from servescope.planner.basis import BASES as NUMBER_BASES
+
+    got = baseline.get("basis") if isinstance(baseline, Mapping) else None
+    if got is None:
+        return "calibrated" if doc.get("calibrated") is True else "modelled"
+    if got not in NUMBER_BASES:
+        raise PlanError(f"{source}: baseline.basis must be one of {', '.join(NUMBER_BASES)}, got {got!r}")
+    return str(got)

@@ -239,6 +239,12 @@ def _range_cell(lo: float | None, hi: float | None, g: float | None) -> str:
     return f"{lo:.2f}–{hi:.2f}×"
 
 
+def _basis_word(plan: dict[str, Any], point: dict[str, Any]) -> str:
+    """` (measured)` | ` (calibrated)` | ` (extrapolated)` | ` (modelled)` after a calibrated plan's number (its
+    `basis`, planner.basis); nothing on an uncalibrated plan or a document written before the key."""
+    return f" ({point['basis']})" if plan.get("calibrated") and point.get("basis") else ""
+
+
 def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = None) -> Section:
     b = plan["baseline"]
     mem = plan.get("memory_limit")
@@ -246,7 +252,7 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
     cal_words = ("calibrated on measured figures" + (" and the trace" if plan.get("calibration") else "")
                  if meas else "calibrated on the trace" if plan["calibrated"] else "uncalibrated (model defaults)")
     head = (f"objective {plan['objective']} at concurrency {plan['concurrency']}; "
-            f"{cal_words}; baseline{' (' + meas['baseline'] + ')' if meas else ''} "
+            f"{cal_words}; baseline{_basis_word(plan, b)} "
             f"TPOT {b['tpot_ms']:.2f} ms, {b['output_tok_s']:,.0f} tok/s at concurrency {b.get('concurrency', '?')}"
             + (f", {plan['baseline_source']}" if plan.get("baseline_source") else "") + f", dominant term {b['dominant']}"
             + (f"; memory limit: max conc. {mem['max_concurrency']:,} (KV for each request at ISL+OSL "
@@ -272,10 +278,12 @@ def plan_section(plan: dict[str, Any], curves: list[dict[str, Any]] | None = Non
                      + (f" — {t['text']}" if t.get("text") else ""))
         if t.get("per_user"):
             lines.append(f"target {t['value']:g} {tunit}: {t['per_user']}")
-    lines += [f"combined: {', '.join(c['tracks']) or 'nothing pays'} → TPOT {c['tpot_ms']:.2f} ms, "
+    lines += [f"combined: {', '.join(c['tracks']) or 'nothing pays'} →{_basis_word(plan, c)} TPOT "
+              f"{c['tpot_ms']:.2f} ms, "
               f"{c['output_tok_s']:,.0f} tok/s at concurrency {c.get('concurrency', '?')} ({c['gain']:.2f}× on "
               f"{unit}{together})",
-              f"ceiling: TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s at concurrency "
+              f"ceiling:{_basis_word(plan, ceil)} TPOT {ceil['tpot_ms']:.2f} ms, {ceil['output_tok_s']:,.0f} tok/s "
+              "at concurrency "
               f"{ceil.get('concurrency', '?')}, bound by {ceil['binding']}"]
     if meas:
         lines += measured_lines(meas) + points_lines(meas)
@@ -357,8 +365,10 @@ def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
         return "servescope verify (campaign)", str(doc["log"]), [{"id": "campaign", "title": "Campaign",
                                                                     "intro": "", "blocks": blocks}]
     c, unit = doc["check"], doc["before"]["unit"]
+    base = doc["baseline"]
     sides = table(["", f"{doc['objective']} ({unit})", "source", "how"],
-                  [[s, doc[s]["value"], doc[s]["source"], doc[s]["detail"]] for s in ("before", "after")], nd=2)
+                  [["plan baseline", base["value"], doc["plan"], base.get("basis", "modelled")],
+                   *[[s, doc[s]["value"], doc[s]["source"], doc[s]["detail"]] for s in ("before", "after")]], nd=2)
     tracks = [[t["kind"], t["gain"], t["gain_low"], t["gain_high"], t["measured_gain"], t["verdict"]]
               for t in doc["tracks"]]
     if len(doc["tracks"]) > 1:

@@ -15,7 +15,9 @@ for fewer than two tracks), `baseline_source` (null, or how a calibrated baselin
 (report.measured_doc: knobs and the inputs that set each, measured points, status) with `baseline` (measured |
 calibrated) and `tracks` {kind: {baseline, metric (tpot_ms | output_tok_s), before, after, after_low, after_high}}:
 each gain stated on the calibrated baseline, and `curve_points` (report.measured_doc.curve_points: the measured
-points as the latency–throughput curves draw them). See docs/plan.md and docs/json.md.
+points as the latency–throughput curves draw them). Issue 26 adds `basis` to baseline, combined, ceiling and
+target: what the number rests on (planner.basis: measured | calibrated | extrapolated | modelled). See docs/plan.md
+and docs/json.md.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from servescope.planner.plan import Plan, Track
 from servescope.report.measured_doc import curve_points, measured_document
 from servescope.report.plan_text import (
     baseline_source,
-    baseline_word,
     combination_product,
     memory_limit,
     on_baseline,
@@ -68,17 +69,20 @@ def plan_document(plan: Plan) -> dict[str, Any]:
                   "text": v.text, "per_user": v.per_user or None,
                   "concurrency": None if v.outcome is None else v.outcome.concurrency,
                   "tpot_ms": None if v.outcome is None else v.outcome.tpot_s * MS_PER_S,
-                  "output_tok_s": None if v.outcome is None else v.outcome.output_tok_s}
+                  "output_tok_s": None if v.outcome is None else v.outcome.output_tok_s,
+                  "basis": plan.bases.target}
     return {
         "schema": SCHEMA,
         "calibrated": plan.calibrated,
         "baseline": {"tpot_ms": b.tpot_s * MS_PER_S, "output_tok_s": b.output_tok_s, "dominant": b.step.dominant,
-                     "concurrency": b.concurrency},
+                     "concurrency": b.concurrency, "basis": plan.bases.baseline},
         "tracks": [_track(t) for t in plan.tracks],
         "combined": {"tracks": list(c.tracks), "tpot_ms": c.outcome.tpot_s * MS_PER_S,
-                     "output_tok_s": c.outcome.output_tok_s, "gain": c.gain, "concurrency": c.outcome.concurrency},
+                     "output_tok_s": c.outcome.output_tok_s, "gain": c.gain, "concurrency": c.outcome.concurrency,
+                     "basis": plan.bases.combined},
         "ceiling": {"tpot_ms": ceil.outcome.tpot_s * MS_PER_S, "output_tok_s": ceil.outcome.output_tok_s,
-                    "binding": ceil.binding, "tracks": list(ceil.tracks), "concurrency": ceil.outcome.concurrency},
+                    "binding": ceil.binding, "tracks": list(ceil.tracks), "concurrency": ceil.outcome.concurrency,
+                    "basis": plan.bases.ceiling},
         "target": target,
         "objective": plan.objective,
         "concurrency": plan.concurrency,
@@ -102,7 +106,7 @@ def _measured(plan: Plan) -> dict[str, Any] | None:
         return None
     tracks = {t.kind: d for t in plan.tracks if (d := on_baseline(plan, t)) is not None}
     points = curve_points(plan.measured, plan.scenario.n_gpus, memory_limit(plan.scenario))
-    return measured_document(plan.measured) | {"baseline": baseline_word(plan).strip(), "tracks": tracks,
+    return measured_document(plan.measured) | {"baseline": plan.bases.baseline, "tracks": tracks,
                                                "curve_points": points}
 
 

@@ -37,10 +37,12 @@ def plan_lines(plan: Plan) -> list[str]:
              f"{b.output_tok_s:.0f} tok/s at "
              f"concurrency {b.concurrency}{baseline_source(plan)}; dominant term {b.step.dominant}, largest kernel "
              f"class {plan.dominant_class}; {memory_limit_text(plan.scenario)}",
-             f"combined: {', '.join(c.tracks) or 'nothing pays'} → TPOT {c.outcome.tpot_s * MS_PER_S:.2f} ms, "
+             f"combined: {', '.join(c.tracks) or 'nothing pays'} → {word(plan, plan.bases.combined)}TPOT "
+             f"{c.outcome.tpot_s * MS_PER_S:.2f} ms, "
              f"{c.outcome.output_tok_s:.0f} tok/s at concurrency {c.outcome.concurrency} ({c.gain:.2f}x on "
              f"{unit}{combination_text(plan)}){_over_limit(plan, c.outcome.tpot_s)}",
-             f"ceiling: TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, {ceil.outcome.output_tok_s:.0f} tok/s at "
+             f"ceiling: {word(plan, plan.bases.ceiling)}TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, "
+             f"{ceil.outcome.output_tok_s:.0f} tok/s at "
              f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}"]
     if plan.target is not None:
         lines.append(f"target {plan.target.target.text}: {plan.target.text}")
@@ -96,11 +98,15 @@ SLOWER = 0.995  # a gain below this prints as a slowdown ("0.88x (slower)")
 
 
 def baseline_word(plan: Plan) -> str:
-    """"measured " / "calibrated " before the baseline of a plan on the user's figures: measured where the plan's
-    concurrency was measured, else calibrated (the figures were at other concurrencies)."""
-    if plan.measured is None:
-        return ""
-    return "measured " if plan.measured.measured_at(plan.concurrency) is not None else "calibrated "
+    """The basis of the baseline (planner.basis: "measured ", "calibrated ", "extrapolated ") before its number;
+    nothing on an uncalibrated plan (its header says so)."""
+    return word(plan, plan.bases.baseline)
+
+
+def word(plan: Plan, basis: str) -> str:
+    """A number's basis as the word printed before it, with its space; none on an uncalibrated plan (modelled:
+    the header says "uncalibrated"), `modelled` when the plan was calibrated but this number was not."""
+    return "" if not plan.calibrated else f"{basis} "
 
 
 def on_baseline(plan: Plan, t: Track) -> dict[str, Any] | None:
@@ -108,14 +114,14 @@ def on_baseline(plan: Plan, t: Track) -> dict[str, Any] | None:
     output_tok_s), before, after, after_low, after_high}; None uncalibrated or without a gain."""
     if plan.measured is None or t.gain is None:
         return None
-    word = baseline_word(plan).strip()
+    basis = plan.bases.baseline
     lo, hi = t.gain_low or t.gain, t.gain_high or t.gain
     if plan.objective == "tpot":
         before = plan.baseline.tpot_s * MS_PER_S
-        return {"baseline": word, "metric": "tpot_ms", "before": before, "after": before / t.gain,
+        return {"baseline": basis, "metric": "tpot_ms", "before": before, "after": before / t.gain,
                 "after_low": before / hi, "after_high": before / lo}
     before = plan.baseline.output_tok_s
-    return {"baseline": word, "metric": "output_tok_s", "before": before, "after": before * t.gain,
+    return {"baseline": basis, "metric": "output_tok_s", "before": before, "after": before * t.gain,
             "after_low": before * lo, "after_high": before * hi}
 
 

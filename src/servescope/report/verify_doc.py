@@ -2,7 +2,8 @@
 log (one verify/1 document per JSON line, appended) and the `servescope.campaign/1` document that sums it up.
 
 verify/1 keys: schema, plan (the plan file), objective (tpot | throughput), concurrency, range_basis (the plan's),
-baseline {value, unit} (the plan's predicted baseline of the objective), before / after {value, unit, source,
+baseline {value, unit, basis} (the plan's baseline of the objective; basis measured | calibrated | extrapolated |
+modelled, planner.basis), before / after {value, unit, source,
 kind (trace | benchmark | figure), detail, concurrency}, measured_gain, applied [kind], applied_from (named |
 found | plan_combined), found [{kind, evidence}] (applied_from found: what changed between the two traces named
 each scored track), tracks [{kind, gain, gain_low, gain_high, measured_gain, verdict}] (measured_gain and verdict
@@ -86,7 +87,7 @@ def verify_document(v: Verification) -> dict[str, Any]:
         "objective": v.objective,
         "concurrency": p.concurrency,
         "range_basis": p.range_basis,
-        "baseline": {"value": _value(v.objective, baseline), "unit": UNITS[v.objective]},
+        "baseline": {"value": _value(v.objective, baseline), "unit": UNITS[v.objective], "basis": p.baseline_basis},
         "before": _measured(v.objective, v.before),
         "after": _measured(v.objective, v.after),
         "measured_gain": c.measured_gain,

@@ -52,7 +52,8 @@ def render_verify(doc: dict[str, Any], console: Console) -> None:
                   f"(80%); applied: {', '.join(doc['applied'])} ({applied})", "bold")
     for f in doc.get("found", ()):
         _say(console, f"found {f['kind']}: {f['evidence']}")
-    _say(console, f"plan baseline: {_METRIC[obj]} {_num(doc['baseline']['value'], unit)} (predicted)")
+    _say(console, f"plan baseline: {_METRIC[obj]} {_num(doc['baseline']['value'], unit)} "
+                  f"({doc['baseline'].get('basis', 'modelled')})")
     for side in ("before", "after"):
         m = doc[side]
         where = "" if m["source"] in m["detail"] else f" ({m['source']})"
