@@ -105,8 +105,12 @@ def test_a_quantized_gemm_far_slower_than_bf16_is_not_used() -> None:
     sgl = vllm.with_(backend="sglang")
     assert all(serving_gemm(sgl, g) for g in fp8)
     assert "no serving curve" in provenance(vllm)["dense_gemms"]
-    # what the list leaves to the roofline is the layer norms' weights only (< 0.1 µs of reads)
-    assert float(np.ravel(step_parts(sgl, 8, 1024, 1).mem_gemm_rest_s)[0]) < 1e-7
+    # SGLang's fp8-block curves of the small projections run above 3× their priced roofline at M = 1 (kernel launch
+    # and scale reads): refused for the deployment and said (issue 27); the rest are priced by their curve
+    assert "refused" in provenance(sgl)["dense_gemms"]
+    total = sum(g.count * g.params * g.weights.bytes_per_param for g in dense_gemms(sgl))
+    bw = sgl.gpu.hbm_bw_bytes_per_s * sgl.gpu.hbm_bw_efficiency
+    assert 0.0 < float(np.ravel(step_parts(sgl, 8, 1024, 1).mem_gemm_rest_s)[0]) < 0.5 * total / bw
 
 
 def test_measured_gemms_never_beat_the_datasheet_read() -> None:
@@ -164,7 +168,7 @@ def test_a_gpu_without_curves_says_which_terms_are_datasheet() -> None:
 def test_a_reference_moe_path_is_refused_and_said() -> None:
     """gpt-oss-120b on B200 with TRT-LLM 1.2 at TP=1: its MXFP4 MoE curve (1.3.0rc20, moe_torch_flow) runs far above
     its roofline; Kimi-K2.5's Marlin W4A16 curve on the RTX PRO 6000 within it."""
-    gpt = Scenario.build("gpt-oss-120b", "b200_sxm", backend="trtllm", check_memory=False, engine_version="1.2.0",
+    gpt = Scenario.build("gpt-oss-120b", "b200_sxm", backend="trtllm", check_memory=False, engine_version="1.3.0rc20",
                          efficiency=ON.scaled(moe_curve=1.0))
     assert moe_curve_over_roofline(gpt) > MAX_CURVE_OVER_ROOFLINE
     assert float(np.ravel(step_parts(gpt, 8, 1024, 1).moe_curve_s)[0]) == 0.0
@@ -195,7 +199,8 @@ def test_a_verify_block_on_the_mla_prefill_path() -> None:
     kv_token = n * (kvl + rope) * box.quant.kv.bytes_per_param  # latent + rope per token, all layers
     # 3 more cached tokens read per sequence, 3 more tokens written per sequence, the up-projected context
     assert extra == pytest.approx((b * ctx * up_bytes + b * 3 * kv_token + 3 * b * kv_token) / bw, rel=1e-9)
-    assert float(np.ravel(verify.attn_op_s)[0]) == 0.0 < float(np.ravel(plain.attn_op_s)[0])
+    # vLLM has no MLA kernel table (issue 27: no other engine's stands in), so no decode curve prices either step
+    assert float(np.ravel(verify.attn_op_s)[0]) == 0.0 == float(np.ravel(plain.attn_op_s)[0])
     assert float(np.ravel(verify.eager_kernels)[0]) > 0.0 == float(np.ravel(plain.eager_kernels)[0])
     for other in (box.with_(backend="sglang"), Scenario.build("kimi-k2.5", "h200_sxm", tp=tp, moe_quant="int4-w4a16",
                                                                engine_version="0.16.0", efficiency=ON)):

@@ -124,15 +124,22 @@ def test_mla_module_and_kernel_where_each_exists() -> None:
     assert oc.mla_module_decode_time_s(R6K, "vllm", "0.24.0", 1, 4096, 12) is None  # module heads: exact only
 
 
-def test_version_fallback_and_gpu_names() -> None:
+def test_version_domains_and_gpu_names() -> None:
+    """An older release than the measured one is outside the table's domain (issue 27): no curve, the reason said;
+    only --op-curves transfer takes the nearest version, and says so. A newer patch of the series is answered."""
     exact = oc.gemm_time_s(R6K, "vllm", "0.24.0", "bf16", 8, 4096, 4096)
-    older = oc.gemm_time_s(R6K, "vllm", "0.16.0", "bf16", 8, 4096, 4096)
-    assert exact is not None and older == pytest.approx(exact)
+    assert exact is not None and oc.gemm_time_s(R6K, "vllm", "0.16.0", "bf16", 8, 4096, 4096) is None
+    assert oc.gemm_time_s(R6K, "vllm", "0.24.3", "bf16", 8, 4096, 4096) == pytest.approx(exact)
+    assert oc.gemm_time_s(R6K, "vllm", "0.25.0", "bf16", 8, 4096, 4096) is None  # a new series
+    moved = oc.gemm_time_s(R6K, "vllm", "0.16.0", "bf16", 8, 4096, 4096, transfer=True)
+    assert moved == pytest.approx(exact)
     note = oc.describe("gemm", R6K, "vllm", "0.16.0", dtype="bf16", n=4096, k=4096)
-    assert "vllm 0.16.0 not measured (have 0.24.0): nearest 0.24.0 used" in note
+    assert note.startswith("no curve: datasheet (vllm 0.16.0 is outside") and "0.24.0 ≤ v" in note
+    assert "0.24.0 transferred (--op-curves transfer)" in oc.describe("gemm", R6K, "vllm", "0.16.0", dtype="bf16",
+                                                                     n=4096, k=4096, transfer=True)
     assert oc.known_versions("b200_sxm", "moe", "vllm") == ("0.19.0", "0.22.0", "0.24.0")
-    assert "nearest 0.19.0" in oc.describe("moe", "b200_sxm", "vllm", "0.17.0", dtype="nvfp4", hidden=7168,
-                                           inter=2048, topk=8, experts=256)
+    assert oc.describe("moe", "b200_sxm", "vllm", "0.17.0", dtype="nvfp4", hidden=7168, inter=2048, topk=8,
+                       experts=256).startswith("no curve")
     alias = oc.gemm_time_s("RTX PRO 6000", "vllm", "0.24.0", "bf16", 8, 4096, 4096)  # spec alias
     assert alias == pytest.approx(exact)
     assert oc.gemm_time_s("l40s", "vllm", "0.24.0", "bf16", 8, 4096, 4096) is None

@@ -106,7 +106,7 @@ def test_version_number_orders_releases_candidates_and_posts() -> None:
 def test_unknown_system_has_no_tables_and_a_bad_file_names_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     assert load_opcurves("l40s") == ()
     monkeypatch.setattr(tables, "opcurve_systems", lambda: ["fake"])
-    monkeypatch.setattr(tables, "opcurves", lambda system: {"time_unit": "us", "tables": [
+    monkeypatch.setattr(tables, "opcurves", lambda system: {"time_unit": "us", "system": "fake", "tables": [
         {"op": "gemm", "engine": "vllm", "version": "1", "framework": "VLLM", "source": "x.parquet",
          "kernel_sources": ["k"], "fixed": {}, "key": ["gemm_dtype", "n", "kernel"], "axes": {"m": [1, 2]},
          "rows": [["bfloat16", 512, 0, [1.0, -2.0]]]}]})

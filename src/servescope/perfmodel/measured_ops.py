@@ -5,20 +5,32 @@ aiconfigurator-core on this GPU with this engine (opcurve.py; nearest measured e
 hidden·inter): time at the step's tokens, with the expert loads of the scenario's routing (skewed → the
 power_law_1.01 rows, AIC-MOE-PL in specs/data/routing.toml; uniform → balanced). Used as measured, no fitted
 efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults: on the dev rows it is no better
-cross-validated (leave one model out TPOT 20.7 % → 20.9 %, bench/ablate_issue18.py). None where no curve covers the case
+cross-validated (bench/curve_domains.py, bench/RESULTS.md). None where no curve covers the case
 (GPU, engine, dtype, experts/top-k, moe_tp/ep), a measured routing histogram, or curves turned off: the roofline
 × fitted efficiency prices it then, and `describe` says which.
 `dense_gemm_curve(sc, gemms, m, m_sampled)` — the dense GEMMs of a step (gemm_shapes.py) at aiconfigurator's
 measured GEMM curve of this GPU and engine, each at M = the step's tokens on this GPU (lm_head: the sampled ones) and
-never below its weight read at the datasheet bandwidth (a curve measured on one L2-resident buffer can beat HBM;
-a served step reads every layer's own weights); GEMMs whose dtype has no curve are left to the roofline.
+never below its floor (weight read at the datasheet bandwidth, FLOPs at the peak: a curve measured on one L2-resident
+buffer can beat HBM; a served step reads every layer's own weights); GEMMs whose dtype has no curve are left to the
+roofline.
 `decode_attention_curve(sc, b, kv_len)` — the decode attention kernels of every full/sliding GQA layer
-(generation_attention) or MLA layer (generation_mla: the kernel alone; an engine without its own MLA table takes
-another engine's on the same GPU, said), at b sequences per GPU over kv_len cached tokens.
-Routed experts: a curve more than `MAX_CURVE_OVER_ROOFLINE` × the roofline of the same layer at 100 % of the
-achieved bandwidth and peak (median over 1–512 tokens) is not the engine's serving kernel (aiconfigurator also
-measures reference paths; e.g. `moe_torch_flow` MXFP4 on B200 runs 4–7× the roofline where the served gpt-oss
-steps imply ≤ 1.3×) and is not used: the roofline × fitted efficiency prices those experts, and `describe` says so.
+(generation_attention) or MLA layer (generation_mla: the kernel alone), at b sequences per GPU over kv_len cached
+tokens; `prefill_attention_curve` the prefill ones (context_attention / context_mla) without a cached prefix.
+Domains (specs.opcurves.OpDomain, opcurve.py): only the scenario's own engine's tables, at a version its window
+answers for; no other engine's table stands in (vLLM has no MLA kernel table: its MLA attention is the datasheet's),
+except with `--op-curves transfer` (Efficiency.op_curves = 2), where the other engines' tables and the nearest
+measured version answer, said in the provenance.
+Bounds (curve_bounds.py): every curve time is held in [its shape's physical floor, MAX_CURVE_OVER_ROOFLINE × its
+roofline] point by point, and a curve above MAX_CURVE_OVER_ROOFLINE × its roofline at the deployment's own shapes
+(batch 1–512 per GPU at its isl and isl + osl; GEMM M up to 8192; MoE tokens 1–512) is not the engine's serving kernel
+— a reference or fallback path (aiconfigurator measures those too: `moe_torch_flow` MXFP4 on B200 at 4–7× the
+roofline, vLLM's fp8-block GEMMs on B200 at 6–23× bf16) — and is refused for the deployment: the roofline × fitted
+efficiency prices that class, and `describe*` says so.
+FP8 KV (a domain rule): an fp8-KV decode attention table answers only where the same engine's bf16-KV table of the
+shape answers (and is not refused), and every point is min(fp8 curve, bf16 curve × roof_fp8 / roof_bf16) — the bf16
+curve extended along the KV-bytes axis by the roofline's own scaling, as beyond any other measured edge. An fp8 curve
+slower than that is a kernel path outside what the bf16 one prices (SGLang's and TRT-LLM's fp8 MLA tables run up to
+40× the bf16 ones); with it the priced KV term never rises when the KV bytes halve.
 What it does not: price the all-to-all (step.py) or prefill attention (roofline).
 """
 
@@ -30,7 +42,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from servescope.perfmodel import opcurve
+from servescope.perfmodel import curve_bounds, opcurve
+from servescope.perfmodel.attention_curve import (
+    decode_attention_curve as decode_attention_curve,  # step.py's
+)
+from servescope.perfmodel.attention_curve import describe_decode, transfer
+from servescope.perfmodel.attention_curve import prefill_attention_curve as prefill_attention_curve
+from servescope.perfmodel.curve_bounds import (
+    ATTENTION_KERNELS_PER_LAYER as ATTENTION_KERNELS_PER_LAYER,
+)
+from servescope.perfmodel.curve_bounds import MAX_OVER_ROOFLINE, bounded, over_roofline
 from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
 from servescope.specs.opcurves import opcurve_systems
@@ -38,17 +59,10 @@ from servescope.specs.opcurves import opcurve_systems
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
 
-# A measured expert curve above this multiple of its own layer's roofline (at 100 % of the achieved bandwidth and
-# of the peak) is taken for a reference path, not the serving kernel (module docstring). The measured curves sit at
-# 0.9–1.6× (median per scenario over the dev rows' MoE layers); the reference paths at 4–7.3×; 3 lies in the gap.
-MAX_CURVE_OVER_ROOFLINE = 3.0
+MAX_CURVE_OVER_ROOFLINE = MAX_OVER_ROOFLINE
 PROBE_TOKENS = np.array([1.0, 8.0, 64.0, 512.0])
-# Engines whose kernel tables stand in, in this order, where the scenario's engine has none for an op on this GPU.
-_ENGINES = ("sglang", "trtllm", "vllm")
-# Attention kernels per decode layer a measured attention curve prices (the rest of the layer's kernels stay in
-# the per-kernel overhead): 2.5, counted in vLLM's FULL-graph decode trace (specs/data/kernel_counts.toml
-# [trace.vllm_graph_decode] attention_classes_per_layer "attention 2.5": unified attention 2d/3d + reduce).
-ATTENTION_KERNELS_PER_LAYER = 2.5
+_SERVING_PROBE = PROBE_TOKENS[:3]
+_GEMM_PROBE = np.array([1.0, 4.0, 16.0, 64.0, 256.0, 512.0, 2048.0, 8192.0])
 # Kernels a measured MoE curve prices per layer (routing, grouped GEMMs, activation, finalize): "moe 8" in the same
 # trace's mlp_classes_per_layer.
 MOE_KERNELS_PER_LAYER = 8.0
@@ -66,16 +80,17 @@ def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
         return None
     t = opcurve.moe_time_s(sc.gpu.name, sc.backend, sc.engine_version, sc.quant.experts.name,
                            np.maximum(np.asarray(tokens, dtype=float), 1.0), m.hidden_size, m.moe_intermediate_size,
-                           m.top_k, m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist)
+                           m.top_k, m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist,
+                           transfer=transfer(sc))
     return None if t is None or not np.all(np.isfinite(t)) else np.asarray(t, dtype=float)
 
 
 def curve_over_roofline(sc: Deployment, roofline_s: np.ndarray) -> float:
-    """Median over `PROBE_TOKENS` of the measured expert curve over its layer's roofline (nan: no curve)."""
+    """The largest ratio over `PROBE_TOKENS` of the measured expert curve to its layer's roofline (nan: no curve)."""
     probe = moe_layer_s(sc, PROBE_TOKENS)
     if probe is None:
         return float("nan")
-    return float(np.median(probe / np.maximum(np.asarray(roofline_s, dtype=float), 1e-12)))
+    return over_roofline(probe, np.asarray(roofline_s, dtype=float))
 
 
 @dataclass(frozen=True)
@@ -89,28 +104,57 @@ class DenseCurve:
 
 def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_sampled: np.ndarray,
                      peak_bw_bytes_per_s: float) -> DenseCurve:
-    """Σ over the listed GEMMs with a measured curve of count × max(curve(M), N·K·bytes/param / datasheet BW),
-    M = m tokens per GPU (m_sampled for lm_head); GEMMs without a curve are not in `covered`."""
+    """Σ over the listed GEMMs with a serving curve of count × the curve at M held in [floor, 3 × roofline]
+    (curve_bounds.gemm), M = m tokens per GPU (m_sampled for lm_head); GEMMs without one are not in `covered`."""
     total = np.zeros(np.broadcast(m, m_sampled).shape)
-    plan = _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
-                      peak_bw_bytes_per_s)
-    for g, hit, read_s in plan:
+    plan = _plan(sc, gemms)
+    for g, hit, _ in plan:
         rows = np.maximum(m_sampled if g.sampled_only else m, 1.0)
-        total = total + g.count * np.maximum(hit.time_s(rows), read_s)
+        floor, roof = curve_bounds.gemm(sc, g.n, g.k, g.weights.bytes_per_param, g.weights.gemm_dtype, rows)
+        total = total + g.count * bounded(hit.time_s(rows), floor, roof)
     return DenseCurve(total, tuple(g for g, _, _ in plan), float(sum(g.count for g, _, _ in plan)))
 
 
+def _plan(sc: Deployment, gemms: tuple[Gemm, ...]) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+    rates = tuple((d, curve_bounds.gemm_rates(sc, d)) for d in sorted({g.weights.gemm_dtype for g in gemms}))
+    return _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
+                      transfer(sc), rates)
+
+
 @lru_cache(maxsize=1024)
-def _gemm_plan(gpu: str, engine: str, version: str, gemms: tuple[Gemm, ...], bw: float,
-               peak_bw: float) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
-    """The listed GEMMs a serving curve covers, with their (monotone) curve and weight read time: resolved once."""
+def _gemm_plan(gpu: str, engine: str, version: str, gemms: tuple[Gemm, ...], bw: float, moved: bool,
+               rates: tuple[tuple[str, tuple[float, float, float, float, float]], ...],
+               ) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+    """The listed GEMMs a serving curve covers, with their (monotone) curve and largest ratio to the roofline over
+    _GEMM_PROBE (`rates`: curve_bounds.gemm_rates per dtype): resolved once."""
+    by_dtype: dict[str, tuple[float, float, float, float, float]] = dict(rates)
     out = []
     for g in gemms:
-        hit = opcurve.monotone_gemm_match(gpu, engine, version, g.weights.name, g.n, g.k)
-        if hit is None or not _serving(gpu, engine, version, g, bw) or not np.all(np.isfinite(hit.time_s(PROBE_TOKENS))):
+        hit = opcurve.monotone_gemm_match(gpu, engine, version, g.weights.name, g.n, g.k, moved)
+        if hit is None or not _serving(gpu, engine, version, g, bw, moved):
             continue
-        out.append((g, hit, g.params * g.weights.bytes_per_param / peak_bw))
+        t = hit.time_s(_GEMM_PROBE)
+        if not np.all(np.isfinite(t)):
+            continue
+        _, roof = curve_bounds.gemm_at(g.n, g.k, g.weights.bytes_per_param, _GEMM_PROBE, *by_dtype[g.weights.gemm_dtype])
+        if over_roofline(t, roof) <= MAX_OVER_ROOFLINE:
+            out.append((g, hit, over_roofline(t, roof)))
     return tuple(out)
+
+
+def _refused_gemms(sc: Deployment, gemms: tuple[Gemm, ...]) -> list[tuple[str, float]]:
+    """The GEMMs whose serving curve runs above MAX_OVER_ROOFLINE × their roofline (name, ratio)."""
+    out = []
+    for g in gemms:
+        hit = opcurve.monotone_gemm_match(sc.gpu.name, sc.backend, sc.engine_version, g.weights.name, g.n, g.k,
+                                          transfer(sc))
+        if hit is None:
+            continue
+        _, roof = curve_bounds.gemm(sc, g.n, g.k, g.weights.bytes_per_param, g.weights.gemm_dtype, _GEMM_PROBE)
+        r = over_roofline(hit.time_s(_GEMM_PROBE), roof)
+        if r > MAX_OVER_ROOFLINE:
+            out.append((g.name, r))
+    return out
 
 
 def serving_gemm(sc: Deployment, g: Gemm) -> bool:
@@ -120,68 +164,21 @@ def serving_gemm(sc: Deployment, g: Gemm) -> bool:
     faster), or more than MAX_CURVE_OVER_ROOFLINE × bf16 anywhere (fixed costs of scaled kernels do not explain
     that): a fallback path — e.g. vLLM's fp8-block GEMMs on B200, 6–23× its bf16 ones. True for 16-bit weights and
     where no bf16 curve exists to compare."""
-    return _serving(sc.gpu.name, sc.backend, sc.engine_version, g, float(sc.gpu.hbm_bw_bytes_per_s))
+    return _serving(sc.gpu.name, sc.backend, sc.engine_version, g, float(sc.gpu.hbm_bw_bytes_per_s), transfer(sc))
 
 
 @lru_cache(maxsize=4096)
-def _serving(gpu: str, engine: str, version: str, g: Gemm, bw: float) -> bool:
+def _serving(gpu: str, engine: str, version: str, g: Gemm, bw: float, moved: bool = False) -> bool:
     if g.weights.bytes_per_param >= 2.0:
         return True
-    n, k, probe = g.n, g.k, PROBE_TOKENS[:3]
-    quant = opcurve.gemm_time_s(gpu, engine, version, g.weights.name, probe, n, k)
-    bf16 = opcurve.gemm_time_s(gpu, engine, version, "bf16", probe, n, k)
+    n, k, probe = g.n, g.k, _SERVING_PROBE
+    quant = opcurve.gemm_time_s(gpu, engine, version, g.weights.name, probe, n, k, moved)
+    bf16 = opcurve.gemm_time_s(gpu, engine, version, "bf16", probe, n, k, moved)
     if quant is None or bf16 is None:
         return True
     slower = float(np.median(quant / bf16))
     bandwidth_bound = 2.0 * n * k / bw >= 0.5 * float(np.median(bf16))
     return slower <= MAX_CURVE_OVER_ROOFLINE and not (bandwidth_bound and slower > 1.0)
-
-
-def _kv_dtype(sc: Deployment) -> str:
-    return "fp8" if sc.quant.kv.name.startswith("fp8") else "bfloat16"
-
-
-def _engines(sc: Deployment) -> tuple[str, ...]:
-    """The scenario's engine, then the others whose kernel tables stand in for a table it lacks on this GPU."""
-    return (sc.backend, *(e for e in _ENGINES if e != sc.backend))
-
-
-def _mla_decode(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) -> np.ndarray | None:
-    m = sc.model
-    for engine in _engines(sc):
-        t = opcurve.mla_decode_time_s(sc.gpu.name, engine, sc.engine_version, b, kv_len, m.n_heads // sc.tp,
-                                      _kv_dtype(sc))
-        if t is not None:
-            return t
-    return None
-
-
-def decode_attention_curve(sc: Deployment, b: np.ndarray, kv_len: np.ndarray) -> np.ndarray | None:
-    """Seconds of a decode step's attention kernels on one GPU: Σ over full/sliding layers of the measured
-    per-layer time at b sequences per GPU over kv_len cached tokens (sliding: min(kv_len, window); DSA: min(kv_len,
-    top-k)); None where a layer kind or shape has no curve (V4 and linear layers are priced elsewhere)."""
-    m, tp = sc.model, sc.tp
-    bb, kv = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (b, kv_len))
-    n_full, n_swa = m.n_attn("full"), m.n_attn("sliding")
-    if m.attention_kind == "mla" and m.kv_lora_rank:
-        t = _mla_decode(sc, bb, np.minimum(kv, m.index_topk) if m.index_topk else kv)
-        return None if t is None else (n_full + n_swa) * t
-    if m.attention_kind != "gqa" or n_full + n_swa == 0:
-        return None
-    q_heads, kv_heads = m.n_heads // tp, max(m.n_kv_heads // tp, 1)
-    full = opcurve.decode_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb, kv, q_heads, kv_heads,
-                                           m.head_dim, _kv_dtype(sc))
-    if full is None:
-        return None
-    out = n_full * full
-    if n_swa:
-        swa = opcurve.decode_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb,
-                                              np.minimum(kv, float(m.sliding_window or 1)), q_heads, kv_heads,
-                                              m.head_dim, _kv_dtype(sc))
-        if swa is None:
-            return None
-        out = out + n_swa * swa
-    return np.asarray(out, dtype=float)
 
 
 def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
@@ -209,24 +206,30 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
     """Provenance of the dense GEMM time: which GEMMs a measured curve prices (and from where), which the datasheet."""
     if not has_op_curves(sc.gpu.name):
         return f"dense GEMMs: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
-    if sc.efficiency.op_curves <= 0.5:
+    if float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
-    plan = _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
-                      float(sc.gpu.hbm_bw_bytes_per_s))
-    curved = [g for g, _, _ in plan]
+    curved = [g for g, _, _ in _plan(sc, gemms)]
     rest = [g for g in gemms if g not in curved]
+    refused = _refused_gemms(sc, tuple(rest))
+    over = (f"; {', '.join(f'{n} {r:.1f}×' for n, r in refused)} its roofline, above {MAX_OVER_ROOFLINE:g}×: "
+            "refused") if refused else ""
+    moved = transfer(sc)
     if not curved:
         g = gemms[0]
-        why = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k)
+        why = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k,
+                               transfer=moved)
         if why.startswith("measured"):
-            why = "the weight-quantized curve runs slower than bf16: a fallback path"
-        return f"dense GEMMs: datasheet roofline × fitted efficiency ({why})"
+            why = "the weight-quantized curve runs slower than bf16, or above 3× its roofline: a fallback path"
+        return f"dense GEMMs: datasheet roofline × fitted efficiency ({why}{over})"
     g = curved[0]
-    src = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k)
-    src = src.split(", interpolated")[0]
-    out = f"dense GEMMs: {', '.join(x.name for x in curved)} at the {src}, each ≥ its read at the datasheet bandwidth"
+    src = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k,
+                           transfer=moved)
+    src = src.split(", interpolated")[0] + ("; " + src.split("; ", 1)[1] if moved and "transfer" in src else "")
+    out = (f"dense GEMMs: {', '.join(x.name for x in curved)} at the {src}, each held between its floor (weight read "
+           f"at the datasheet bandwidth, FLOPs at the peak) and {MAX_OVER_ROOFLINE:g}× its roofline")
     if rest:
-        out += f"; datasheet roofline × fitted efficiency for {', '.join(x.name for x in rest)} (no serving curve)"
+        out += (f"; datasheet roofline × fitted efficiency for {', '.join(x.name for x in rest)} (no serving curve"
+                f"{over})")
     return out
 
 
@@ -234,49 +237,11 @@ def describe_attention(sc: Deployment, measured: bool) -> str:
     """Provenance of the decode attention time (`measured`: a curve prices it, step.measured_attention)."""
     if not has_op_curves(sc.gpu.name):
         return f"decode attention: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
-    if sc.efficiency.op_curves <= 0.5:
+    if float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return "decode attention: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
-    m = sc.model
-    if not measured:
-        return ("decode attention: datasheet roofline × fitted efficiency (no measured curve for "
-                f"{m.attention_kind.upper()} attention with head_dim {m.head_dim}, KV {_kv_dtype(sc)} on {sc.gpu.name}"
-                f" with {sc.backend})")
-    if m.attention_kind == "mla":
-        for engine in _engines(sc):
-            text = opcurve.describe("mla_decode", sc.gpu.name, engine, sc.engine_version,
-                                    num_heads=m.n_heads // sc.tp, kv_dtype=_kv_dtype(sc))
-            if text.startswith("measured"):
-                moved = "" if engine == sc.backend else f" (transferred from {engine}: {sc.backend} has no MLA kernel table)"
-                return f"decode attention: MLA kernel at the {text.split(', interpolated')[0]}{moved}"
-    text = opcurve.describe("decode_attention", sc.gpu.name, sc.backend, sc.engine_version,
-                            num_heads=m.n_heads // sc.tp, kv_heads=max(m.n_kv_heads // sc.tp, 1),
-                            head_dim=m.head_dim, kv_dtype=_kv_dtype(sc))
-    return f"decode attention: {text.split(', interpolated')[0]}, ≥ the KV read at the datasheet bandwidth"
+    return f"decode attention: {describe_decode(sc)}"
 
 
 def _no_curves(sc: Deployment) -> str:
     return (f"no measured per-op curves for GPU '{sc.gpu.name}' (have: {', '.join(opcurve_systems())}); "
             "the roofline fit prices it, efficiency.toml [roofline]")
-
-
-def prefill_attention_curve(sc: Deployment, b: np.ndarray, isl: np.ndarray) -> np.ndarray | None:
-    """Seconds of a prefill step's attention kernels on one GPU for b prompts of isl new tokens with no cached prefix:
-    Σ over full-attention GQA layers of the measured `context_attention` time, or over MLA layers of the
-    kernel-alone `context_mla` time (another engine's table on the same GPU where this one has none); None for
-    sliding-window, DSA, V4 and recurrent attention (no such curve) — the roofline prices those."""
-    m, tp = sc.model, sc.tp
-    bb, n = (np.maximum(np.asarray(x, dtype=float), 1.0) for x in (b, isl))
-    if m.n_attn("sliding") or m.index_topk or not m.n_attn("full"):
-        return None
-    if m.attention_kind == "mla" and m.kv_lora_rank:
-        for engine in _engines(sc):
-            t = opcurve.mla_context_time_s(sc.gpu.name, engine, sc.engine_version, bb, n, m.n_heads // tp,
-                                           _kv_dtype(sc))
-            if t is not None:
-                return m.n_attn("full") * t
-        return None
-    if m.attention_kind != "gqa":
-        return None
-    t = opcurve.context_attention_time_s(sc.gpu.name, sc.backend, sc.engine_version, bb, n, m.n_heads // tp,
-                                         max(m.n_kv_heads // tp, 1), m.head_dim, _kv_dtype(sc))
-    return None if t is None else m.n_attn("full") * t

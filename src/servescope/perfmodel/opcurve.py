@@ -6,17 +6,22 @@ vectorised over the token / batch / length axes; None when no curve covers the c
 (Parquet file in the wheel, framework, version, kernel) answered and how, or why none did ("no curve: datasheet").
 The rules, the same for every op:
   GPU      the project's spec name (aliases resolved by specs.hardware.resolve_gpu_name) equal to a system name.
-  version  the exact engine version, else the nearest measured version of that engine (numeric distance; a tie
-           takes the newer), noted; no version named ("") takes the newest measured one.
+  domain   a table answers only inside its domain (specs.opcurves.OpDomain): its engine, and the versions of its
+           version window (the measured release and newer ones of its major.minor series up to the next measured
+           version; no version named: the newest table). Outside: no curve, the datasheet, and the reason. Only with
+           `transfer` (--op-curves transfer) does the nearest measured version answer for a version outside every
+           window, said in the notes; another engine's table is never looked up here (measured_ops decides that,
+           in transfer mode only).
   shape    the exact key; else the nearest measured shape of the same dtype, its time scaled by the work ratio the
            op's roofline implies (GEMM N·K; decode attention KV heads; prefill attention and MLA query heads; MoE
            hidden·inter), noted.
   grid     log-log linear between measured points; below the first measured point that point (the small-size
-           floor: launch- or weight-read-bound, flat); above the last, the time × (x / x_last)^p with p the roofline
-           exponent of the axis: p = 1 for GEMM M, MoE tokens, batch and decode KV length, 2 for prefill length.
-What it does not: open files, fit anything, price collectives, or correct the curves. The curves are what the
+           floor: launch- or weight-read-bound, flat); above the last measured point of an axis, the time at that
+           edge × roofline(x) / roofline(edge), the op's datasheet roofline (op_roofline.py) with its fixed parts —
+           the curve extends as the op's bytes and FLOPs do, never by the curve's own last slope.
+What it does not: open files, fit anything, price collectives, or bound the curves. The curves are what the
 benchmark measured: small GEMMs and decode attention whose working set fits in L2 ran L2-resident, faster than
-HBM allows (opcurves/README.md); the caller bounds them by its own roofline if it wants.
+HBM allows (opcurves/README.md); measured_ops.py bounds them by the model's roofline.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ import numpy as np
 import numpy.typing as npt
 
 from servescope.errors import UnknownName
+from servescope.perfmodel import op_roofline
+from servescope.perfmodel.op_roofline import Roof
 from servescope.specs.hardware import resolve_gpu_name
 from servescope.specs.opcurves import OpTable, load_opcurves, opcurve_systems, version_number
 
@@ -42,28 +49,35 @@ _DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "auto": "bfloat16", "fp8-bloc
 
 @dataclass(frozen=True)
 class _Line:
-    """One measured curve along one axis, in logs, measured points only."""
+    """One measured curve along one axis, in logs, measured points only; `a` its outer-axis value (1: none)."""
 
     lx: Array
     ly: Array
-    power: float                     # roofline exponent beyond the last point
+    a: float
 
-    def log_time(self, lx: Array) -> Array:
-        """log t at log x (module rules: floor below, log-log between, slope `power` above)."""
+    def log_time(self, lx: Array, roof: Roof) -> Array:
+        """log t at log x (module rules: flat below, log-log between, the roofline's ratio to the edge above)."""
         inside = np.interp(lx, self.lx, self.ly)
-        return np.where(lx > self.lx[-1], self.ly[-1] + self.power * (lx - self.lx[-1]), inside)
+        over = lx > self.lx[-1]
+        if not np.any(over):
+            return inside
+        x = np.exp(lx)
+        a = np.full_like(x, self.a)
+        edge = np.log(roof(np.full_like(x, math.exp(self.lx[-1])), a))
+        return np.where(over, self.ly[-1] + np.log(roof(x, a)) - edge, inside)
 
 
 @dataclass(frozen=True)
 class Match:
     """The curve that prices one case: its table, row, the lines (one per measured value of a second axis, whose
-    log values are `la`), the scale applied to the time, and what was not exact."""
+    log values are `la`), the roofline of the wanted shape (how it extends), the scale applied to the time, and
+    what was not exact."""
 
     table: OpTable
     row: int
     lines: tuple[_Line, ...]
     la: Array                         # log of the outer axis value of each line (empty: one line)
-    power_a: float
+    roof: Roof
     scale: float
     notes: tuple[str, ...]
 
@@ -71,19 +85,20 @@ class Match:
         """Time (s) at inner-axis values x (and outer-axis values a when the curve is a surface)."""
         if not self.la.size:
             lx = np.log(np.maximum(np.asarray(x, dtype=float), 1.0))
-            return np.asarray(self.scale * np.exp(self.lines[0].log_time(lx)))
-        xb, ab = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(a, dtype=float))
-        lx, la = np.log(np.maximum(xb, 1.0)), np.log(np.maximum(ab, 1.0))
-        rows = np.stack([line.log_time(lx) for line in self.lines])      # (lines, points)
+            return np.asarray(self.scale * np.exp(self.lines[0].log_time(lx, self.roof)))
+        xb, ab = np.broadcast_arrays(np.maximum(np.asarray(x, dtype=float), 1.0),
+                                     np.maximum(np.asarray(a, dtype=float), 1.0))
+        lx, la = np.log(xb), np.log(ab)
+        rows = np.stack([line.log_time(lx, self.roof) for line in self.lines])      # (lines, points)
+        over = la > self.la[-1]
+        beyond = rows[-1] + np.log(self.roof(xb, ab)) - np.log(self.roof(xb, np.full_like(ab, self.lines[-1].a)))
         if len(self.lines) == 1:
-            return np.asarray(self.scale * np.exp(rows[0] + self.power_a * np.maximum(la - self.la[0], 0.0)))
+            return np.asarray(self.scale * np.exp(np.where(over, beyond, rows[0])))
         j = np.clip(np.searchsorted(self.la, la, side="right") - 1, 0, len(self.la) - 2)
-        w = np.clip((la - self.la[j]) / (self.la[j + 1] - self.la[j]), 0.0, None)
+        w = np.clip((la - self.la[j]) / (self.la[j + 1] - self.la[j]), 0.0, 1.0)
         lo = np.take_along_axis(rows, j[None], axis=0)[0]
         hi = np.take_along_axis(rows, j[None] + 1, axis=0)[0]
-        over = la > self.la[-1]
-        lt = np.where(over, hi + self.power_a * (la - self.la[-1]), lo + np.minimum(w, 1.0) * (hi - lo))
-        return np.asarray(self.scale * np.exp(lt))
+        return np.asarray(self.scale * np.exp(np.where(over, beyond, lo + w * (hi - lo))))
 
     def describe(self) -> str:
         """Provenance: the measured curve and how it was used."""
@@ -91,29 +106,27 @@ class Match:
         return f"measured curve {self.table.cite(self.row)}, {how}"
 
 
-def _line(grid: tuple[int | str, ...], times: Array, power: float) -> _Line | None:
+def _line(grid: tuple[int | str, ...], times: Array, a: float) -> _Line | None:
     ok = np.isfinite(times)
     if not ok.any():
         return None
     lx = np.log(np.asarray(grid, dtype=float))[ok]
-    return _Line(lx, np.log(times[ok]), power)
+    return _Line(lx, np.log(times[ok]), a)
 
 
-def _surface(table: OpTable, row: int, fixed: tuple[int, ...], powers: tuple[float, ...], scale: float,
+def _surface(table: OpTable, row: int, fixed: tuple[int, ...], roof: Roof, scale: float,
              notes: tuple[str, ...]) -> Match | None:
     """The Match of curve `row` with its leading axes fixed at indices `fixed`: a line (1 free axis) or a stack of
     lines along the outer free axis (2 free axes)."""
     cube = table.time_s[(row, *fixed)]
     free = table.grids[len(fixed):]
     if cube.ndim == 1:
-        line = _line(free[0], cube, powers[-1])
-        return None if line is None else Match(table, row, (line,), np.empty(0), 0.0, scale, notes)
-    pairs = [(math.log(float(a)), _line(free[1], cube[i], powers[-1])) for i, a in enumerate(free[0])]
-    lines = [(la, ln) for la, ln in pairs if ln is not None]
+        line = _line(free[0], cube, 1.0)
+        return None if line is None else Match(table, row, (line,), np.empty(0), roof, scale, notes)
+    lines = [ln for i, a in enumerate(free[0]) if (ln := _line(free[1], cube[i], float(a))) is not None]
     if not lines:
         return None
-    return Match(table, row, tuple(ln for _, ln in lines), np.array([la for la, _ in lines]), powers[0], scale,
-                 notes)
+    return Match(table, row, tuple(lines), np.log(np.array([ln.a for ln in lines])), roof, scale, notes)
 
 
 # --- which system, which table ------------------------------------------------------------------------------------
@@ -133,23 +146,26 @@ def _version_value(version: str) -> float:
 
 
 @lru_cache(maxsize=1024)
-def _table(gpu: str, op: str, engine: str, version: str) -> tuple[OpTable | None, str]:
-    """The table for (op, engine) nearest `version`, and a note when it is not the exact version (or why none)."""
+def _table(gpu: str, op: str, engine: str, version: str, transfer: bool = False) -> tuple[OpTable | None, str]:
+    """The table for (op, engine) whose domain answers for `version` (module rules), and a note, or None and why."""
     system = _system(gpu)
     if system is None:
         return None, f"no measured curves for GPU '{gpu}' (have: {', '.join(opcurve_systems())})"
     found = [t for t in load_opcurves(system) if t.op == op and t.engine == engine.lower()]
     if not found:
         return None, f"no {op} curves for {engine} on {system}"
-    exact = [t for t in found if t.version == version]
-    if exact:
-        return exact[0], ""
     if not version:  # no version named: the newest engine, as the engine defaults are (specs.engines)
         return max(found, key=lambda t: _version_value(t.version)), ""
+    inside = [t for t in found if t.domain.answers(version)]
+    if inside:
+        return max(inside, key=lambda t: _version_value(t.version)), ""
+    windows = "; ".join(t.domain.window() for t in sorted(found, key=lambda t: _version_value(t.version)))
+    if not transfer:
+        return None, f"{engine} {version} is outside the measured {op} tables' versions ({windows})"
     want = _version_value(version)
     best = min(found, key=lambda t: (abs(_version_value(t.version) - want), -_version_value(t.version)))
-    known = ", ".join(sorted({t.version for t in found}, key=version_number))
-    return best, f"{engine} {version} not measured (have {known}): nearest {best.version} used"
+    return best, (f"{engine} {version} outside the measured versions ({windows}): {best.version} transferred "
+                  "(--op-curves transfer)")
 
 
 def known_versions(gpu: str, op: str, engine: str) -> tuple[str, ...]:
@@ -195,8 +211,9 @@ def _notes(version_note: str, *more: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
-def _match_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | str:
-    table, vnote = _table(gpu, "gemm", engine, version)
+def _match_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int, transfer: bool = False,
+                ) -> Match | str:
+    table, vnote = _table(gpu, "gemm", engine, version, transfer)
     if table is None:
         return _no_curve(vnote)
     if n <= 0 or k <= 0:
@@ -217,13 +234,15 @@ def _match_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int)
     d, r, i, n0, k0 = best
     scale = n * k / (n0 * k0)
     shape = "" if d == 0 else f"(N, K) = ({n}, {k}) not measured: ({n0}, {k0}) × N·K ratio {scale:.3g}"
-    return _surface(table, r, (i,), (1.0,), scale, _notes(vnote, shape)) or _no_curve("empty curve")
+    return _surface(table, r, (i,), op_roofline.gemm(table.system, n, k, dt), scale,
+                    _notes(vnote, shape)) or _no_curve("empty curve")
 
 
 @lru_cache(maxsize=4096)
 def _match_moe(gpu: str, engine: str, version: str, dtype: str, hidden: int, inter: int, topk: int,
-               experts: int, tp: int = 1, ep: int = 1, distribution: str = "balanced") -> Match | str:
-    table, vnote = _table(gpu, "moe", engine, version)
+               experts: int, tp: int = 1, ep: int = 1, distribution: str = "balanced", transfer: bool = False,
+               ) -> Match | str:
+    table, vnote = _table(gpu, "moe", engine, version, transfer)
     if table is None:
         return _no_curve(vnote)
     grids = dict(zip(table.axes, table.grids, strict=True))
@@ -246,13 +265,16 @@ def _match_moe(gpu: str, engine: str, version: str, dtype: str, hidden: int, int
     scale = hidden * inter / (got["hidden_size"] * got["inter_size"])
     shape = "" if got == {"hidden_size": hidden, "inter_size": inter} else (
         f"hidden {hidden}, inter {inter} not measured: {_fmt(got)} × hidden·inter ratio {scale:.3g}")
-    return _surface(table, r, fixed, (1.0,), scale, _notes(vnote, shape)) or _no_curve("empty curve")
+    roof = op_roofline.moe(table.system, hidden, inter, topk, experts, tp, ep, _dtype(dtype))
+    return _surface(table, r, fixed, roof, scale, _notes(vnote, shape)) or _no_curve("empty curve")
 
 
 def _match_heads(op: str, gpu: str, engine: str, version: str, same: dict[str, int | str], want: dict[str, int],
-                 scale_col: str, powers: tuple[float, float], exact_only: bool = False) -> Match | str:
-    """Attention-like ops: curve over (batch, length); nearest heads, time scaled by the ratio of `scale_col`."""
-    table, vnote = _table(gpu, op, engine, version)
+                 scale_col: str, roof: Callable[[str], Roof], exact_only: bool = False, transfer: bool = False,
+                 ) -> Match | str:
+    """Attention-like ops: curve over (batch, length); nearest heads, time scaled by the ratio of `scale_col`;
+    `roof(system)` the roofline of the wanted shape."""
+    table, vnote = _table(gpu, op, engine, version, transfer)
     if table is None:
         return _no_curve(vnote)
     if min(want.values()) <= 0:
@@ -264,113 +286,123 @@ def _match_heads(op: str, gpu: str, engine: str, version: str, same: dict[str, i
     r, got = hit
     scale = want[scale_col] / got[scale_col]
     shape = "" if got == want else f"{_fmt(want)} not measured: {_fmt(got)} × {scale_col} ratio {scale:.3g}"
-    return _surface(table, r, (), powers, scale, _notes(vnote, shape)) or _no_curve("empty curve")
+    return _surface(table, r, (), roof(table.system), scale, _notes(vnote, shape)) or _no_curve("empty curve")
 
 
 @lru_cache(maxsize=4096)
 def _match_decode_attention(gpu: str, engine: str, version: str, num_heads: int, kv_heads: int, head_dim: int,
-                            kv_dtype: str = "bfloat16") -> Match | str:
-    return _match_heads("generation_attention", gpu, engine, version,
-                        {"kv_cache_dtype": _dtype(kv_dtype), "head_dim": head_dim},
-                        {"num_key_value_heads": kv_heads, "num_heads": num_heads}, "num_key_value_heads", (1.0, 1.0))
+                            kv_dtype: str = "bfloat16", transfer: bool = False) -> Match | str:
+    kv = _dtype(kv_dtype)
+    return _match_heads("generation_attention", gpu, engine, version, {"kv_cache_dtype": kv, "head_dim": head_dim},
+                        {"num_key_value_heads": kv_heads, "num_heads": num_heads}, "num_key_value_heads",
+                        lambda s: op_roofline.decode_attention(s, num_heads, kv_heads, head_dim, kv),
+                        transfer=transfer)
 
 
 @lru_cache(maxsize=4096)
 def _match_context_attention(gpu: str, engine: str, version: str, num_heads: int, kv_heads: int, head_dim: int,
-                             kv_dtype: str = "bfloat16", attn_dtype: str = "bfloat16") -> Match | str:
+                             kv_dtype: str = "bfloat16", attn_dtype: str = "bfloat16", transfer: bool = False,
+                             ) -> Match | str:
     return _match_heads("context_attention", gpu, engine, version,
                         {"attn_dtype": _dtype(attn_dtype), "kv_cache_dtype": _dtype(kv_dtype), "head_dim": head_dim},
-                        {"num_heads": num_heads, "num_key_value_heads": kv_heads}, "num_heads", (1.0, 2.0))
+                        {"num_heads": num_heads, "num_key_value_heads": kv_heads}, "num_heads",
+                        lambda s: op_roofline.context_attention(s, num_heads, kv_heads, head_dim), transfer=transfer)
 
 
 @lru_cache(maxsize=4096)
 def _match_mla(gpu: str, engine: str, version: str, phase: str, num_heads: int, kv_dtype: str = "bfloat16",
-               ) -> Match | str:
-    powers = (1.0, 1.0) if phase == "generation" else (1.0, 2.0)
-    return _match_heads(f"{phase}_mla", gpu, engine, version,
-                        {"mla_dtype": "bfloat16", "kv_cache_dtype": _dtype(kv_dtype)}, {"num_heads": num_heads},
-                        "num_heads", powers)
+               transfer: bool = False) -> Match | str:
+    kv = _dtype(kv_dtype)
+    return _match_heads(f"{phase}_mla", gpu, engine, version, {"mla_dtype": "bfloat16", "kv_cache_dtype": kv},
+                        {"num_heads": num_heads}, "num_heads", lambda s: op_roofline.mla(s, phase, num_heads, kv),
+                        transfer=transfer)
 
 
 @lru_cache(maxsize=4096)
 def _match_mla_module(gpu: str, engine: str, version: str, phase: str, num_heads: int, kv_dtype: str = "bfloat16",
                       gemm_dtype: str = "bfloat16", model: str = "deepseek-ai/DeepSeek-V3",
-                      mla_dtype: str = "bfloat16") -> Match | str:
-    powers = (1.0, 1.0) if phase == "generation" else (1.0, 2.0)
+                      mla_dtype: str = "bfloat16", transfer: bool = False) -> Match | str:
+    kv, gd = _dtype(kv_dtype), _dtype(gemm_dtype)
     return _match_heads(f"{phase}_mla_module", gpu, engine, version,
-                        {"model": model, "mla_dtype": _dtype(mla_dtype), "kv_cache_dtype": _dtype(kv_dtype),
-                         "gemm_type": _dtype(gemm_dtype)}, {"num_heads": num_heads}, "num_heads", powers,
-                        exact_only=True)
+                        {"model": model, "mla_dtype": _dtype(mla_dtype), "kv_cache_dtype": kv, "gemm_type": gd},
+                        {"num_heads": num_heads}, "num_heads",
+                        lambda s: op_roofline.mla(s, phase, num_heads, kv, module=True, gemm_dtype=gd),
+                        exact_only=True, transfer=transfer)
 
 
-# --- the lookups --------------------------------------------------------------------------------------------------
+# --- the lookups (transfer: --op-curves transfer, the nearest measured version outside every window, noted) -----
 
-def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int) -> Array | None:
+def gemm_time_s(gpu: str, engine: str, version: str, dtype: str, m: ArrayLike, n: int, k: int,
+                transfer: bool = False) -> Array | None:
     """Measured time (s) of C[m,n] = A[m,k]·B[k,n] in `dtype` (bfloat16, fp8, fp8_block, nvfp4, ...), per M.
-    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; ∝ M beyond the largest M."""
-    hit = _match_gemm(gpu, engine, version, dtype, int(n), int(k))
+    Log-log in M on the nearest measured (N, K), × N·K/(N0·K0) when not exact; the roofline's ratio beyond."""
+    hit = _match_gemm(gpu, engine, version, dtype, int(n), int(k), transfer)
     return None if isinstance(hit, str) else hit.time_s(m)
 
 
-def monotone_gemm_match(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | None:
+def monotone_gemm_match(gpu: str, engine: str, version: str, dtype: str, n: int, k: int,
+                        transfer: bool = False) -> Match | None:
     """`gemm_time_s`'s curve with the measured points' running maximum in M first (more rows never cost less: a dip
     of the measured time at a larger M is a tile choice the smaller M could not make, or noise); None: no curve.
     A Match, for callers that evaluate it many times."""
-    hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k))
+    hit = _monotone_gemm(gpu, engine, version, dtype, int(n), int(k), transfer)
     return None if isinstance(hit, str) else hit
 
 
 @lru_cache(maxsize=4096)
-def _monotone_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int) -> Match | str:
-    hit = _match_gemm(gpu, engine, version, dtype, n, k)
+def _monotone_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int, transfer: bool) -> Match | str:
+    hit = _match_gemm(gpu, engine, version, dtype, n, k, transfer)
     if isinstance(hit, str):
         return hit
-    lines = tuple(_Line(ln.lx, np.maximum.accumulate(ln.ly), ln.power) for ln in hit.lines)
-    return Match(hit.table, hit.row, lines, hit.la, hit.power_a, hit.scale, hit.notes)
+    lines = tuple(_Line(ln.lx, np.maximum.accumulate(ln.ly), ln.a) for ln in hit.lines)
+    return Match(hit.table, hit.row, lines, hit.la, hit.roof, hit.scale, hit.notes)
 
 
 def moe_time_s(gpu: str, engine: str, version: str, dtype: str, tokens: ArrayLike, hidden: int, inter: int,
-               topk: int, experts: int, tp: int = 1, ep: int = 1, distribution: str = "balanced") -> Array | None:
+               topk: int, experts: int, tp: int = 1, ep: int = 1, distribution: str = "balanced",
+               transfer: bool = False) -> Array | None:
     """Measured time (s) of one MoE layer's routed experts on one GPU (grouped GEMMs, no all-to-all) at `tokens`
     tokens per step, moe_tp/moe_ep as the engine shards them and the expert load (balanced or power_law_1.01).
-    Log-log in tokens, ∝ tokens beyond; nearest hidden·inter of the same topk/experts, scaled."""
+    Log-log in tokens, the roofline's ratio beyond; nearest hidden·inter of the same topk/experts, scaled."""
     hit = _match_moe(gpu, engine, version, dtype, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
-                     distribution)
+                     distribution, transfer)
     return None if isinstance(hit, str) else hit.time_s(tokens)
 
 
 def decode_attention_time_s(gpu: str, engine: str, version: str, batch: ArrayLike, kv_len: ArrayLike,
                             num_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bfloat16",
-                            ) -> Array | None:
+                            transfer: bool = False) -> Array | None:
     """Measured time (s) of one layer's decode attention: `batch` sequences of one new token over `kv_len` cached
-    tokens, per-GPU heads. Log-log in batch and kv_len, ∝ each beyond the grid; other heads × KV-head ratio."""
-    hit = _match_decode_attention(gpu, engine, version, int(num_heads), int(kv_heads), int(head_dim), kv_dtype)
+    tokens, per-GPU heads. Log-log in batch and kv_len, the roofline's ratio beyond; other heads × KV-head ratio."""
+    hit = _match_decode_attention(gpu, engine, version, int(num_heads), int(kv_heads), int(head_dim), kv_dtype,
+                                  transfer)
     return None if isinstance(hit, str) else hit.time_s(kv_len, batch)
 
 
 def context_attention_time_s(gpu: str, engine: str, version: str, batch: ArrayLike, isl: ArrayLike,
                              num_heads: int, kv_heads: int, head_dim: int, kv_dtype: str = "bfloat16",
-                             attn_dtype: str = "bfloat16") -> Array | None:
+                             attn_dtype: str = "bfloat16", transfer: bool = False) -> Array | None:
     """Measured time (s) of one layer's prefill attention: `batch` prompts of `isl` new tokens each, no cached
-    prefix, per-GPU heads. Log-log in batch and isl; ∝ batch and ∝ isl² beyond; other heads × query-head ratio."""
+    prefix, per-GPU heads. Log-log in batch and isl, the roofline's ratio beyond; other heads × query-head ratio."""
     hit = _match_context_attention(gpu, engine, version, int(num_heads), int(kv_heads), int(head_dim), kv_dtype,
-                                   attn_dtype)
+                                   attn_dtype, transfer)
     return None if isinstance(hit, str) else hit.time_s(isl, batch)
 
 
 def mla_decode_time_s(gpu: str, engine: str, version: str, batch: ArrayLike, kv_len: ArrayLike, num_heads: int,
-                      kv_dtype: str = "bfloat16") -> Array | None:
+                      kv_dtype: str = "bfloat16", transfer: bool = False) -> Array | None:
     """Measured time (s) of the MLA decode attention kernel alone (DeepSeek-V3 latent dims: kv_lora 512 + rope 64),
-    per-GPU heads, one layer; log-log in batch and kv_len, ∝ beyond; other heads × head ratio. sglang, trtllm."""
-    hit = _match_mla(gpu, engine, version, "generation", int(num_heads), kv_dtype)
+    per-GPU heads, one layer; log-log in batch and kv_len, the roofline's ratio beyond; other heads × head ratio.
+    sglang, trtllm."""
+    hit = _match_mla(gpu, engine, version, "generation", int(num_heads), kv_dtype, transfer)
     return None if isinstance(hit, str) else hit.time_s(kv_len, batch)
 
 
 def mla_context_time_s(gpu: str, engine: str, version: str, batch: ArrayLike, isl: ArrayLike, num_heads: int,
-                       kv_dtype: str = "bfloat16") -> Array | None:
+                       kv_dtype: str = "bfloat16", transfer: bool = False) -> Array | None:
     """Measured time (s) of the MLA prefill attention kernel alone, `batch` prompts of `isl` tokens, per-GPU heads;
-    log-log in batch and isl, ∝ batch and isl² beyond; other heads × head ratio. sglang, trtllm."""
-    hit = _match_mla(gpu, engine, version, "context", int(num_heads), kv_dtype)
+    log-log in batch and isl, the roofline's ratio beyond; other heads × head ratio. sglang, trtllm."""
+    hit = _match_mla(gpu, engine, version, "context", int(num_heads), kv_dtype, transfer)
     return None if isinstance(hit, str) else hit.time_s(isl, batch)
 
 
@@ -387,7 +419,7 @@ def mla_module_context_time_s(gpu: str, engine: str, version: str, batch: ArrayL
                               num_heads: int, kv_dtype: str = "bfloat16", gemm_dtype: str = "bfloat16",
                               model: str = "deepseek-ai/DeepSeek-V3", mla_dtype: str = "bfloat16") -> Array | None:
     """Measured time (s) of one prefill MLA block of `model` (projections, attention, o_proj in `gemm_dtype`) for
-    `batch` prompts of `isl` tokens, per-GPU heads measured exactly; log-log, ∝ batch and isl² beyond the grid."""
+    `batch` prompts of `isl` tokens, per-GPU heads measured exactly; log-log, the roofline's ratio beyond."""
     hit = _match_mla_module(gpu, engine, version, "context", int(num_heads), kv_dtype, gemm_dtype, model, mla_dtype)
     return None if isinstance(hit, str) else hit.time_s(isl, batch)
 

@@ -7,12 +7,25 @@ MoE: moe_dtype, hidden_size, inter_size, topk, num_experts; ...), each over the 
 attention: batch_size, kv_len; MoE: moe_tp_size, moe_ep_size, distribution, num_tokens). Time is in SECONDS here
 (the file stores µs), NaN where the point was not measured. `opcurve_systems()` lists the systems;
 `version_number` orders engine versions.
+Each table carries its domain (`OpDomain`, built at load from the file's own fields): the GPU system, the engine and
+the range of its versions the table may answer for, the kernels (kernel_source), the dtypes of its key (weights,
+activations, KV cache), the measured range of every numeric key column and every grid axis (min/max over the
+points actually measured), and the categories of the others. A file or table lacking a domain field (the file's
+`system`, a table's engine/version/kernel_sources/axes, or a dtype column its op needs) is refused at load with the
+file name and the field — never used partly.
+Version rule (`OpDomain.answers`): a table measured on release v answers for v and the newer releases of the same
+engine up to, not including, the next measured version of that op, and only inside v's major.minor series (vLLM
+0.24.x, SGLang 0.5.x, TRT-LLM 1.3.x). Why: a kernel table prices the kernels that release runs; an OLDER release may
+lack the kernel or take a slower path for it (SGLang 0.5.9's MLA is not 0.5.14's; the issue-27 DeepSeek-R1 case),
+so it is never answered for; a newer patch release keeps its series' kernels until a newer measurement says
+otherwise; a new major.minor series (vLLM ships new attention backends and defaults per minor) is a new domain.
+No version named ("") means the newest release, which the newest table answers for.
 What it does not: interpolate, match shapes or choose a version (perfmodel.opcurve does), or read Parquet.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -20,13 +33,58 @@ import numpy as np
 
 from servescope.errors import BadConfig
 from servescope.specs import tables
+from servescope.specs.engines import ENGINES
 
 OPS = ("gemm", "generation_attention", "context_attention", "generation_mla", "context_mla",
        "generation_mla_module", "context_mla_module", "moe")
-ENGINES = ("vllm", "sglang", "trtllm")
 _US_TO_S = 1e-6
+# the dtype columns a table of each op must name (in its fixed or varying key): what the domain's dtypes are read from
+_DTYPE_COLUMNS = {"gemm": ("gemm_dtype",), "generation_attention": ("kv_cache_dtype",),
+                  "context_attention": ("attn_dtype", "kv_cache_dtype"), "generation_mla": ("mla_dtype", "kv_cache_dtype"),
+                  "context_mla": ("mla_dtype", "kv_cache_dtype"),
+                  "generation_mla_module": ("mla_dtype", "kv_cache_dtype", "gemm_type"),
+                  "context_mla_module": ("mla_dtype", "kv_cache_dtype", "gemm_type"), "moe": ("moe_dtype",)}
+# context_attention tables of some engines measured bf16 attention only and leave attn_dtype out (vLLM 0.22)
+_IMPLIED = {"context_attention": {"attn_dtype": "bfloat16"}}
 
 KeyValue = int | str
+
+
+@dataclass(frozen=True)
+class OpDomain:
+    """Where one table may answer: system, engine and version window [version, until) inside its major.minor series
+    (until "": the end of the series), kernels, dtypes (column → values), and the measured range of each numeric key
+    column and grid axis ((min, max) over measured points) or the categories of a non-numeric one."""
+
+    system: str
+    op: str
+    engine: str
+    version: str
+    until: str
+    kernels: tuple[str, ...]
+    dtypes: tuple[tuple[str, tuple[str, ...]], ...]
+    key_ranges: tuple[tuple[str, tuple[float, float]], ...]
+    axis_ranges: tuple[tuple[str, tuple[float, float]], ...]
+    categories: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def answers(self, version: str) -> bool:
+        """Whether this table answers for `version` of its engine (module docstring's version rule)."""
+        if version == self.version:
+            return True
+        v, lo = version_number(version), version_number(self.version)
+        if v < lo or v[:2] != lo[:2] or not any(v[:4]):
+            return False
+        return not self.until or v < version_number(self.until)
+
+    def window(self) -> str:
+        """The version window in words: '0.5.14 ≤ v < 0.5.20 (series 0.5)'."""
+        lo = version_number(self.version)
+        series = f"{lo[0]}.{lo[1]}"
+        return f"{self.version} ≤ v" + (f" < {self.until}" if self.until else "") + f" (series {series}.x)"
+
+    def axis(self, name: str) -> tuple[float, float]:
+        """The measured (min, max) of a numeric grid axis."""
+        return dict(self.axis_ranges)[name]
 
 
 @dataclass(frozen=True)
@@ -45,6 +103,7 @@ class OpTable:
     axes: tuple[str, ...]
     grids: tuple[tuple[KeyValue, ...], ...]
     time_s: np.ndarray                           # (len(keys), *map(len, grids)); NaN: not measured
+    domain: OpDomain
     index: dict[tuple[KeyValue, ...], int] = field(default_factory=dict, compare=False, repr=False)
 
     def curve(self, **key: KeyValue) -> int | None:
@@ -81,7 +140,18 @@ def load_opcurves(system: str) -> tuple[OpTable, ...]:
     doc = tables.opcurves(system)
     if not isinstance(doc, dict) or doc.get("time_unit") != "us" or not isinstance(doc.get("tables"), list):
         raise BadConfig(f"{path}: needs 'time_unit' = 'us' and a list 'tables'")
-    return tuple(_table(path, system, i, t) for i, t in enumerate(doc["tables"]))
+    if doc.get("system") != system:
+        raise BadConfig(f"{path}: domain field 'system' is {doc.get('system')!r}, not {system!r}")
+    raw = [_table(path, system, i, t) for i, t in enumerate(doc["tables"])]
+    return tuple(_with_window(t, raw) for t in raw)
+
+
+def _with_window(t: OpTable, every: list[OpTable]) -> OpTable:
+    """`t` with its domain's upper version bound: the next measured version of the same op and engine, if any."""
+    v = version_number(t.version)
+    newer = sorted((o.version for o in every if o.op == t.op and o.engine == t.engine
+                    and version_number(o.version) > v), key=version_number)
+    return replace(t, domain=replace(t.domain, until=newer[0] if newer else ""))
 
 
 def _table(path: str, system: str, i: int, t: Any) -> OpTable:
@@ -123,8 +193,39 @@ def _table(path: str, system: str, i: int, t: Any) -> OpTable:
     index = {k: r for r, k in enumerate(keys)}
     if len(index) != len(keys):
         raise BadConfig(f"{where}: two curves share a key")
+    domain = _domain(where, system, op, engine, version, key, keys, kernels, axes, grids, time_s)
     return OpTable(system, op, engine, version, framework, source, key, tuple(keys), tuple(curve_kernels), axes,
-                   grids, time_s * _US_TO_S, index)
+                   grids, time_s * _US_TO_S, domain, index)
+
+
+def _domain(where: str, system: str, op: str, engine: str, version: str, key: tuple[str, ...],
+            keys: list[tuple[KeyValue, ...]], kernels: list[str], axes: tuple[str, ...],
+            grids: tuple[tuple[KeyValue, ...], ...], time_s: np.ndarray) -> OpDomain:
+    """The domain of one table from its own fields and measured points (module docstring); BadConfig naming the
+    missing field where a dtype column its op needs is absent, or the engine or version is empty."""
+    if engine not in ENGINES or not any(version_number(version)[:4]):
+        raise BadConfig(f"{where}: domain field 'engine'/'version' must name a known engine and a release number")
+    if not kernels:
+        raise BadConfig(f"{where}: domain field 'kernel_sources' is empty")
+    cols = {c: sorted({str(k[i]) for k in keys}) for i, c in enumerate(key)}
+    for c, v in _IMPLIED.get(op, {}).items():
+        cols.setdefault(c, [v])
+    missing = [c for c in _DTYPE_COLUMNS[op] if c not in cols]
+    if missing:
+        raise BadConfig(f"{where}: domain field {missing[0]!r} (a dtype column of {op}) is missing")
+    dtypes = tuple((c, tuple(cols[c])) for c in _DTYPE_COLUMNS[op])
+    key_ranges = tuple((c, (float(min(int(k[i]) for k in keys)), float(max(int(k[i]) for k in keys))))
+                       for i, c in enumerate(key) if all(isinstance(k[i], int) for k in keys))
+    measured = np.isfinite(time_s)
+    ranges, cats = [], []
+    for j, (a, grid) in enumerate(zip(axes, grids, strict=True)):
+        hit = measured.any(axis=tuple(d for d in range(measured.ndim) if d != j + 1))
+        vals = [g for g, h in zip(grid, hit, strict=True) if h]
+        if all(isinstance(g, int | float) for g in vals):
+            ranges.append((a, (float(min(vals)), float(max(vals)))))  # type: ignore[type-var]
+        else:
+            cats.append((a, tuple(str(g) for g in vals)))
+    return OpDomain(system, op, engine, version, "", tuple(kernels), dtypes, key_ranges, tuple(ranges), tuple(cats))
 
 
 def _fill(out: np.ndarray, cells: Any) -> None:
