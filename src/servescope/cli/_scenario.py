@@ -64,10 +64,14 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--moe-curve", is_flag=True, default=False,
                      help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
                           "(off by default: on the dev rows it is no better cross-validated, bench/RESULTS.md)."),
-        click.option("--op-curves/--no-op-curves", default=True,
-                     help="Dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and "
-                          "engine where they cover the shape (default), or --no-op-curves: datasheet roofline × "
-                          "fitted efficiency everywhere."),
+        click.option("--op-curves", "op_curves", type=click.Choice(["on", "off", "transfer"]), default="on",
+                     show_default=True,
+                     help="Dense GEMMs and attention at aiconfigurator's measured per-op curves of the GPU, engine "
+                          "and engine version where one answers inside its domain (on); off: datasheet roofline × "
+                          "fitted efficiency everywhere; transfer: also another engine's table or the nearest "
+                          "measured version where none answers (said in the provenance)."),
+        click.option("--no-op-curves", "no_op_curves", is_flag=True, default=False,
+                     help="Same as --op-curves off."),
         click.option("--decode-only", is_flag=True, default=False,
                      help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
         click.option("--backend", default="vllm", show_default=True,
@@ -114,8 +118,9 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
     if kw.get("decode_only"):
         changes["decode_only"] = True
     curves = {"moe_curve": 1.0} if kw.get("moe_curve") else {}
-    if kw.get("op_curves") is False:
-        curves["op_curves"] = 0.0
+    mode = "off" if kw.get("no_op_curves") or kw.get("op_curves") is False else kw.get("op_curves")
+    if mode in ("off", "transfer"):
+        curves["op_curves"] = 0.0 if mode == "off" else 2.0
     if curves:
         changes["efficiency"] = sc.efficiency.scaled(**curves)
     if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
