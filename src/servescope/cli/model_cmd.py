@@ -161,7 +161,7 @@ def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_
         from servescope.errors import BadConfig
 
         raise BadConfig("validate: give a CSV of measured rows (--simulate needs one), or --decode-bench FILE")
-    if with_sim:  # simulate_cmd's path (validation/simulate_rows.py); the same document and renderer
+    if with_sim and csv is not None:  # simulate_cmd's path (validation/simulate_rows.py); same document, renderer
         from servescope.progress import report
         from servescope.validation.simulate_rows import simulate_rows
 
