@@ -1,4 +1,4 @@
-"""An engine that overlaps scheduling with execution (engine_defaults.toml overlap_scheduler, by engine version) pays
+"""An engine that overlaps scheduling with execution (specs/data/engines/ overlap.enabled, by engine version) pays
 the exposed share of its CPU time plus what of the rest its GPU step cannot hide:
 step = GPU terms + f·cpu + max((1 − f)·cpu − GPU terms, 0), f = overlap_exposed_frac; others pay the sum."""
 
@@ -10,7 +10,7 @@ import pytest
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
-from servescope.specs.engines import engine_defaults
+from servescope.specs.engines import engine
 
 GPU_KEYS = ("gemm", "moe", "attention", "communication", "kernels")
 
@@ -22,18 +22,18 @@ def sc() -> Scenario:
 
 def test_every_engine_states_its_scheduler_by_version_with_a_source() -> None:
     for backend, version in (("vllm", "0.12.0"), ("vllm", "0.16.0"), ("sglang", "0.5.9"), ("trtllm", "1.2.0")):
-        d = engine_defaults(backend, version)
-        assert isinstance(d.overlap_scheduler, bool) and len(d.sources["overlap_scheduler"]) > 40
+        d = engine(backend, version).overlap
+        assert isinstance(d.enabled, bool) and len(d.sources["enabled"]) > 40
     # vLLM turned async scheduling on by default in v0.14.0 (release notes, vllm#27614)
-    assert not engine_defaults("vllm", "0.13.0").overlap_scheduler and engine_defaults("vllm", "0.14.0").overlap_scheduler
-    assert "0.14.0" in engine_defaults("vllm", "0.16.0").sources["overlap_scheduler"]
+    assert not engine("vllm", "0.13.0").overlap.enabled and engine("vllm", "0.14.0").overlap.enabled
+    assert "0.14.0" in engine("vllm", "0.16.0").overlap.sources["enabled"]
 
 
 def test_a_version_outside_the_data_says_which_versions_are_known() -> None:
-    old, odd = engine_defaults("vllm", "0.8.5"), engine_defaults("vllm", "nightly-abc")
-    assert "0.10.0" in old.note and "0.14.0" in old.note and not old.overlap_scheduler
-    assert "not a release number" in odd.note and odd.overlap_scheduler  # the newest entry
-    assert engine_defaults("vllm", "").note == ""  # no version: the newest, said in provenance, not as a warning
+    old, odd = engine("vllm", "0.8.5"), engine("vllm", "nightly-abc")
+    assert "0.10.0" in old.note and "0.14.0" in old.note and not old.overlap.enabled
+    assert "not a release number" in odd.note and odd.overlap.enabled  # the newest entry
+    assert engine("vllm", "").note == ""  # no version: the newest, said in provenance, not as a warning
 
 
 def test_pipeline_parallel_turns_vllm_async_scheduling_off(sc: Scenario) -> None:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from servescope.perfmodel.graphs import GIB, lockstep_waves, prefill_tokens_per_step
+from servescope.specs.engines import engine
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import predict_arrays, ttft_s, wave_wait
 from servescope.perfmodel.step import step_parts
@@ -38,6 +38,17 @@ def test_wave_wait_limits() -> None:
     assert wave_wait(6.0, 8.0) == pytest.approx(6 - 1)  # the whole wave in one step: everyone waits for all
 
 
+GIB = 2.0**30
+
+
+def prefill_tokens_per_step(backend: str, hbm_bytes: float) -> int:
+    return engine(backend, "", hbm_bytes).scheduler.max_num_batched_tokens
+
+
+def lockstep_waves(backend: str) -> bool:
+    return engine(backend).scheduler.lockstep_waves
+
+
 def test_engine_prefill_budgets_follow_their_sources() -> None:
     # sglang 0.5.9 server_args: 8192 below 160 GiB (H100 80 GiB), 16384 above (B200 ~178 GiB)
     assert prefill_tokens_per_step("sglang", 80 * GIB) == 8192
@@ -46,6 +57,7 @@ def test_engine_prefill_budgets_follow_their_sources() -> None:
     # vLLM V1 API server: 8192 on >= 70 GiB, 2048 below; TRT-LLM max_num_tokens 8192
     assert prefill_tokens_per_step("vllm", 80 * GIB) == 8192
     assert prefill_tokens_per_step("vllm", 24 * GIB) == 2048
+    assert prefill_tokens_per_step("vllm", 69.9 * GIB) == 2048 and prefill_tokens_per_step("vllm", 70 * GIB) == 8192
     assert prefill_tokens_per_step("trtllm", 192 * GIB) == 8192
     assert lockstep_waves("sglang") and not lockstep_waves("vllm") and not lockstep_waves("trtllm")
 

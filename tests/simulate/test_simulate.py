@@ -10,15 +10,16 @@ import pytest
 from click.testing import CliRunner
 
 from servescope.cli import main
-from servescope.errors import ScenarioError
+from servescope.errors import BadConfig, ScenarioError
 from servescope.perfmodel import Scenario, decode_step
 from servescope.perfmodel.step import step_arrays
 from servescope.simulate import (
     Arrival,
-    engine_defaults,
     engine_for,
+    scheduler_config,
     simulate,
 )
+from servescope.specs.engines import engine
 from servescope.simulate.stepcost import StepCost
 from servescope.validation.benchio import read_lengths
 
@@ -31,19 +32,20 @@ def sc() -> Scenario:
     return Scenario.build(**SMALL)
 
 
-def test_engine_defaults_have_a_source_per_knob() -> None:
+def test_scheduler_config_has_a_source_per_knob() -> None:
+    h100 = 80e9
     for backend in ("vllm", "sglang", "trtllm"):
-        cfg = engine_defaults(backend)
+        cfg = scheduler_config(engine(backend, "", h100))
         knobs = {"max_num_seqs", "max_num_batched_tokens", "chunked_prefill", "priority", "admission",
                  "block_size_tokens", "graph_mixed_batches"}
         assert knobs <= set(cfg.sources), backend
         assert all(len(v) > 20 for v in cfg.sources.values())
-    assert engine_defaults("sglang").priority == "prefill_first"
-    assert engine_defaults("trtllm").admission == "reserve_full"
-    sg = engine_defaults("sglang")
+    assert scheduler_config(engine("sglang", "", h100)).priority == "prefill_first"
+    assert scheduler_config(engine("trtllm", "", h100)).admission == "reserve_full"
+    sg = scheduler_config(engine("sglang", "", h100))
     assert sg.admission == "reserve_ratio" and sg.reserve_init_ratio > sg.reserve_min_ratio > 0
-    with pytest.raises(ScenarioError, match="known: sglang, trtllm, vllm"):
-        engine_defaults("tgi")
+    with pytest.raises(BadConfig, match="known: vllm, sglang, trtllm"):
+        engine("tgi")
 
 
 def test_arrival_parse() -> None:

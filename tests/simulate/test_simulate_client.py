@@ -12,7 +12,7 @@ from servescope.perfmodel.memory import (
     usable_bytes_per_gpu,
     weights_bytes_per_gpu,
 )
-from servescope.simulate import engine_defaults, engine_for, simulate
+from servescope.simulate import engine_for, simulate
 from servescope.simulate.loop import kv_blocks
 from servescope.validation.simulate_rows import _wave_mean, simulate_row
 
@@ -37,10 +37,11 @@ def test_engine_kv_budget_formulas(sc: Scenario) -> None:
 
 def test_backend_kv_pools_follow_their_sourced_shares(sc: Scenario) -> None:
     """The simulation sizes its KV pool as the closed-form model does, from the engine version's sourced share
-    (engine_defaults.toml): vLLM 0.9 of total memory, TRT-LLM 0.9 of what weights and activations leave."""
-    from servescope.specs.engines import engine_defaults as version_defaults
+    (specs/data/engines/, memory section): vLLM 0.9 of total memory, TRT-LLM 0.9 of what weights and activations
+    leave."""
+    from servescope.specs.engines import engine
 
-    v, t = version_defaults("vllm", "0.16.0"), version_defaults("trtllm", "1.2.0")
+    v, t = engine("vllm", "0.16.0").memory, engine("trtllm", "1.2.0").memory
     assert v.kv_mem_fraction == 0.9 and v.kv_mem_of == "total" and "gpu_memory_utilization" in v.sources["kv_mem_fraction"]
     assert t.kv_mem_fraction == 0.9 and t.kv_mem_of == "free" and "free_gpu_memory_fraction" in \
         t.sources["kv_mem_fraction"]
@@ -48,11 +49,11 @@ def test_backend_kv_pools_follow_their_sourced_shares(sc: Scenario) -> None:
     hbm, rest = float(sc.gpu.hbm_bytes), sc.efficiency.reserve_bytes + weights_bytes_per_gpu(sc)
     for backend, pool in (("vllm", 0.9 * hbm - rest), ("trtllm", 0.9 * (hbm - rest))):
         s2 = sc.with_(backend=backend)
-        cfg = engine_defaults(backend)
+        cfg = engine_for(s2)
         assert usable_bytes_per_gpu(s2) == pytest.approx(pool)
         assert kv_blocks(s2, cfg) == int(pool / per_token / cfg.block_size_tokens)
     with pytest.raises(ScenarioError, match="kv_mem_fraction"):
-        engine_defaults("vllm").with_(kv_mem_fraction=1.5)
+        engine_for(sc).with_(kv_mem_fraction=1.5)
 
 
 def test_wave_mean_weighs_first_and_last_waves_once() -> None:

@@ -147,7 +147,7 @@ def test_host_costs_enter_the_gain_as_priced() -> None:
 
 
 def test_sglang_04_speculation_runs_eagerly_above_its_capture_limit() -> None:
-    """SGLang 0.4.4 captured speculative graphs for 1..32 sequences only (data/spec_engines.toml `sglang-0.4`):
+    """SGLang 0.4.4 captured speculative graphs for 1..32 sequences only (specs/data/engines/sglang.toml, `sglang-0.4`):
     at 33 the verify step pays eager launches, at 32 it replays a graph. SGLang 0.5.9 (`sglang`, the backend's
     default entry) and vLLM pad into their ordinary capture sizes."""
     from servescope.perfmodel.speculative import SpecShape, model_step, spec_engine, spec_gain
@@ -168,13 +168,17 @@ def test_an_unknown_engine_lists_the_known_ones() -> None:
     from servescope.errors import BadConfig
     from servescope.perfmodel.speculative import spec_engine
 
-    with pytest.raises(BadConfig, match="known: sglang, sglang-0.4, trtllm, vllm"):
+    with pytest.raises(BadConfig, match=r"older than every entry.*known: 0\.4\.0, 0\.5\.9"):
         spec_engine("sglang-0.1")
+    with pytest.raises(BadConfig, match="known: vllm, sglang, trtllm"):
+        spec_engine("tgi")
     from servescope.perfmodel.scenario import BACKENDS
 
     for name in ("sglang", "sglang-0.4", "trtllm", "vllm"):
         assert spec_engine(name).source.strip()  # every entry says where its numbers come from
-    assert all(spec_engine(b).name == b for b in BACKENDS)  # every backend a scenario can name is priced
+    assert all(spec_engine(b).host_syncs >= 1 for b in BACKENDS)  # every backend a scenario can name is priced
+    # a release between two entries takes the earlier one (0.4.4's counts until 0.5.9 was read)
+    assert spec_engine("sglang-0.5.2") == spec_engine("sglang-0.4") != spec_engine("sglang-0.5.9")
 
 
 def test_eagle3_heads_read_twice_the_input_projections_and_their_own_vocabulary() -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servescope.cli._app import F
+from servescope.specs.engines import DEFAULT_ENGINE, ENGINES
 
 if TYPE_CHECKING:
     from servescope.validation.decode_only import DecodeValidation
@@ -26,8 +27,8 @@ def decode_bench_options(fn: F) -> F:
         click.option("--ep", default=1, show_default=True, help="With --decode-bench: expert parallel degree."),
         click.option("--pp", default=1, show_default=True, help="With --decode-bench: pipeline parallel degree."),
         click.option("--dp", default=1, show_default=True, help="With --decode-bench: attention-DP degree."),
-        click.option("--backend", default="vllm", show_default=True,
-                     type=click.Choice(["vllm", "sglang", "trtllm"], case_sensitive=False),
+        click.option("--backend", default=DEFAULT_ENGINE, show_default=True,
+                     type=click.Choice(list(ENGINES), case_sensitive=False),
                      help="With --decode-bench: the engine."),
         click.option("--engine-version", default="", metavar="VERSION", help="With --decode-bench: its release."),
         click.option("--quant", default="native", show_default=True, help="With --decode-bench: weights' scheme."),

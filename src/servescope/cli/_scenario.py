@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from servescope.cli._app import F, InputOption, note
+from servescope.specs.engines import DEFAULT_ENGINE, ENGINES, value_since
 
 if TYPE_CHECKING:
     from servescope.perfmodel import Scenario
@@ -53,7 +54,8 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
         click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
                      help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM async "
-                          "scheduling); default: what the engine version does (vLLM from 0.14, SGLang, TRT-LLM on)."),
+                          "scheduling); default: what the engine version does (vLLM from "
+                          f"{value_since('vllm', 'overlap', 'enabled').removesuffix('.0')}, SGLang, TRT-LLM on)."),
         click.option("--engine-version", default="", metavar="VERSION",
                      help="Engine release whose defaults are priced (e.g. 0.16.0); default: the newest in the data."),
         click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
@@ -74,8 +76,8 @@ def _scenario_options(fn: F, required: bool) -> F:
                      help="Same as --op-curves off."),
         click.option("--decode-only", is_flag=True, default=False,
                      help="Price a decode-only run: context fixed at --isl, no prompts in the steps."),
-        click.option("--backend", default="vllm", show_default=True,
-                     type=click.Choice(["vllm", "sglang", "trtllm"], case_sensitive=False)),
+        click.option("--backend", default=DEFAULT_ENGINE, show_default=True,
+                     type=click.Choice(list(ENGINES), case_sensitive=False)),
         click.option("--interconnect", default=None, help="Override the GPU's link (e.g. pcie)."),
         click.option("--isl", default=1024, show_default=True, help="Input (prompt) length, tokens."),
         click.option("--osl", default=512, show_default=True, help="Output length, tokens."),

@@ -19,13 +19,14 @@ from typing import Any, Self
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.routing import Routing
-from servescope.specs.engines import EngineDefaults, engine_defaults
+from servescope.specs.engines import ENGINES, Engine
+from servescope.specs.engines import engine as resolve_engine
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec
 from servescope.specs.quant import QuantConfig
 
-BACKENDS = ("vllm", "sglang", "trtllm")
+BACKENDS = ENGINES  # the engines with a defaults file (specs/data/engines/), the default first
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Deployment:
     efficiency: Efficiency = field(default_factory=Efficiency)
     kv_explicit: bool = False  # kv_quant was given; else the KV format follows the engine's default (with_)
     # the engine prepares step n+1 on the CPU while the GPU runs step n (vLLM async scheduling, SGLang's and TRT-LLM's
-    # overlap scheduler); None = what the engine version's default does (specs/data/engine_defaults.toml)
+    # overlap scheduler); None = what the engine version's default does (specs.engines, overlap.enabled)
     overlap_scheduler: bool | None = None
     engine_version: str = ""  # "" = the newest defaults in the data (specs.engines)
     # share of GPU memory the engine may use (vLLM --gpu-memory-utilization); None = the engine version's default
@@ -63,9 +64,10 @@ class Deployment:
         return float(self.isl) if self.decode_only else self.isl + self.osl / 2.0
 
     @property
-    def engine(self) -> EngineDefaults:
-        """The defaults this engine version runs with (specs.engines, a source per value)."""
-        return engine_defaults(self.backend, self.engine_version)
+    def engine(self) -> Engine:
+        """The defaults this engine version runs with on this GPU's memory (specs.engines, a source per value): the
+        one record the closed form and the simulation both read."""
+        return resolve_engine(self.backend, self.engine_version, float(self.gpu.hbm_bytes))
 
     @property
     def overlaps_cpu(self) -> bool:
@@ -74,16 +76,17 @@ class Deployment:
         if self.overlap_scheduler is not None:
             return self.overlap_scheduler
         e = self.engine
-        return e.overlap_scheduler and not ("pp" in e.overlap_off_when and self.pp > 1)
+        return e.overlap.enabled and not ("pp" in e.overlap.off_when and self.pp > 1)
 
     @property
     def memory_share(self) -> tuple[float, str, str]:
         """(share of GPU memory for weights + activations + KV, what it is a share of, where it came from)."""
         e = self.engine
+        m = e.memory
         if self.gpu_memory_utilization is not None:
-            return self.gpu_memory_utilization, e.kv_mem_of, "as set"
-        if e.kv_mem_fraction is not None:
-            return e.kv_mem_fraction, e.kv_mem_of, f"{e.label} default"
+            return self.gpu_memory_utilization, m.kv_mem_of, "as set"
+        if m.kv_mem_fraction is not None:
+            return m.kv_mem_fraction, m.kv_mem_of, f"{e.label} default"
         return self.efficiency.gpu_memory_utilization, "total", f"generic share ({self.backend} derives its own)"
 
     @property

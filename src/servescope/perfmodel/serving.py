@@ -3,8 +3,9 @@
 Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c_max), isl/osl per request:
   decode step at batch c_eff = min(c, c_max) and mean context isl + osl/2 (step.py); c_max is the number of
   sequences whose KV at the mean context isl + osl/2 fits (engines allocate KV blocks as sequences grow, so in
-  steady state the cache holds mean-length sequences); the reported max_concurrency is the stricter count at
-  the full isl + osl
+  steady state the cache holds mean-length sequences), at most the engine's max_num_seqs · dp (the engine record
+  for the GPU's memory, specs.engines, as the simulation schedules); the reported max_concurrency is the stricter
+  KV count at the full isl + osl
   t_pf   = prefill of one request's isl tokens on each attention-DP rank (dp requests in parallel, one prefill
            step) / prefill_eff + prefill_overhead_s + n_mla · mla_prefill_layer_s + n_lin · linear_prefill_layer_s
            (per-layer set-up of the non-GEMM attention paths of a prefill, which the FLOP/byte roofline of the
@@ -24,7 +25,8 @@ Model (docs/model.md §Serving), for concurrency c (capped at the memory limit c
            + waiting for a free slot when c > c_max: (c − c_max)/c_max request lifetimes
            W(n, k) = the mean wait, in prefills, of a synchronised wave of n = c_eff/dp requests per rank arriving
            together and prefilled k = max(1, ⌊B/isl⌋) per step (B = the engine's prompt tokens per step,
-           data/engines.toml): request j's first token comes at the end of its step, so
+           max_num_batched_tokens of the engine record for the GPU's memory, specs.engines — the simulation's
+           token budget too): request j's first token comes at the end of its step, so
            W = mean_j min((⌊j/k⌋ + 1)·k, n) − 1 = (k²·m(m+1)/2 + r·n)/n − 1, m = ⌊n/k⌋, r = n − m·k
            ((n − 1)/2 for k = 1, n − 1 when the wave fits one step);
            u = one request's share of a wave's prefill step: the prefill step of min(k, ⌈n⌉) requests per rank
@@ -49,7 +51,6 @@ import numpy as np
 
 from servescope.perfmodel import memory
 from servescope.perfmodel.efficiency import Efficiency
-from servescope.perfmodel.graphs import lockstep_waves, prefill_tokens_per_step
 from servescope.perfmodel.ranges import bounds, provenance, scenario_case
 from servescope.perfmodel.step import (
     TERMS,
@@ -154,11 +155,13 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
     per point (for `stack_serving`), else per-scenario constants stay scalars (faster)."""
     c = np.maximum(np.asarray(concurrency, dtype=float).ravel(), 1.0)
     n = len(c)
-    cap = max(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), 1)  # steady state: mean context in flight
+    eng = sc.engine.scheduler  # the engine record the simulation schedules with (specs.engines)
+    # steady state: mean context in flight, at most max_num_seqs running per attention-DP rank
+    cap = max(min(memory.max_concurrency(sc, sc.isl + sc.osl / 2.0), eng.max_num_seqs * sc.dp), 1)
     ctx = sc.decode_context  # decode-only: the context stays fixed
     dec = step_parts(sc, np.minimum(c, cap), ctx, 1)
     pf = step_parts(sc, sc.dp, 0, sc.isl, prefill=True)  # one request per attention-DP rank, in parallel
-    per_step = max(1, prefill_tokens_per_step(sc.backend, sc.gpu.hbm_bytes) // max(sc.isl, 1))
+    per_step = max(1, eng.max_num_batched_tokens // max(sc.isl, 1))
     in_step = np.minimum(float(per_step), np.ceil(np.minimum(c, cap) / sc.dp))
     wave = step_parts(sc, sc.dp * in_step, 0, sc.isl, prefill=True)
     if flat:
@@ -168,7 +171,7 @@ def serving_parts(sc: Scenario, concurrency: Sequence[int] | np.ndarray, flat: b
         return np.full(n, float(x)) if flat else np.asarray(float(x))
 
     return ServingParts(dec, pf, wave, c, full(cap), full(sc.osl), full(sc.dp), full(mla_layers(sc)),
-                        full(linear_layers(sc)), full(per_step), in_step, full(float(lockstep_waves(sc.backend))),
+                        full(linear_layers(sc)), full(per_step), in_step, full(float(eng.lockstep_waves)),
                         full(0.0 if sc.decode_only else 1.0))
 
 

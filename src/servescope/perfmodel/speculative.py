@@ -1,7 +1,8 @@
 """Speculative decoding as engines run it: the drafter's architecture and the cost of one speculative iteration.
 
 Does: build the drafter as a scenario the step model can price, and price one iteration as a given engine
-version runs it (data/spec_engines.toml: vLLM's EagleProposer loop, also used for MTP; SGLang 0.5 and 0.4):
+version runs it (the engine record's `speculative` section, specs/data/engines/<engine>.toml: vLLM's EagleProposer
+loop, also used for MTP; SGLang 0.5.9 and 0.4):
 
     iteration = verify + draft + fixed                                                   (seconds)
     verify    = target step over B sequences × (k+1) query tokens (multi-token-query attention: each sequence's
@@ -43,13 +44,14 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import decode_step
 from servescope.specs import quant as q
 from servescope.specs import tables
+from servescope.specs.engines import ENGINES, Speculative, engine
 from servescope.specs.models import ModelSpec, load_model
 
 METHODS = ("eagle", "eagle3", "mtp", "draft", "ngram")
 
 # One extra blocking device→host copy costs the median synchronous D2H copy (hipMemcpyWithStream) measured in
 # /work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz: 19.9 µs
-# over 5 calls (bench/bench_speculative.py recomputes it). How many an iteration pays: data/spec_engines.toml.
+# over 5 calls (bench/bench_speculative.py recomputes it). How many an iteration pays: specs.engines.
 HOST_SYNC_S = 19.9e-6
 # Softmax + argmax + rejection compare: bytes of fp32 logits read/written per vocabulary entry (assumption).
 SAMPLER_PASSES = 3
@@ -59,37 +61,18 @@ FP32_BYTES = 4.0
 ELEMENTWISE_BW_FRACTION = 0.7
 
 
-@dataclass(frozen=True)
-class SpecEngine:
-    """How one engine runs a speculative iteration (data/spec_engines.toml: field meanings and sources)."""
-
-    name: str
-    graph_max_batch: int  # 0 = the engine's ordinary capture sizes (padded); else exact sizes 1..n, eager above
-    draft_loop_graphed: bool
-    first_forward_eager: bool
-    eager_ops_per_draft_step: int
-    eager_ops_per_iteration: int
-    host_syncs: int
-    source: str
-
-
-@lru_cache(maxsize=1)
-def _engine_table() -> dict[str, SpecEngine]:
-    doc = tables.spec_engines()
-    return {name: SpecEngine(name, int(v["graph_max_batch"]), bool(v["draft_loop_graphed"]),
-                             bool(v["first_forward_eager"]), int(v["eager_ops_per_draft_step"]),
-                             int(v["eager_ops_per_iteration"]), int(v["host_syncs"]), str(v["source"]))
-            for name, v in doc.items()}
-
-
-def spec_engine(name: str) -> SpecEngine:
-    """The speculative behaviour of an engine: a backend's current defaults (`sglang`, `vllm`, `trtllm`) or an
-    older version's (`sglang-0.4`); BadConfig naming the known entries when it has none."""
-    table = _engine_table()
-    if name not in table:
-        raise BadConfig(f"specs/data/spec_engines.toml: no entry for engine {name!r}; "
-                        f"known: {', '.join(sorted(table))}")
-    return table[name]
+def spec_engine(name: str) -> Speculative:
+    """How an engine runs a speculative iteration: `sglang` — its newest release's; `sglang-0.4` — the release
+    entry at or below 0.4 (specs.engines, the `speculative` section). BadConfig for an engine with no file or a
+    release older than every entry."""
+    backend, _, version = name.partition("-")
+    if backend not in ENGINES:
+        raise BadConfig(f"specs/data/engines/: no engine {backend!r} (speculative engine {name!r}); known: "
+                        f"{', '.join(ENGINES)}")
+    eng = engine(backend, version)
+    if eng.note:
+        raise BadConfig(f"speculative engine {name!r}: {eng.note}")
+    return eng.speculative
 
 
 @dataclass(frozen=True)
@@ -301,12 +284,12 @@ def _eager(sc: Scenario) -> Scenario:
     return hit[1]
 
 
-def _graphs(sc: Scenario, batch: int, eng: SpecEngine) -> Scenario:
+def _graphs(sc: Scenario, batch: int, eng: Speculative) -> Scenario:
     """The scenario a speculative step runs as: eager above the engine's speculative capture limit."""
     return _eager(sc) if (eng.graph_max_batch and batch > eng.graph_max_batch) else sc
 
 
-def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn, eng: SpecEngine) -> float:
+def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn, eng: Speculative) -> float:
     """First forward over the (k+1) verified tokens per sequence (eager where the engine runs it so), then
     depth−1 forwards of `width` tokens; the engine's per-step CPU time is paid once per iteration (in verify),
     not per drafter forward."""
@@ -322,7 +305,7 @@ def _draft_s(draft: Scenario, batch: int, shape: SpecShape, step: StepFn, eng: S
     return first - first_cpu + rest
 
 
-def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, eng: SpecEngine,
+def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, eng: Speculative,
            host: HostCosts) -> tuple[float, float, float, float]:
     """(launches, sampling, host sync, host bookkeeping) seconds per iteration (module docstring)."""
     steps_after_first = max(0, shape.draft_forwards - 1)
@@ -341,10 +324,11 @@ def _fixed(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, e
 def iteration(sc: Scenario, draft: Scenario | None, batch: int, shape: SpecShape, step: StepFn,
               host: HostCosts | None = None, engine: str | None = None) -> SpecIteration:
     """Price one speculative iteration of `batch` sequences (all dp ranks) with `step` (see StepFn), as
-    `engine` (data/spec_engines.toml; default the scenario's backend at its current defaults) runs it."""
+    `engine` (`spec_engine`: e.g. "sglang-0.4"; default the scenario's engine record: its backend and release)
+    runs it."""
     if batch < 1:
         raise ScenarioError(f"speculative iteration: batch={batch}")
-    eng = spec_engine(engine or sc.backend)
+    eng = spec_engine(engine) if engine else sc.engine.speculative
     verify = step(_graphs(sc, batch, eng), batch, shape.k + 1)[0]
     draft_s = _draft_s(draft, batch, shape, step, eng) if draft is not None else 0.0
     launches, sampling, sync, book = _fixed(sc, draft, batch, shape, eng, host or HOST_COSTS)

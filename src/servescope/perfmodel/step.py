@@ -37,7 +37,7 @@ L + t − 1 (decode) or L + t (prefill) tokens; attention FLOPs t × the mean co
 (verify) or L + (t + 1)/2 (prefill, causal). A prefill chunk on an MLA model with L cached tokens also pays the
 context up-projection (kv_b_proj GEMM over L, its k/v written and read; mixers.py), in the attention class; so does
 a verify block where the engine's MLA backend runs it on its prefill path (`verify_as_prefill`: vLLM's Triton MLA,
-engine_defaults.toml), with prefill attention FLOPs and the attention block's kernels launched eagerly.
+specs/data/engines/), with prefill attention FLOPs and the attention block's kernels launched eagerly.
 MoE dispatch under attention-DP + EP follows the engine default (`dispatch_mode`): all-to-all (TRT-LLM) or
 all-gather + reduce-scatter (vLLM, SGLang).
 `floor_s` = max(all bytes / datasheet BW, all FLOPs / peak FLOP/s) + collectives on the measured curves (no
@@ -210,7 +210,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     b_all, t, L = np.broadcast_arrays(b_all, t, L)
     b = np.ceil(b_all / sc.dp - 1e-9)  # the busiest attention-DP rank sets the pace
     t_rank, t_glob = b * t, b_all * t
-    graphed, t_pad = padded_tokens(sc.backend, t_rank, sc.cuda_graphs and not prefill)
+    graphed, t_pad = padded_tokens(sc.engine.graphs.capture_sizes, t_rank, sc.cuda_graphs and not prefill)
     bw = o.bw_bytes_per_s
     # distinct experts: a prefill chunk's tokens route as independent draws; a verify step's per sequence in part alike
     moe_bytes = _moe_bytes(sc, o, t_glob if prefill else routing_draws(b_all, t))
@@ -219,7 +219,7 @@ def step_parts(sc: Deployment, batch: ArrayLike, ctx: ArrayLike, tokens_per_seq:
     comp_moe = (t_pad * sc.dp) * o.expert_s_per_token_peak * moe_imbalance(ep, t_glob * o.top_k, skew_cv)
     L_eff = L + t if prefill else L + t - 1.0  # context tokens whose KV is read (the step's own included)
     L_q = L + (t + 1.0) / 2.0 if prefill else L + (t - 1.0) / 2.0  # mean context a query sees (causal in the step)
-    # a verify block that the engine's MLA backend runs through its prefill path (engine_defaults.toml): the cached
+    # a verify block that the engine's MLA backend runs through its prefill path (specs.engines): the cached
     # context is up-projected like a prefill chunk's, and the attention runs at prefill FLOPs, not the decode kernel
     vp = (t > 1.0) & verify_as_prefill(sc) if not prefill else np.zeros_like(t, dtype=bool)
     # the busiest attention-DP rank's decode sequences: their contexts spread, its mean above the mean (dp_balance.py)
@@ -312,9 +312,9 @@ MLA_PREFILL_PATH_KERNELS_PER_LAYER = ATTENTION_KERNELS_PER_LAYER + 4.0
 
 def verify_as_prefill(sc: Deployment) -> bool:
     """Whether the engine's default MLA backend on this GPU runs a speculative verify block through its MLA prefill
-    path (specs/data/engine_defaults.toml mla_verify_as_prefill_on; vLLM's TRITON_MLA on sm_8x and sm_120)."""
+    path (specs/data/engines/vllm.toml speculative.mla_verify_as_prefill_on; vLLM's TRITON_MLA on sm_8x and sm_120)."""
     return (sc.model.attention_kind == "mla" and bool(sc.model.kv_lora_rank)
-            and sc.gpu.compute_capability in sc.engine.mla_verify_as_prefill_on)
+            and sc.gpu.compute_capability in sc.engine.speculative.mla_verify_as_prefill_on)
 
 
 def _indexer(o: Ops, b: Arr, t_rank: Arr, L_eff: Arr, L_q: Arr, prefill: bool) -> tuple[Arr, Arr]:

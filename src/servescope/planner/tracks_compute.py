@@ -34,6 +34,7 @@ from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Change, WhatIf
 from servescope.specs import quant as q
+from servescope.specs.engines import value_since
 from servescope.units import GIGA, MS_PER_S
 
 
@@ -58,7 +59,7 @@ def async_scheduling_track(ctx: Context) -> Proposal:
     if sc.overlaps_cpu:
         why = "as set" if sc.overlap_scheduler is not None else f"the default of {sc.engine.label}"
         return not_applicable(kind, "already on: the engine prepares the next step on the CPU while the GPU runs "
-                              f"this one ({why}; {sc.engine.sources.get('overlap_scheduler', '')})",
+                              f"this one ({why}; {sc.engine.overlap.sources.get('enabled', '')})",
                               "config change", validate)
     if sc.backend != "vllm":
         return not_applicable(kind, f"no async-scheduling switch known for backend {sc.backend!r}", "config change",
@@ -69,7 +70,8 @@ def async_scheduling_track(ctx: Context) -> Proposal:
     cpu_ms, step_ms = (float(np.ravel(a[k])[0]) * MS_PER_S for k in ("cpu_raw", "step"))
     note = (f"hides the decode step's {cpu_ms:.2f} ms of CPU time behind its {step_ms - cpu_ms:.2f} ms on the GPU "
             f"(at batch {ctx.concurrency}, context {sc.isl + sc.osl // 2})")
-    pre = ("vLLM >= 0.14 turns async scheduling on by default (engine_defaults.toml); on older releases it is "
+    pre = (f"vLLM >= {value_since('vllm', 'overlap', 'enabled').removesuffix('.0')} turns async scheduling on by "
+           "default (specs/data/engines/vllm.toml); on older releases it is "
            "--async-scheduling (V1 engine, 0.10 on), and the features in use — speculative decoding, pipeline "
            "parallelism, structured output — must be supported with it in that version",
            _cpu_basis(ctx))

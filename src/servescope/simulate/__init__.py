@@ -1,9 +1,10 @@
 """Step-level discrete-event simulation of one serving-engine instance: TTFT/TPOT/ITL/E2E percentiles.
 
-What it does: continuous batching with each engine's scheduler knobs and defaults (engine.py, specs/data/scheduler.toml with
-sources), KV blocks with preemption by recompute, a benchmark client (closed loop / Poisson / burst,
-workload.py), each step timed by the analytical step model for its exact composition (stepcost.py, the one
-adapter to perfmodel.step), then percentiles and a timeline (metrics.py).
+What it does: continuous batching with each engine's scheduler knobs and defaults (engine.py: the scenario's engine
+record, specs.engines — engine, release and GPU memory, a source per value — the one the closed form reads), KV
+blocks with preemption by recompute, a benchmark client (closed loop / Poisson / burst, workload.py), each step
+timed by the analytical step model for its exact composition (stepcost.py, the one adapter to perfmodel.step), then
+percentiles and a timeline (metrics.py).
 What it does not: model the network or the HTTP server, prefix caching, speculative decoding, disaggregated
 prefill/decode, or several engine instances behind a router.
 
@@ -21,7 +22,7 @@ import numpy as np
 
 from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.budget import check_memory, check_time, run_shape
-from servescope.simulate.engine import EngineConfig, engine_defaults
+from servescope.simulate.engine import EngineConfig, scheduler_config
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
 from servescope.simulate.workload import (
@@ -34,15 +35,16 @@ from servescope.simulate.workload import (
 
 __all__ = [
     "Arrival", "EngineConfig", "Queueing", "RawRun", "SimResult", "Stats", "Workload", "build_workload",
-    "draw_lengths", "engine_defaults", "engine_for", "replay_workload", "simulate", "simulate_points",
+    "draw_lengths", "engine_for", "replay_workload", "scheduler_config", "simulate", "simulate_points",
     "simulate_workload",
 ]
 
 
 def engine_for(sc: Scenario, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
                **more: Any) -> EngineConfig:
-    """The scenario backend's defaults with the given knobs replaced (None keeps the default)."""
-    return engine_defaults(sc.backend).with_(max_num_seqs=max_num_seqs,
+    """The scenario's engine defaults (its backend, release and GPU memory: `sc.engine`) with the given knobs
+    replaced (None keeps the default)."""
+    return scheduler_config(sc.engine).with_(max_num_seqs=max_num_seqs,
                                              max_num_batched_tokens=max_num_batched_tokens, **more)
 
 

@@ -1,19 +1,20 @@
-"""Engine scheduler knobs: `EngineConfig` and each backend's defaults from specs/data/scheduler.toml (with sources).
+"""Engine scheduler knobs: `EngineConfig` and `scheduler_config`, the knobs an engine record schedules with.
 
-What it does: loads the defaults for vllm / sglang / trtllm and applies overrides (max_num_seqs,
-max_num_batched_tokens, ...). CUDA-graph capture sizes live with the step model (specs/data/engines.toml,
-perfmodel/graphs.py), which pads decode steps itself.
-What it does not: schedule anything (scheduler.py) or time anything (stepcost.py).
+What it does: `scheduler_config(engine)` takes the resolved engine record (specs.engines `engine(backend, version,
+hbm_bytes)`: the scenario's engine, release and GPU memory, a source per value — the same record the closed form
+prices first-token waves and CUDA graphs with) to the simulation's knobs, and `EngineConfig.with_` applies
+overrides (max_num_seqs, max_num_batched_tokens, ...). CUDA-graph capture sizes stay with the step model
+(perfmodel/graphs.py, from the same record), which pads decode steps itself.
+What it does not: schedule anything (scheduler.py), time anything (stepcost.py) or read any file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 from servescope.errors import ScenarioError
-from servescope.specs import tables
+from servescope.specs.engines import Engine
 
 PRIORITIES = ("decode_first", "prefill_first")
 ADMISSIONS = ("on_demand", "reserve_full", "reserve_ratio")
@@ -21,7 +22,7 @@ ADMISSIONS = ("on_demand", "reserve_full", "reserve_ratio")
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """One engine instance's scheduler settings (meanings in specs/data/scheduler.toml)."""
+    """One engine instance's scheduler settings (meanings in the header of specs/data/engines/vllm.toml)."""
 
     backend: str
     max_num_seqs: int
@@ -48,27 +49,19 @@ class EngineConfig:
         return cfg
 
 
-@lru_cache(maxsize=1)
-def _table() -> dict[str, Any]:
-    return tables.scheduler_defaults()
-
-
-def engine_defaults(backend: str) -> EngineConfig:
-    """The backend's defaults; ScenarioError naming the known backends otherwise."""
-    t = _table()
-    if backend not in t:
-        raise ScenarioError(f"no scheduler defaults for backend {backend!r}; known: {', '.join(sorted(t))}")
-    s = t[backend]
+def scheduler_config(eng: Engine) -> EngineConfig:
+    """The simulation's knobs of an engine record (its scheduler, graphs and memory sections, with their sources).
+    The KV share stays None: the simulation sizes the pool as the closed form does (memory.usable_bytes_per_gpu,
+    from the same record), unless a caller sets kv_mem_fraction."""
+    s, g, m = eng.scheduler, eng.graphs, eng.memory
     cfg = EngineConfig(
-        backend=backend, max_num_seqs=int(s["max_num_seqs"]),
-        max_num_batched_tokens=int(s["max_num_batched_tokens"]), chunked_prefill=bool(s["chunked_prefill"]),
-        priority=str(s["priority"]), admission=str(s["admission"]), block_size_tokens=int(s["block_size_tokens"]),
-        graph_mixed_batches=bool(s["graph_mixed_batches"]), sources=dict(s.get("sources", {})),
-        reserve_init_ratio=float(s.get("reserve_init_ratio", 0.0)),
-        reserve_min_ratio=float(s.get("reserve_min_ratio", 0.0)),
-        reserve_decay_steps=float(s.get("reserve_decay_steps", 1.0)),
-        kv_mem_fraction=float(s["kv_mem_fraction"]) if "kv_mem_fraction" in s else None,
-        kv_mem_of=str(s.get("kv_mem_of", "total")),
+        backend=eng.backend, max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
+        chunked_prefill=s.chunked_prefill, priority=s.priority, admission=s.admission,
+        block_size_tokens=m.block_size_tokens, graph_mixed_batches=g.mixed_batches,
+        reserve_init_ratio=s.reserve_init_ratio, reserve_min_ratio=s.reserve_min_ratio,
+        reserve_decay_steps=s.reserve_decay_steps, kv_mem_of=m.kv_mem_of,
+        sources={**s.sources, "block_size_tokens": m.sources["block_size_tokens"],
+                 "graph_mixed_batches": g.sources["mixed_batches"]},
     )
     check_engine(cfg)
     return cfg

@@ -6,7 +6,7 @@ computed` (the whole prompt at first, 1 while decoding, prompt + generated again
 A step runs n_i ≤ pending_i tokens of each scheduled request; when computed reaches prompt + generated the
 request emits a token.
 
-Policies (engine.py, specs/data/scheduler.toml):
+Policies (engine.py; the engine record, specs/data/engines/<engine>.toml scheduler):
   decode_first   running requests in admission order take their pending tokens from the step budget
                  (max_num_batched_tokens), then waiting requests are admitted FCFS into the remaining budget
                  (chunked when chunked_prefill, else only whole prompts that fit); no admission in a step that

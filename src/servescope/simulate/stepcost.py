@@ -21,7 +21,7 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                (efficiency.py: per-layer set-up kernels of the MLA / chunked-scan prefill paths; they are
                launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
-               (engine_defaults.toml overlap_scheduler) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
+               (specs.engines overlap.enabled) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
                f = overlap_exposed_frac (step.py)
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step (under attention-DP,
 the closed form's at decode_only: its busiest-rank context-spread factor, dp_balance.py, is not applied here).

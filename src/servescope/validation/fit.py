@@ -9,7 +9,7 @@ efficiency-free parts are built once (`fit_data`), so one evaluation of the obje
 over all rows; a fit takes about a second and cross-validation folds can refit from a warm start.
 Everything else is measured data or physics, not fitted: memory bandwidth (specs: hbm_bw_efficiency), collective
 curves (specs/collectives, used as measured), per-kernel cost in a CUDA graph (data/engine_overheads.toml), the
-engines' prefill budgets and scheduling (data/engines.toml: first-token waves in serving.py); prefill_eff and
+engines' prefill budgets and scheduling (specs.engines: first-token waves in serving.py); prefill_eff and
 prefill_interference stay at their physical value 1 (fitted, they landed at 1.02 and 1.06 with no gain out of
 sample: bench/RESULTS.md, issue 7 physics).
 `LEGACY` is the parameter set of the previous model (18 numbers per (generation, backend) group plus a global
@@ -29,6 +29,7 @@ import numpy as np
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.serving import ServingParts, combine_serving, serving_parts, stack_serving
 from servescope.perfmodel.step import map_parts
+from servescope.specs.engines import value_since
 from servescope.validation.validate import Row
 
 # Fitted globally: (lower, upper) bounds and the rows that determine each (docs/model.md §Fitted numbers).
@@ -41,7 +42,8 @@ FITTED: dict[str, tuple[float, float, str]] = {
     "attn_compute_eff": (0.1, 0.95, "TTFT at long prompts (attention FLOPs)"),
     "cpu_overhead_s": (1e-5, 5e-3, "TPOT at small batches"),
     "cpu_overhead_per_seq_s": (1e-8, 5e-5, "TPOT growth with batch beyond the roofline"),
-    "overlap_exposed_frac": (0.0, 1.0, "TPOT at small batches on engines whose default overlaps the CPU (vLLM >= 0.14, "
+    "overlap_exposed_frac": (0.0, 1.0, "TPOT at small batches on engines whose default overlaps the CPU (vLLM >= "
+                                       f"{value_since('vllm', 'overlap', 'enabled').removesuffix('.0')}, "
                                        "SGLang, TRT-LLM): the share of the step's CPU time left exposed"),
     "launch_overhead_s": (5e-7, 3e-5, "TTFT: per-kernel cost of an (eager/piecewise) prefill"),
     "prefill_overhead_s": (1e-4, 0.25, "TTFT at concurrency 1 (request set-up, tokenizer, first sampling)"),
