@@ -129,6 +129,8 @@ def test_a_file_of_decode_only_rows_alone(tmp_path: Path) -> None:
     ({"id": "bad_tpot", "silicon_tpot_ms": "", "output_tok_s": ""}, "silicon_tpot_ms"),
     ({"id": "bad_batch", "batch_size": ""}, "batch_size"),
     ({"id": "bad_number", "context": "4k"}, "context"),
+    ({"id": "bad_model", "model_path": ""}, "model_path"),
+    ({"id": "bad_tp", "tp_size": "two"}, "tp_size"),
 ])
 def test_a_bad_decode_only_row_is_refused_in_one_line(tmp_path: Path, change: dict[str, str], field: str) -> None:
     path, _ = _mixed_csv(tmp_path, change, n_agg=1)

@@ -4,7 +4,7 @@ the rows validation.decode_bench reads from `vllm bench latency` and `sglang.ben
 What it does: reads decode-only rows — a batch of `batch_size` sequences decoding, no prompts arriving — prices
 each on the decode-only path of the closed form (Deployment.decode_only: the decode step at a fixed context, no
 prefill interference; perfmodel.serving) and reports them as their own slice (MAPE and bias of TPOT; no TTFT).
-Row conventions (docs/model.md §Validation, docs/metrics.md):
+Row conventions (docs/metrics.md, `servescope validate`: the decode-only slice):
   * concurrency = `batch_size`: the sequences in one decode step of the whole engine instance (all attention-DP
     ranks; unlike an aggregated row's per-rank batch_size, validation.validate);
   * context: the `context` column — every sequence holds that many tokens during the measured steps (fixed-context
@@ -58,6 +58,7 @@ from servescope.validation.validate import (
 
 STEP, BATCH = "step", "batch"
 TTFT_COLUMNS = ("silicon_ttft_ms", "ttft_ms")
+LAYOUT_COLUMNS = ("tp_size", "pp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 class DecodeRowError(MeasurementError):
@@ -162,37 +163,52 @@ def csv_deployment(r: dict[str, str]) -> Deployment:
                       tp, ep, pp, dp, w, e, _QUANT.get(kv_label, kv_label) if kv_label else kv)
 
 
-def parse_decode_row(r: dict[str, str], path: str, line: int, dep: Deployment | None = None) -> DecodeRow:
-    """A decode-only CSV-style row -> DecodeRow (DecodeRowError naming the field when it cannot be priced)."""
+def parse_decode_row(r: dict[str, str], path: str, line: int) -> DecodeRow:
+    """A decode-only CSV row -> DecodeRow (DecodeRowError naming the field when it cannot be priced)."""
     where = _where(path, line, r)
     for name in TTFT_COLUMNS:
         if (r.get(name) or "").strip():
             raise DecodeRowError(f"{where}: field {name}: a decode-only row has no TTFT (no prompts arrive); "
                                  "leave it empty or use mode=agg")
+    for name in ("model_path", "system", "backend"):
+        if not (r.get(name) or "").strip():
+            raise DecodeRowError(f"{where}: field {name}: empty (a decode-only row needs its deployment)")
+    for name in LAYOUT_COLUMNS:
+        _cell(r, name, where)  # a damaged size is named here, before validate.layout reads it
     batch = _cell(r, "batch_size", where)
     if batch < 1:
         raise DecodeRowError(f"{where}: field batch_size: a decode-only row needs the batch (sequences decoding)")
+    context, isl, osl = _context(r, where)
+    measure, value = _measured(r, where, batch, isl, osl)
+    rid = (r.get("id") or "").strip() or f"{Path(path).name}:{line}"
+    return DecodeRow(rid, (r.get("source") or "").strip(), csv_deployment(r), int(batch), context, value, measure,
+                     int(isl), max(int(osl), 1))
+
+
+def _context(r: dict[str, str], where: str) -> tuple[int, float, float]:
+    """(priced context, isl, osl): `context`, else isl + osl/2 (module docstring)."""
     ctx, isl, osl = _cell(r, "context", where), _cell(r, "isl", where), _cell(r, "osl", where)
-    has_ctx = bool((r.get("context") or "").strip())
-    if not has_ctx and not (isl >= 1 and osl >= 1):
+    if (r.get("context") or "").strip():
+        if ctx < 0:
+            raise DecodeRowError(f"{where}: field context: negative ({ctx:g})")
+        return int(ctx), isl, osl
+    if not (isl >= 1 and osl >= 1):
         raise DecodeRowError(f"{where}: field context: a decode-only row needs its context length "
                              "(a `context` column, or `isl` and `osl` for a bench-latency-style row)")
-    context = int(ctx) if has_ctx else int(isl + osl / 2.0)
+    return int(isl + osl / 2.0), isl, osl
+
+
+def _measured(r: dict[str, str], where: str, batch: float, isl: float, osl: float) -> tuple[str, float]:
+    """(measure, measured ms per token) from latency_ms (BATCH), silicon_tpot_ms or output_tok_s (STEP)."""
     tpot, tok_s, lat = (_cell(r, c, where) for c in ("silicon_tpot_ms", "output_tok_s", "latency_ms"))
     if lat > 0:
         if not (isl >= 1 and osl >= 1):
             raise DecodeRowError(f"{where}: field isl: a latency_ms row needs `isl` and `osl` (its prefill and steps)")
-        measure, value = BATCH, lat / osl
-    elif tpot > 0 or tok_s > 0:
-        measure, value = STEP, tpot if tpot > 0 else batch * MS_PER_S / tok_s
-    else:
-        raise DecodeRowError(f"{where}: field silicon_tpot_ms: a decode-only row needs a measured TPOT "
-                             "(silicon_tpot_ms, output_tok_s or latency_ms)")
-    if context < 0:
-        raise DecodeRowError(f"{where}: field context: negative ({context})")
-    rid = (r.get("id") or "").strip() or f"{Path(path).name}:{line}"
-    return DecodeRow(rid, (r.get("source") or "").strip(), dep or csv_deployment(r), int(batch), context, value,
-                     measure, int(isl), max(int(osl), 1))
+        return BATCH, lat / osl
+    if tpot > 0 or tok_s > 0:
+        return STEP, tpot if tpot > 0 else batch * MS_PER_S / tok_s
+    raise DecodeRowError(f"{where}: field silicon_tpot_ms: a decode-only row needs a measured TPOT "
+                         "(silicon_tpot_ms, output_tok_s or latency_ms)")
 
 
 def read_decode_csv(path: str | Path) -> list[DecodeRow]:
