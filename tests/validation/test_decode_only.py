@@ -106,6 +106,9 @@ def test_the_slice_is_separate_in_the_report(tmp_path: Path) -> None:
     assert all("ttft_ms" not in r for r in d["rows"])
     text = CliRunner().invoke(main, ["validate", str(path)])
     assert text.exit_code == 0 and "decode-only rows" in text.stdout and "aggregated rows" in text.stdout
+    table = list(csv.DictReader(CliRunner().invoke(main, ["validate", str(path), "--format", "csv"]).stdout.splitlines()))
+    assert {r["id"] for r in table if r["slice"] == "decode_only"} == decode_ids
+    assert {r["id"] for r in table if not r["slice"]} == {r["id"] for r in doc["rows"]}
 
 
 def test_a_file_of_decode_only_rows_alone(tmp_path: Path) -> None:

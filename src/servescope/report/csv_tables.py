@@ -76,7 +76,8 @@ TABLES: dict[str, Callable[[dict[str, Any]], Rows]] = {
     "servescope.trace/1": _trace_rows,
     "servescope.report/1": lambda d: _trace_rows(d["trace"]),
     "servescope.model/1": lambda d: list(d["points"]),
-    "servescope.validate/1": lambda d: list(d["rows"]),
+    "servescope.validate/1": lambda d: list(d["rows"])  # then the decode-only slice, marked (validate_doc.py)
+    + [{**r, "slice": "decode_only"} for r in d.get("decode_only", {}).get("rows", [])],
     "servescope.plan/1": lambda d: list(d["tracks"]),
     "servescope.diff/1": diff_csv_rows,
     "servescope.verify/1": _verify_rows,
