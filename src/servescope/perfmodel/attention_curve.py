@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from servescope.perfmodel import curve_bounds, opcurve
-from servescope.perfmodel.curve_bounds import MAX_OVER_ROOFLINE, PROBE_BATCH, bounded, over_roofline
+from servescope.perfmodel.curve_bounds import (
+    DOMAIN_OFF,
+    MAX_OVER_ROOFLINE,
+    PROBE_BATCH,
+    bounded,
+    family_on,
+    over_roofline,
+)
 from servescope.specs.engines import ENGINES
 
 if TYPE_CHECKING:
@@ -95,7 +102,7 @@ def decode_verdict(sc: Deployment) -> tuple[str | None, str]:
     """(the engine whose table prices the decode attention, or None; why not / what was refused, in words)."""
     key = _key(sc, "decode")
     if key not in _VERDICTS:
-        _VERDICTS[key] = _judge(sc, False)
+        _VERDICTS[key] = _judge(sc, False) if family_on(sc, "decode_attention") else (None, _off(sc, "decode_attention"))
     return _VERDICTS[key]
 
 
@@ -103,8 +110,12 @@ def prefill_verdict(sc: Deployment) -> tuple[str | None, str]:
     """As decode_verdict, for the prefill attention."""
     key = _key(sc, "prefill")
     if key not in _VERDICTS:
-        _VERDICTS[key] = _judge(sc, True)
+        _VERDICTS[key] = _judge(sc, True) if family_on(sc, "prefill_attention") else (None, _off(sc, "prefill_attention"))
     return _VERDICTS[key]
+
+
+def _off(sc: Deployment, family: str) -> str:
+    return f"off in this domain: {DOMAIN_OFF[(sc.gpu.name, sc.backend, family)]}"
 
 
 def _judge(sc: Deployment, prefill: bool) -> tuple[str | None, str]:

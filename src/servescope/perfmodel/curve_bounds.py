@@ -18,6 +18,9 @@ with bytes and FLOPs of the model's own kernel (the same counts as ops.py's roof
 bytes.) `bounded(curve, floor, roof)` = min(max(curve, floor), MAX_OVER_ROOFLINE · roof): every lookup lies in
 [floor, 3·roof]. `over_roofline` = the largest curve/roof at the probe shapes: above MAX_OVER_ROOFLINE the curve is
 refused for the deployment (measured_ops.py says so).
+`family_on(sc, family)`: whether a curve family (FAMILIES) may price this deployment's domain (GPU system, engine):
+off where DOMAIN_OFF lists the domain — decided by cross-validated error on the dev rows of that domain
+(bench/curve_domains.py; bench/RESULTS.md 2026-12-07).
 What it does not: look curves up (opcurve.py) or price the step (step.py).
 """
 
@@ -45,6 +48,17 @@ PROBE_BATCH = np.array([1.0, 4.0, 16.0, 64.0, 256.0, 512.0])
 # the per-kernel overhead): 2.5, counted in vLLM's FULL-graph decode trace (specs/data/kernel_counts.toml
 # [trace.vllm_graph_decode] attention_classes_per_layer "attention 2.5": unified attention 2d/3d + reduce).
 ATTENTION_KERNELS_PER_LAYER = 2.5
+
+
+FAMILIES = ("gemm", "decode_attention", "prefill_attention", "moe")
+# (GPU system, engine, family) → why that family's curves are off there by default: where the dev CSV has rows in
+# the domain, the curve stays on only if it lowers their leave-one-model-out error (bench/curve_domains.py)
+DOMAIN_OFF: dict[tuple[str, str, str], str] = {}
+
+
+def family_on(sc: Deployment, family: str) -> bool:
+    """Whether `family`'s measured curves may price this deployment (not listed in DOMAIN_OFF)."""
+    return (sc.gpu.name, sc.backend, family) not in DOMAIN_OFF
 
 
 def _kernel_s(sc: Deployment) -> float:

@@ -51,7 +51,13 @@ from servescope.perfmodel.attention_curve import prefill_attention_curve as pref
 from servescope.perfmodel.curve_bounds import (
     ATTENTION_KERNELS_PER_LAYER as ATTENTION_KERNELS_PER_LAYER,
 )
-from servescope.perfmodel.curve_bounds import MAX_OVER_ROOFLINE, bounded, over_roofline
+from servescope.perfmodel.curve_bounds import (
+    DOMAIN_OFF,
+    MAX_OVER_ROOFLINE,
+    bounded,
+    family_on,
+    over_roofline,
+)
 from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
 from servescope.specs.opcurves import opcurve_systems
@@ -76,7 +82,7 @@ def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring); the
     caller refuses a reference path first (curve_over_roofline above MAX_CURVE_OVER_ROOFLINE; step.py)."""
     m, dist = sc.model, _distribution(sc)
-    if not m.n_moe_layers or dist is None:
+    if not m.n_moe_layers or dist is None or not family_on(sc, "moe"):
         return None
     t = opcurve.moe_time_s(sc.gpu.name, sc.backend, sc.engine_version, sc.quant.experts.name,
                            np.maximum(np.asarray(tokens, dtype=float), 1.0), m.hidden_size, m.moe_intermediate_size,
@@ -116,6 +122,8 @@ def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_s
 
 
 def _plan(sc: Deployment, gemms: tuple[Gemm, ...]) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+    if not family_on(sc, "gemm"):
+        return ()
     rates = tuple((d, curve_bounds.gemm_rates(sc, d)) for d in sorted({g.weights.gemm_dtype for g in gemms}))
     return _gemm_plan(sc.gpu.name, sc.backend, sc.engine_version, gemms, float(sc.gpu.hbm_bw_bytes_per_s),
                       transfer(sc), rates)
@@ -193,6 +201,8 @@ def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
                             experts=m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist)
     if text.startswith("no curve"):
         return f"routed experts: datasheet roofline × fitted efficiency ({text})"
+    if not family_on(sc, "moe"):
+        return f"routed experts: datasheet roofline × fitted efficiency (off in this domain: {_off(sc, 'moe')}; {text})"
     if over_roofline > MAX_CURVE_OVER_ROOFLINE:
         return (f"routed experts: datasheet roofline × fitted efficiency (the measured curve runs {over_roofline:.1f}× "
                 f"its roofline, above {MAX_CURVE_OVER_ROOFLINE:g}×: a reference path, not the serving kernel; {text})")
@@ -208,6 +218,8 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
         return f"dense GEMMs: datasheet roofline × fitted efficiency ({_no_curves(sc)})"
     if float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
+    if not family_on(sc, "gemm"):
+        return f"dense GEMMs: datasheet roofline × fitted efficiency (off in this domain: {_off(sc, 'gemm')})"
     curved = [g for g, _, _ in _plan(sc, gemms)]
     rest = [g for g in gemms if g not in curved]
     refused = _refused_gemms(sc, tuple(rest))
@@ -240,6 +252,10 @@ def describe_attention(sc: Deployment, measured: bool) -> str:
     if float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return "decode attention: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
     return f"decode attention: {describe_decode(sc)}"
+
+
+def _off(sc: Deployment, family: str) -> str:
+    return DOMAIN_OFF[(sc.gpu.name, sc.backend, family)]
 
 
 def _no_curves(sc: Deployment) -> str:
