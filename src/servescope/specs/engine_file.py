@@ -164,7 +164,7 @@ def _since(label: str, row: Any, last: tuple[int, ...] | None) -> str:
     unknown = sorted(set(row) - {"since", *SECTIONS})
     if unknown:
         raise BadConfig(f"{label} release {since}: unknown key {unknown[0]!r}; sections: {', '.join(SECTIONS)}")
-    return since
+    return str(since)
 
 
 def _section(where: str, table: Any, section: str, since: str) -> dict[str, Sourced]:
