@@ -3,7 +3,7 @@
 Usage: .venv/bin/python bench/reference_box.py
 Kimi-K2.5 (INT4 routed experts, the checkpoint's native scheme) on 8× rtx_pro_6000_server, TP=8, ISL/OSL 1024/1024,
 closed loop of 1,000 requests (`vllm bench serve --max-concurrency c`), fixed lengths. The range spans the three
-engines' default schedulers and KV pools (engines.toml) and three KV capacities: the memory model's with a BF16
+engines' default schedulers and KV pools (specs/data/engines/) and three KV capacities: the memory model's with a BF16
 cache (the checkpoint's default), the memory model's with an FP8 cache (`--kv-cache-dtype fp8`), and the 449,600
 tokens the rtx6kpro write-up reports for this box without DCP (reference/hardware-and-models.md, R6K-K25).
 Prints one line per run and the decode-only ceiling (closed form at the same batch, pure decode).

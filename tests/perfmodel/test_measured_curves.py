@@ -181,7 +181,7 @@ def test_a_reference_moe_path_is_refused_and_said() -> None:
 
 def test_a_verify_block_on_the_mla_prefill_path() -> None:
     """vLLM's Triton MLA (sm_120, sm_8x) runs a verify block of 1 + k tokens through its MLA prefill path
-    (engine_defaults.toml, vllm#51065): the cached context is up-projected (kv_b_proj: 2·kv_lora·nh·(nope + v) FLOPs
+    (specs/data/engines/vllm.toml, vllm#51065): the cached context is up-projected (kv_b_proj: 2·kv_lora·nh·(nope + v) FLOPs
     and the k/v it materialises per cached token and layer, from config.json), the decode kernel's curve does not
     price it, and the attention block's kernels launch outside the graph. Not on Hopper (FlashMLA), not on SGLang,
     not for a plain decode step."""

@@ -140,7 +140,7 @@ def test_skewed_routing_touches_fewer_experts_as_the_published_loads_say() -> No
 
 
 def test_memory_and_max_concurrency() -> None:
-    """vLLM's KV pool: 0.9 (CacheConfig.gpu_memory_utilization default, engine_defaults.toml) of HBM − reserve − weights."""
+    """vLLM's KV pool: 0.9 (CacheConfig.gpu_memory_utilization default, specs/data/engines/vllm.toml) of HBM − reserve − weights."""
     sc = _llama8b(isl=1024, osl=1024)
     gpu = load_gpu("h100_sxm")
     free = gpu.hbm_bytes * 0.9 - EFF.reserve_bytes - weights_bytes_per_gpu(sc)

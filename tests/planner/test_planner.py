@@ -264,7 +264,7 @@ def test_evaluator_serving_formula_and_speculation() -> None:
     assert base.tpot_s == pytest.approx(0.0108 + interference)
     spec = WhatIf("speculative_decoding", spec=SpecSetup(SpecShape("eagle3", 3), 2.5, "eagle3"))
     out = ev.at((spec,), 8)
-    # verify 8×4 tokens; drafter: one forward over 8×4 tokens, two over 8; fixed (vLLM, data/spec_engines.toml):
+    # verify 8×4 tokens; drafter: one forward over 8×4 tokens, two over 8; fixed (vLLM, specs/data/engines/vllm.toml speculative):
     # (38 + 21·2) eager launches of 10 µs, sampling 4 B × (3·8·1000 draft logits + 3·8·3·1000 rejection) at
     # 0.7 TB/s, three 19.9 µs syncs, and the fitted host costs: 8 sequences, 3 drafter forwards
     from servescope.perfmodel.speculative import HOST_COSTS

@@ -97,7 +97,7 @@ def test_forbidden_quantization_is_not_recommended(kimi_plan) -> None:  # type: 
 def _hand_iteration(sc: Scenario, batch: int, k: int) -> float:
     """One EAGLE-3 iteration from the perfmodel.speculative docstring: verify + drafter forwards (the
     first over k+1 tokens, k−1 more over 1, none with the engine's CPU time) + launches, sampling, host syncs
-    (vLLM's counts in data/spec_engines.toml: 38 per iteration + 21 per drafter step after the first, 3 syncs)
+    (vLLM's counts in specs/data/engines/vllm.toml speculative: 38 per iteration + 21 per drafter step after the first, 3 syncs)
     + the fitted host costs (per sequence, per drafter forward)."""
     ctx = sc.isl + sc.osl / 2
 
@@ -140,7 +140,7 @@ def test_speculative_gain_by_hand(kimi: Scenario, kimi_plan) -> None:  # type: i
     assert all(a > b for a, b in zip(gains, gains[1:], strict=False))
     # ... until every expert is read anyway, when the extra tokens are nearly free again — where the engine verifies
     # with its decode kernel (SGLang); vLLM's Triton MLA on this GPU runs the verify block through its MLA prefill
-    # path (engine_defaults.toml), whose context up-projection grows with the batch: there the gain keeps falling
+    # path (specs/data/engines/vllm.toml), whose context up-projection grows with the batch: there the gain keeps falling
     sglang = kimi.with_(backend="sglang")
     assert _hand_gain(sglang, 64, k) > _hand_gain(sglang, 8, k)
     assert _hand_gain(kimi, 64, k) < gains[-1]

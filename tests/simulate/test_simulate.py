@@ -96,7 +96,7 @@ def test_pure_decode_step_equals_closed_form_on_either_attention_path(sc: Scenar
 
 
 def test_trtllm_pure_decode_step_equals_closed_form_with_overlapped_cpu(sc: Scenario) -> None:
-    """TRT-LLM overlaps scheduling with execution (engines.toml overlap_scheduler): the adapter must hide the same
+    """TRT-LLM overlaps scheduling with execution (specs/data/engines/ overlap.enabled): the adapter must hide the same
     CPU time the closed form hides, at every batch (below and above the CPU/GPU crossover)."""
     trt = sc.with_(backend="trtllm")
     cost = StepCost(trt, engine_for(trt), 8192, 4096)

@@ -7,7 +7,7 @@ Formulas (bytes, per GPU):
               + linear/Mamba state (fp32, /tp), divided by pp; GQA kv_token_layer = 2·max(nkv/tp,1)·d·kvb,
               MLA (kv_lora+rope)·kvb (+ index keys for DSA) replicated on every TP rank
   usable    = the engine's KV pool, the same for model, plan, simulate and validate, with the memory share f of
-              the engine version (specs/data/engine_defaults.toml; Deployment.memory_share, or as set):
+              the engine version (specs.engines, memory section; Deployment.memory_share, or as set):
             "total": hbm · f − reserve_bytes − weights   (vLLM gpu_memory_utilization, default 0.9)
             "free":  f · (hbm − reserve_bytes − weights) (TRT-LLM free_gpu_memory_fraction, default 0.9)
             no sourced f (SGLang): hbm · 0.93 − reserve_bytes − weights (the generic share, efficiency.py)

@@ -53,7 +53,7 @@ class Scenario(Deployment):
     ) -> Scenario:
         """Scenario from names. quant="native" (the default, as the CLI's) keeps the checkpoint's own scheme per part
         (moe_quant overrides the experts). engine_version picks the engine's defaults of that release (overlap
-        scheduler, memory share; specs/data/engine_defaults.toml; "" = the newest in the data);
+        scheduler, memory share; specs.engines; "" = the newest in the data);
         gpu_memory_utilization overrides the engine's memory share. kv_quant=None takes the KV format the backend's default allocates for the checkpoint
         (`specs.kv_cache.engine_kv`: e.g. vLLM bf16 unless the checkpoint has a kv_cache_scheme).
         Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""

@@ -40,7 +40,7 @@ class SpecPair:
     tp: int
     quant: str
     backend: str
-    engine: str  # entry of specs/data/spec_engines.toml (the engine version the source ran)
+    engine: str  # speculative.spec_engine name: "sglang" or "sglang-0.4" (the engine version the source ran)
     batch: int
     k: int
     depth: int
