@@ -51,13 +51,18 @@ def plan_goal_options(fn: F) -> F:
               help="The engine's log: the per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices "
                    "speculative decoding instead of a published curve (--acceptance wins).")
 @measured_option
+@click.option("--applied", default=None,
+              help="Tracks already applied, e.g. custom_allreduce or k1,k2: the plan is made on the state after them "
+                   "(listed as applied, the rest priced on that state).")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A campaign log (servescope verify --log): the tracks its entries applied count as --applied.")
 @output_options
 @one_line_errors
 def plan_command(trace_path: Path | None, objective: str | None, concurrency: int, target: str | None,
                  tpot_limit: str | None, forbid: str | None,
                  spec_method: str | None, spec_k: int | None, acceptance: str | None,
-                 acceptance_rate: float | None, engine_log: Path | None, measured: tuple[str, ...], out: Output,
-                 **kw: Any) -> None:
+                 acceptance_rate: float | None, engine_log: Path | None, measured: tuple[str, ...],
+                 applied: str | None, log_path: Path | None, out: Output, **kw: Any) -> None:
     """What will pay: mitigations ranked by predicted gain, the ceiling, and a verdict on --target.
     TRACE_PATH (optional) calibrates the model on a measured trace first; --measured on your own figures or
     benchmark results (each gain then stated on the measured baseline)."""
@@ -73,7 +78,8 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     figures = measured_figures(measured)
     advice = advise(_scenario(kw), trace_path, figures, objective=implied_objective(target, objective),
-                    concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s)
+                    concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s,
+                    applied=_applied(applied, log_path))
     for n in advice.fit.notes if advice.fit is not None else ():
         note(n)
     document = plan_document(advice.plan)
@@ -84,6 +90,20 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
         document = {**document, "curves": curves_document(plan_curves(advice.plan))}
     out.emit(document, text=lambda console: render_plan_lines(plan_lines(advice.plan), console),
              warnings=advice.plan.warnings)
+
+
+def _applied(applied: str | None, log_path: Path | None) -> tuple[str, ...]:
+    """The tracks already applied: those the campaign log's entries applied, in order, then --applied's."""
+    from servescope.planner.campaign import logged_applied
+    from servescope.planner.verify import parse_applied
+
+    logged: tuple[str, ...] = ()
+    if log_path is not None:
+        from servescope.report.verify_doc import read_log
+
+        logged = logged_applied(read_log(log_path))
+        note(f"{log_path}: applied so far: {', '.join(logged) or 'nothing'}")
+    return tuple(dict.fromkeys((*logged, *(parse_applied(applied) or ()))))
 
 
 def _logged_acceptance(path: Path) -> str | None:

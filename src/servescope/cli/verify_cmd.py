@@ -54,7 +54,20 @@ def verify_command(plan_path: Path | None, before: tuple[str, ...], after: tuple
     from servescope.advise import verify_plan
     from servescope.planner.verify import parse_applied
 
-    document = verify_document(verify_plan(read_plan(plan_path), before, after, parse_applied(applied)))
+    checked = verify_plan(read_plan(plan_path), before, after, parse_applied(applied))
+    if log_path is not None and log_path.exists():  # the campaign so far: was the plan made for this state?
+        from dataclasses import replace
+
+        from servescope.errors import PlanError
+        from servescope.planner.campaign import logged_applied, stale_plan
+
+        try:
+            logged = logged_applied(read_log(log_path))
+        except PlanError:  # not a campaign log (append_log says why, or starts a new one)
+            logged = ()
+        stale = stale_plan(checked.plan.applied, logged, checked.applied)
+        checked = replace(checked, warnings=(*checked.warnings, stale)) if stale else checked
+    document = verify_document(checked)
     out.emit(document, text=lambda console: render_verify(document, console), warnings=document["warnings"])
     if log_path is not None:
         append_log(log_path, document, inputs=(plan_path, *before, *after))

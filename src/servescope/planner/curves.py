@@ -66,7 +66,7 @@ def plan_curves(p: Plan, concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES,
     if p.measured is not None:  # the curves pass through the measured points: their concurrencies are on the grid
         concurrencies = sorted({*concurrencies, *(m.concurrency for m in p.measured.points)})
     ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
-                   (imbalance_adjust,))
+                   (imbalance_adjust,), p.applied_whatifs)
     whatifs: dict[str, WhatIf] = {t.kind: t.whatif for t in p.tracks if t.pays and t.whatif is not None}
     curves = [_curve(ev, "baseline", (), concurrencies)]
     curves += [_curve(ev, k, (w,), concurrencies) for k, w in whatifs.items()]

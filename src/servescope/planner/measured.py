@@ -70,10 +70,11 @@ class LevelledModel:
         return self.inner.draft(scenario, method, draft_model)
 
 
-def measured_range(r: PlanRange, fit: FigureFit, concurrency: int) -> PlanRange:
+def measured_range(r: PlanRange, fit: FigureFit, concurrency: int, applied: bool = False) -> PlanRange:
     """The plan's ranges on a calibrated deployment: the gains' as before (a gain is a ratio on one box); the
-    baseline's none where it was measured, else the held-out range of the calibration case."""
-    point = fit.measured_at(concurrency)
+    baseline's none where it was measured (and no track applied since: planner.campaign), else the held-out range
+    of the calibration case."""
+    point = None if applied else fit.measured_at(concurrency)
     if point is not None:
         return replace(r, baseline_q=None, text=f"{r.text}; baseline: measured at concurrency {concurrency} "
                        f"({', '.join(point.figures)})")

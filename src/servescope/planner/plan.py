@@ -26,6 +26,7 @@ from servescope.calibrate.figure_fit import FigureFit
 from servescope.errors import PlanError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.basis import Bases, basis_at, what_if_basis
+from servescope.planner.campaign import applied_proposal, apply_tracks
 from servescope.planner.gain_range import PlanRange, plan_range
 from servescope.planner.kernels import KernelEvidence
 from servescope.planner.measured import LevelledModel, measured_range
@@ -115,6 +116,8 @@ class Plan:
     step_model: StepModel | None = field(default=None, compare=False, repr=False)
     kernels: KernelEvidence | None = None  # the trace's per-kernel numbers the kernel tracks read
     bases: Bases = Bases("modelled", "modelled", "modelled")  # what each headline number rests on (planner.basis)
+    applied: tuple[str, ...] = ()  # tracks already applied (--applied, a campaign log): the baseline includes them
+    applied_whatifs: tuple[WhatIf, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def uncertainty(self) -> float:
@@ -163,11 +166,14 @@ def plan(
     model: StepModel | None = None,
     measured: FigureFit | None = None,
     kernels: KernelEvidence | None = None,
+    applied: str | tuple[str, ...] | list[str] | None = (),
 ) -> Plan:
     """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring). `measured`:
     the deployment calibrated on the user's figures (its knobs set on the scenario after a trace's calibration, its
     decode levels on every step: planner.measured); the physical ceiling stays unlevelled. `kernels`: the trace's
-    per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks."""
+    per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks. `applied`: tracks
+    already applied (planner.campaign): the baseline is the state after them, they are listed as applied and every
+    other track is priced on that state."""
     check_objective(objective)
     if concurrency < 1:
         raise PlanError(f"concurrency {concurrency} must be >= 1")
@@ -190,11 +196,15 @@ def plan(
     aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
     limit_arg = math.inf if aggregate else tpot_limit_s
     ev = Evaluator(step_model, scenario, objective, concurrency, limit_arg, (imbalance_adjust,))
+    done = parse_forbid(applied)
+    ev = apply_tracks(ev, done, lambda e: Context(e.scenario_of(()), e, e.objective_value(()), objective, concurrency,
+                                                  (), calibration, spec, kernels))
     baseline = ev.objective_value(())
-    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels)
+    scenario = ev.scenario_of(())
+    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels, done)
     r = plan_range(scenario, calibration)
     if measured is not None:
-        r = measured_range(r, measured, baseline.concurrency)
+        r = measured_range(r, measured, baseline.concurrency, bool(done))
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
     measured_step = _measured_step(calibration)
@@ -203,9 +213,9 @@ def plan(
     ranked = tuple(sorted(tracks, key=_rank_key))
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
     floor_ev = ev if measured is None else Evaluator(raw_model, physical, objective, concurrency, limit_arg,
-                                                     (imbalance_adjust,))
+                                                     (imbalance_adjust,), ev.applied)
     ceiling = _ceiling(floor_ev, combined, {p.kind: p for p in proposals})
-    bases = Bases(basis_at(measured, calibration, baseline.concurrency),
+    bases = Bases((what_if_basis if done else basis_at)(measured, calibration, baseline.concurrency),
                   what_if_basis(measured, calibration, combined.outcome.concurrency),
                   "modelled" if measured is not None and calibration is None
                   else what_if_basis(None, calibration, ceiling.outcome.concurrency))
@@ -215,13 +225,14 @@ def plan(
         bases = replace(bases, target=pick(measured, calibration, verdict.outcome.concurrency))
     if verdict is not None and goal is not None and goal.aggregate:
         verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
-                                                              measured, kernels))
+                                                              measured, kernels, done))
     warnings = calibration.warnings if calibration is not None else ()
     limit = tpot_limit_s if tpot_limit_s is not None else (
         ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
     return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
                 ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
-                measured, step_model if measured is not None else model, kernels=kernels, bases=bases)
+                measured, step_model if measured is not None else model, kernels=kernels, bases=bases,
+                applied=done, applied_whatifs=ev.applied)
 
 
 def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
@@ -252,6 +263,8 @@ def _propose(ctx: Context) -> list[Proposal]:
     """Run every track (threads: they are independent); forbidden ones are answered without running."""
 
     def run(kind: str) -> Proposal:
+        if kind in ctx.applied:
+            return applied_proposal(kind)
         if kind in ctx.forbid and kind != "quantization":  # quantization states its own forbidden record
             return Proposal(kind, False, f"forbidden (--forbid {kind})", "config change", (), "")
         return TRACKS[kind](ctx)
@@ -323,8 +336,9 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
         if not t.applicable:
             raise PlanError(f"track {k} does not apply: {t.why_not}")
     ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
-                   (imbalance_adjust,))
-    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec, p.kernels)
+                   (imbalance_adjust,), p.applied_whatifs)
+    ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec, p.kernels,
+                  p.applied)
     proposals = {k: TRACKS[k](ctx) for k in names}
     whatifs = {k: pr.whatif for k, pr in proposals.items() if pr.whatif is not None}
     reason = compatible(list(names), whatifs)
@@ -391,12 +405,12 @@ def point_text(o: Outcome, objective: str) -> str:
 
 def _per_user_reading(scenario: Scenario, goal: Target, forbid: tuple[str, ...], calibration: Calibration | None,
                       spec: SpecConfig | None, model: StepModel | None, measured: FigureFit | None,
-                      kernels: KernelEvidence | None = None) -> str:
+                      kernels: KernelEvidence | None = None, applied: tuple[str, ...] = ()) -> str:
     """An aggregate rate read as one user's rate: a TPOT of 1/rate at concurrency 1, planned as such (its own
     tracks, combination and floor) — the second verdict of an ambiguous target ("1000 tok/s" said of one stream)."""
     per_user = Target("tpot", MS_PER_S / goal.value, goal.text, per_user_rate=goal.value)
     single = plan(scenario, "tpot", 1, per_user, forbid, calibration, spec, model=model, measured=measured,
-                  kernels=kernels)
+                  kernels=kernels, applied=applied)
     assert single.target is not None  # a target was given
     floor_s = single.ceiling.outcome.tpot_s
     return (f"per user, {goal.text} is a TPOT of {per_user.value:.3g} ms at concurrency 1: {single.target.text} "

@@ -33,6 +33,7 @@ class Context:
     calibration: Calibration | None = None
     spec: SpecConfig | None = None
     kernels: KernelEvidence | None = None  # the trace's per-kernel numbers (advise.kernel_evidence)
+    applied: tuple[str, ...] = ()  # tracks already applied: the evaluator's baseline includes them
 
     @property
     def n_gpus(self) -> int:

@@ -75,6 +75,8 @@ class PlanPrediction:
     range_ratio_q: tuple[float, float] | None = None  # range.gain_ratio_q10, q90 (basis cross_validated)
     range_r: float | None = None  # range.r (bases cross_step, rule_of_thumb)
     baseline_basis: str = "modelled"  # baseline.basis: what the plan's baseline rests on (planner.basis)
+    baseline_tpot_range_s: tuple[float, float] | None = None  # range.baseline_tpot_ms_low, high (80 %)
+    applied: tuple[str, ...] = ()  # the tracks already applied when the plan was made (plan/1 `applied`)
 
     def change_range(self, gain: float) -> tuple[float, float]:
         """The plan's range rule (planner.gain_range.PlanRange.gain) for one change of predicted `gain`."""
@@ -251,6 +253,14 @@ def _warnings(p: PlanPrediction, before: Measured, after: Measured, kinds: Seque
         if m.concurrency is not None and m.concurrency != p.concurrency:
             out.append(f"{side} was measured at concurrency {m.concurrency}, the plan predicts concurrency "
                        f"{p.concurrency}")
+    if before.concurrency in (None, p.concurrency):
+        from servescope.planner.campaign import off_baseline
+
+        tpot = p.objective == "tpot"
+        lo, hi = p.baseline_tpot_range_s if tpot and p.baseline_tpot_range_s else (None, None)
+        off = off_baseline(p.objective, p.baseline_tpot_s if tpot else p.baseline_output_tok_s, before.value,
+                           p.baseline_basis, lo, hi)
+        out += [off] if off else []
     if "speculative_decoding" in kinds and "trace" in (before.kind, after.kind):
         out.append("a speculative decoding step emits several tokens, so a trace's step time is not its TPOT; "
                    "measure TPOT (a benchmark file or a typed figure such as tpot=9.2ms@c1)")
@@ -319,7 +329,16 @@ def plan_prediction(doc: Mapping[str, Any], source: str) -> PlanPrediction:
         baseline_tpot_s=ms_to_s(_required(baseline, "tpot_ms", source, "baseline.")),
         baseline_output_tok_s=_required(baseline, "output_tok_s", source, "baseline."),
         range_basis=str(basis), range_ratio_q=None if q10 is None or q90 is None else (q10, q90), range_r=r,
-        baseline_basis=_baseline_basis(doc, baseline, source))
+        baseline_basis=_baseline_basis(doc, baseline, source), baseline_tpot_range_s=_baseline_range(rng, source),
+        applied=tuple(k for k in doc.get("applied") or () if isinstance(k, str)))
+
+
+def _baseline_range(rng: Mapping[str, Any], source: str) -> tuple[float, float] | None:
+    keys = ("baseline_tpot_ms_low", "baseline_tpot_ms_high")
+    if not all(k in rng for k in keys):  # a plan written before the key
+        return None
+    lo, hi = (_number(rng, k, source, "range.", none=True) for k in keys)
+    return None if lo is None or hi is None else (ms_to_s(lo), ms_to_s(hi))
 
 
 def _baseline_basis(doc: Mapping[str, Any], baseline: Mapping[str, Any], source: str) -> str:

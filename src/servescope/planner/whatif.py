@@ -227,6 +227,7 @@ class Evaluator:
     concurrency: int = 1
     tpot_limit_s: float | None = None
     base_adjusts: tuple[Adjust, ...] = ()  # planner refinements of the model applied to every step
+    applied: tuple[WhatIf, ...] = ()  # tracks already applied (plan --applied): part of every evaluation
     _steps: dict[tuple[int, int, int], tuple[Scenario, StepView]] = field(default_factory=dict)
     _prefill: dict[int, tuple[Scenario, float]] = field(default_factory=dict)
     _max_c: dict[int, tuple[Scenario, int]] = field(default_factory=dict)
@@ -293,7 +294,7 @@ class Evaluator:
         sc = self._scenarios.get(whatifs)
         if sc is None:
             sc = self.scenario
-            for w in whatifs:
+            for w in (*self.applied, *whatifs):
                 if w.scenario is not None:
                     sc = w.scenario.apply(sc)
             self._scenarios[whatifs] = sc
@@ -319,6 +320,7 @@ class Evaluator:
     def at(self, whatifs: tuple[WhatIf, ...], concurrency: int) -> Outcome:
         """TPOT and throughput at one concurrency (batch capped at the memory limit, like perfmodel.predict)."""
         sc = self.scenario_of(whatifs)
+        whatifs = (*self.applied, *whatifs)
         adjusts = [w.adjust for w in whatifs if w.adjust is not None]
         batch = max(1, min(concurrency, self.max_concurrency(sc)))
         extra = 0.0 if any(w.no_prefill_interference for w in whatifs) else self.interference_s(sc, batch)
@@ -352,7 +354,7 @@ class Evaluator:
             ctx = context_len if context_len is not None else sc.isl + sc.osl / 2.0
             pred = self.model.decode(sc, batch, ctx, per_seq)
         view = StepView.of(pred)
-        for fn in (*self.base_adjusts, *(w.adjust for w in whatifs if w.adjust is not None)):
+        for fn in (*self.base_adjusts, *(w.adjust for w in (*self.applied, *whatifs) if w.adjust is not None)):
             view = fn(sc, view)
         return view.step_time_s - view.class_time_s.get("other", 0.0)
 

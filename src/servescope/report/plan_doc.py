@@ -16,8 +16,9 @@ for fewer than two tracks), `baseline_source` (null, or how a calibrated baselin
 calibrated) and `tracks` {kind: {baseline, metric (tpot_ms | output_tok_s), before, after, after_low, after_high}}:
 each gain stated on the calibrated baseline, and `curve_points` (report.measured_doc.curve_points: the measured
 points as the latency–throughput curves draw them). Issue 26 adds `basis` to baseline, combined, ceiling and
-target: what the number rests on (planner.basis: measured | calibrated | extrapolated | modelled). See docs/plan.md
-and docs/json.md.
+target: what the number rests on (planner.basis: measured | calibrated | extrapolated | modelled), and `applied`:
+the tracks already applied (planner.campaign), the baseline being the state after them. See docs/plan.md and
+docs/json.md.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "baseline_source": baseline_source(plan).removeprefix(", ") or None,
         "combined_product": combination_product(plan),
         "measured": _measured(plan),
+        "applied": list(plan.applied),
     }
 
 

@@ -44,6 +44,9 @@ def plan_lines(plan: Plan) -> list[str]:
              f"ceiling: {word(plan, plan.bases.ceiling)}TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, "
              f"{ceil.outcome.output_tok_s:.0f} tok/s at "
              f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}"]
+    if plan.applied:
+        lines.insert(2, f"applied: {', '.join(plan.applied)} — the baseline is the state after "
+                        f"{'it' if len(plan.applied) == 1 else 'them'}, every other track priced on it")
     if plan.target is not None:
         lines.append(f"target {plan.target.target.text}: {plan.target.text}")
         if plan.target.per_user:
@@ -76,6 +79,9 @@ def plan_lines(plan: Plan) -> list[str]:
     lines.append(f"tracks (gain on {unit}: > 1 is faster; 80% range):")
     limit = memory_limit(plan.scenario)
     for t in plan.tracks:
+        if t.details.get("applied"):
+            lines.append(f"  ✓  {t.kind}: {t.why_not}")
+            continue
         if t.gain is None:
             lines.append(f"  -  {t.kind}: not applicable: {t.why_not}")
             continue

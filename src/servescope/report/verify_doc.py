@@ -9,7 +9,7 @@ found | plan_combined), found [{kind, evidence}] (applied_from found: what chang
 each scored track), tracks [{kind, gain, gain_low, gain_high, measured_gain, verdict}] (measured_gain and verdict
 only when one track was applied: several share one measurement, scored in `check`), check {tracks, basis (track |
 plan_combined | product), basis_text, gain, gain_low, gain_high, measured_gain, verdict (inside | above |
-below), miss}, warnings. Values: TPOT in ms, throughput in output tok/s. A logged line adds `logged_at` (UTC,
+below), miss}, warnings, plan_applied (the tracks already applied when the plan was made). Values: TPOT in ms, throughput in output tok/s. A logged line adds `logged_at` (UTC,
 ISO 8601). See docs/json.md and docs/plan.md ("Scoring a plan").
 Does: read the plan file (`read_plan`: the JSON, its schema, then planner.verify.plan_prediction for the
 keys; one line naming the file and what is missing), build the documents, append to and read the log.
@@ -101,6 +101,7 @@ def verify_document(v: Verification) -> dict[str, Any]:
                   "gain_low": c.gain_low, "gain_high": c.gain_high, "measured_gain": c.measured_gain,
                   "verdict": c.verdict, "miss": c.miss},
         "warnings": list(v.warnings),
+        "plan_applied": list(p.applied),
     }
 
 
