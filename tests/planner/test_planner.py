@@ -31,6 +31,7 @@ from servescope.planner.speculative import (
 from servescope.planner.target import parse_target
 from servescope.planner.tracks_comm import custom_ar_call_s, expert_imbalance
 from servescope.planner.whatif import Evaluator, SpecSetup, WhatIf, gain_bounds
+from servescope.specs.engines import Engine, engine
 
 # --- target ---------------------------------------------------------------------------------------------
 
@@ -214,6 +215,11 @@ class FakeScenario:
     @property
     def decode_context(self) -> float:
         return float(self.isl) if self.decode_only else self.isl + self.osl / 2.0
+
+    @property
+    def engine(self) -> Engine:
+        """The backend's newest engine record (its speculative counts price the iteration's fixed costs)."""
+        return engine(self.backend)
 
 
 @dataclass(frozen=True)
