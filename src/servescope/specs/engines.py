@@ -157,8 +157,9 @@ def known_versions(backend: str) -> list[str]:
 
 @lru_cache(maxsize=512)
 def engine(backend: str, version: str = "", hbm_bytes: float = 0.0) -> Engine:
-    """The defaults an engine of `version` runs with on a GPU of `hbm_bytes` (module docstring); BadConfig for an
-    engine with no file."""
+    """The defaults an engine of `version` runs with on a GPU of `hbm_bytes` (module docstring; 0, the default:
+    the smallest memory tier — pass the GPU's memory wherever a by-memory value is read); BadConfig for an engine
+    with no file."""
     row, note = _release_for(backend, version)
     return _build(backend, version, row, float(hbm_bytes), note)
 
