@@ -11,6 +11,12 @@ duration when the file has no request_throughput) × mean E2E (SGLang writes the
 max_concurrency — said in `notes`. A run with neither is skipped with
 a note. A file with keys missing names them (validation.benchfile); an argument that is neither an existing file
 nor a typed figure says so.
+What a run says it measured is checked against the scenario like a trace (`identity_problems`): the served model
+(`model_id`, resolved by specs.models: another bundled model of another architecture is a mismatch; a name servescope
+does not know is not judged), the engine (`backend`: vllm, sglang, trt; the client backends `openai*` name no
+engine) and the GPU count (`--metadata` layout keys: tp × pp × dp, or num_gpus). Each mismatch is one line naming
+the file, the line, the field and both values; the CLI refuses it unless --force (and says so). Runs at other
+lengths are set aside by calibrate.figure_fit with both lengths.
 Does not: fit anything (calibrate.measured) or judge figures against each other (calibrate.consistency).
 """
 
@@ -20,12 +26,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from servescope.calibrate.figures import SYNTAX, Figure, parse_figure
-from servescope.errors import MeasurementError
+from servescope.errors import MeasurementError, ServescopeError
 from servescope.units import ms_to_s
 from servescope.validation.benchfile import BenchRun
 from servescope.validation.benchio import read_bench
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
 
 # figure metric <- (run metric key, factor to SI)
 RUN_METRICS: tuple[tuple[str, str, float], ...] = (
@@ -43,6 +53,7 @@ class MeasuredInputs:
     figures: tuple[Figure, ...]
     notes: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    identities: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()  # (file:line, BenchRun.identity) per run
 
 
 def _is_file(text: str) -> bool:
@@ -57,18 +68,20 @@ def read_measured(specs: Sequence[str]) -> MeasuredInputs:
     figures: list[Figure] = []
     notes: list[str] = []
     files: list[str] = []
+    identities: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     for spec in specs:
         if _is_file(spec):
             got, said = run_figures_of(spec)
             figures.extend(got)
             notes.extend(said)
             files.append(spec)
+            identities.extend((f"{r.path}:{r.line}", r.identity) for r in read_bench(spec) if r.identity)
         elif "=" in spec:
             figures.append(parse_figure(spec))
         else:
             raise MeasurementError(f"--measured {spec!r}: no such file, and not a typed figure ({SYNTAX}; or a "
                                    "vllm bench serve --save-result JSON / sglang.bench_serving JSONL file)")
-    return MeasuredInputs(tuple(figures), tuple(notes), tuple(files))
+    return MeasuredInputs(tuple(figures), tuple(notes), tuple(files), tuple(identities))
 
 
 def run_figures_of(path: str | Path) -> tuple[list[Figure], list[str]]:
@@ -116,3 +129,76 @@ def run_figures(run: BenchRun, concurrency: int) -> list[Figure]:
         text = f"{metric}={v:.6g}{_UNITS[metric]}@c{concurrency},isl={isl},osl={osl}"
         out.append(Figure(metric, v * factor, concurrency, isl, osl, text, source=run.label()))
     return out
+
+
+# `backend` of a result file -> the engine it names (vLLM's client backends `openai`, `openai-chat` name none)
+_ENGINE_OF = {"vllm": "vllm", "sglang": "sglang", "sglang-oai": "sglang", "sglang-native": "sglang",
+              "trt": "trtllm", "trtllm": "trtllm", "tensorrt-llm": "trtllm", "lmdeploy": "lmdeploy"}
+_LAYOUT_KEYS = (("tensor_parallel_size", "tp", "tp_size"), ("pipeline_parallel_size", "pp"),
+                ("data_parallel_size", "dp"))
+_ARCH = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "intermediate_size", "moe_intermediate_size",
+         "n_routed_experts", "top_k", "vocab_size")
+
+
+def identity_problems(identities: Sequence[tuple[str, Sequence[tuple[str, str]]]], sc: Scenario) -> list[str]:
+    """One line per field a run states that disagrees with the scenario (module docstring): `FILE:LINE: field
+    'value' …, the scenario's …`."""
+    out: list[str] = []
+    for where, pairs in identities:
+        got = dict(pairs)
+        name = got.get("model_id") or got.get("model")
+        other = _other_model(name, sc) if name else None
+        if other is not None:
+            key = "model_id" if "model_id" in got else "model"
+            out.append(f"{where}: {key} {name!r} is {other}, not the scenario's model {sc.model.name} (another "
+                       "architecture)")
+        engine = _ENGINE_OF.get(got.get("backend", "").strip().lower())
+        if engine is not None and engine != sc.backend:
+            out.append(f"{where}: backend {got['backend']!r} is {engine}, not the scenario's backend {sc.backend}")
+        gpus, keys = _gpus(got)
+        if gpus is not None and gpus != sc.n_gpus:
+            out.append(f"{where}: {keys} say {gpus} GPUs, the scenario has {sc.n_gpus} (TP={sc.tp} PP={sc.pp} "
+                       f"DP={sc.dp})")
+    return out
+
+
+def _other_model(name: str, sc: Scenario) -> str | None:
+    """The bundled model `name` resolves to when it is another architecture than the scenario's; None when it is
+    the same model (or a quantized variant of it) or servescope does not know the name."""
+    from servescope.specs.models import load_model
+
+    base = Path(name).name
+    short = base.lower().removesuffix("-instruct").removesuffix("-chat")
+    for candidate in dict.fromkeys((name, base, short)):
+        try:
+            spec = load_model(candidate)
+        except (ServescopeError, OSError, ValueError):
+            continue
+        if spec.source == sc.model.source or all(getattr(spec, a) == getattr(sc.model, a) for a in _ARCH):
+            return None
+        return spec.source.removeprefix("bundled:").removesuffix("_config.json").replace("--", "/")
+    return None
+
+
+def _gpus(got: dict[str, str]) -> tuple[int | None, str]:
+    """The GPU count the run's layout keys state (num_gpus, or tp × pp × dp) and which keys said it."""
+    def number(key: str) -> int | None:
+        try:
+            v = float(got[key])
+        except (KeyError, ValueError):
+            return None
+        return int(v) if v.is_integer() and v >= 1 else None
+
+    for key in ("num_gpus", "gpus"):
+        if (n := number(key)) is not None:
+            return n, key
+    sizes = []
+    for group in _LAYOUT_KEYS:  # the first key of each group the run has
+        found = next(((k, n) for k in group if (n := number(k)) is not None), None)
+        sizes += [found] if found else []
+    if not sizes or sizes[0][0] not in _LAYOUT_KEYS[0]:  # no tensor-parallel size: the count is not stated
+        return None, ""
+    total = 1
+    for _, n in sizes:
+        total *= n
+    return total, " × ".join(f"{k}={n}" for k, n in sizes)

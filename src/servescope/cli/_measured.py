@@ -3,7 +3,9 @@
 A command adds `@measured_option` and turns its values into figures with `measured_figures` (typed figures and
 benchmark result files: calibrate.inputs), then calibrates its scenario with `measured_fit` (calibrate.figure_fit)
 or passes the figures on (plan and report: advise, which fits on a trace's calibration). How files were read and
-what was set aside are notes, said after the result.
+what was set aside are notes, said after the result. A result file whose run states another model, engine or GPU
+count than the scenario (calibrate.inputs.identity_problems) is refused in one line naming the file and the field
+with both values, unless `--force` (added with `--measured`), and then said in a note.
 """
 
 from __future__ import annotations
@@ -28,13 +30,26 @@ MEASURED_HELP = ("What you measured, repeatable, combinable with a trace: a type
                  "and says which input set which knob.")
 
 
+_FORCE, _IDENTITIES = "servescope.measured.force", "servescope.measured.identities"
+
+
+def _keep_force(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    ctx.meta[_FORCE] = bool(value)
+    return value
+
+
 def measured_option(fn: F) -> F:
-    """Add `--measured` (repeatable; a typed figure or a benchmark result file: calibrate.inputs)."""
+    """Add `--measured` (repeatable; a typed figure or a benchmark result file: calibrate.inputs) and `--force`
+    (use result files of another model, engine or GPU count; kept in the click context, no parameter)."""
+    fn = click.option("--force", is_flag=True, expose_value=False, callback=_keep_force,
+                      help="Calibrate on --measured result files even when their model_id, backend or GPU count "
+                           "differ from the scenario (each difference is said).")(fn)
     return click.option("--measured", "measured", multiple=True, cls=InputOption, help=MEASURED_HELP)(fn)
 
 
-def measured_figures(values: Sequence[str]) -> tuple[Figure, ...]:
-    """The figures of `--measured` values (calibrate.inputs.read_measured); how files were read is noted."""
+def measured_figures(values: Sequence[str], scenario: Scenario | None = None) -> tuple[Figure, ...]:
+    """The figures of `--measured` values (calibrate.inputs.read_measured); how files were read is noted. With
+    `scenario`, the files are checked against it (`check_measured`)."""
     if not values:
         return ()
     from servescope.calibrate.inputs import read_measured
@@ -42,15 +57,39 @@ def measured_figures(values: Sequence[str]) -> tuple[Figure, ...]:
     inputs = read_measured(values)
     for n in inputs.notes:
         note(n)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[_IDENTITIES] = inputs.identities
+    if scenario is not None:
+        check_measured(scenario)
     return inputs.figures
 
 
+def check_measured(sc: Scenario) -> None:
+    """Refuse result files whose runs state another model, engine or GPU count than `sc` (MeasurementError, one
+    line naming the file and the field with both values); with --force, say each difference in a note."""
+    from servescope.calibrate.inputs import identity_problems
+    from servescope.errors import MeasurementError
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    problems = identity_problems(ctx.meta.pop(_IDENTITIES, ()), sc)
+    if problems and not ctx.meta.get(_FORCE):
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise MeasurementError(f"{problems[0]}{more}; --force calibrates on it anyway")
+    for p in problems:
+        note(f"{p}: used anyway (--force)")
+
+
 def measured_fit(sc: Scenario, figures: Sequence[Figure]) -> FigureFit | None:
-    """The deployment calibrated on the figures (calibrate.figure_fit); None without figures. What was set aside
-    is noted."""
+    """The deployment calibrated on the figures (calibrate.figure_fit), the result files checked against `sc`
+    first (`check_measured`); None without figures. What was set aside is noted."""
     if not figures:
         return None
     from servescope.calibrate.figure_fit import fit_figures
+
+    check_measured(sc)
 
     fit = fit_figures(sc, figures)
     for n in fit.notes:

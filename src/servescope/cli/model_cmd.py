@@ -39,7 +39,7 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
     points = predict(sc, concs)
     title = scenario_title(sc)
     calibration = None
-    figures = measured_figures(measured)
+    figures = measured_figures(measured, sc)
     if figures:
         from servescope.calibrate.measured import calibrate_points
 

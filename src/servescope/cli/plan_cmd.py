@@ -76,8 +76,9 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
         acceptance = _logged_acceptance(engine_log)
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
-    figures = measured_figures(measured)
-    advice = advise(_scenario(kw), trace_path, figures, objective=implied_objective(target, objective),
+    scenario = _scenario(kw)
+    figures = measured_figures(measured, scenario)
+    advice = advise(scenario, trace_path, figures, objective=implied_objective(target, objective),
                     concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s,
                     applied=_applied(applied, log_path))
     for n in advice.fit.notes if advice.fit is not None else ():

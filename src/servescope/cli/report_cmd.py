@@ -53,7 +53,7 @@ def report_command(path: Path, kind: str | None, objective: str, concurrency: in
         raise click.UsageError("--measured calibrates the model: give --model and --gpu with it")
     scenario = _scenario(kw) if kw["model_name"] is not None else None
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
-    figures = measured_figures(measured)
+    figures = measured_figures(measured, scenario)
     o = (overview(path, scenario, kind=kind, objective=objective, concurrency=concurrency, target=target,
                   forbid=forbid, spec=spec, figures=figures) if scenario is not None else overview(path, kind=kind))
     for n in o.fit.notes if o.fit is not None else ():

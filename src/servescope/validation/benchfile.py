@@ -26,6 +26,10 @@ from servescope.errors import ScenarioError
 from servescope.simulate.workload import Arrival, Workload, build_workload, draw_lengths
 
 REQUIRED = ("completed", "duration", "total_input_tokens", "total_output_tokens")
+# What a run says about the deployment it measured: vLLM's model_id (the served model) and client backend, SGLang's
+# backend, and the layout keys `vllm bench serve --metadata KEY=VALUE` adds when given (FORMAT.md).
+IDENTITY_KEYS = ("model_id", "model", "backend", "tensor_parallel_size", "tp", "tp_size", "pipeline_parallel_size",
+                 "pp", "data_parallel_size", "dp", "num_gpus", "gpus")
 STATS = {"mean": "mean", "median": "p50", "p90": "p90", "p99": "p99"}
 # metric -> the key stem each tool writes (f"{stat}_{stem}_ms")
 STEMS = {"vllm": {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2el"},
@@ -54,6 +58,8 @@ class BenchRun:
     metrics: dict[str, float]
     # per-request lengths of a detailed result (vLLM --save-detailed `input_lens` / `output_lens`), when present
     lengths: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    # what the run says it measured (IDENTITY_KEYS present in the file, as text): calibrate.inputs checks them
+    identity: tuple[tuple[str, str], ...] = ()
 
     def label(self) -> str:
         rate = "inf" if math.isinf(self.request_rate_per_s) else f"{self.request_rate_per_s:g}"
@@ -128,6 +134,8 @@ def parse_run(d: dict[str, object], path: str, line: int) -> BenchRun:
         mean_osl=float(_num(d, "total_output_tokens") or 0) / done,
         isl=int(isl) if isl else None, osl=int(osl) if osl else None, range_ratio=ratio,
         metrics=_metrics(d, tool), lengths=_request_lengths(d),
+        identity=tuple((k, str(d[k])) for k in IDENTITY_KEYS
+                       if isinstance(d.get(k), str | int | float) and not isinstance(d.get(k), bool)),
     )
 
 
