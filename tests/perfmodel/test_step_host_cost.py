@@ -20,7 +20,6 @@ import pytest
 
 from bench_scripts import bench_script
 from servescope.perfmodel.combine import combine_step
-from servescope.perfmodel.graphs import capture_sizes
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_parts
 
@@ -114,7 +113,7 @@ def test_zero_for_a_dense_model() -> None:
 
 def test_constant_in_batch_inside_the_graph_and_zero_when_eager() -> None:
     sc = Scenario.build("gpt-oss-120b", "h200_sxm", tp=1)
-    top = int(capture_sizes(sc.backend)[-1])
+    top = int(max(sc.engine.graphs.capture_sizes))  # the engine record's largest captured decode batch
     b = np.array([1, 2, 7, 32, top, top + 1, 4 * top])
     p = step_parts(sc, b, 2048, 1)
     expect = np.where(b <= top, 36 * _per_layer_s("nvidia"), 0.0)  # eager steps hide it behind their launches
