@@ -31,6 +31,7 @@ from servescope.perfmodel.curve_bounds import (
     bounded,
     family_on,
     over_roofline,
+    rows_note,
 )
 from servescope.specs.engines import ENGINES
 
@@ -95,7 +96,8 @@ def _probe_lens(sc: Deployment) -> list[float]:
 def _key(sc: Deployment, what: str) -> tuple[object, ...]:
     m = sc.model
     return (what, sc.gpu.name, sc.backend, sc.engine_version, m.name, m.n_layers, m.n_heads, m.n_kv_heads,
-            m.head_dim, sc.tp, sc.quant.kv.name, sc.isl, sc.osl, sc.decode_only, transfer(sc))
+            m.head_dim, sc.tp, sc.quant.kv.name, sc.isl, sc.osl, sc.decode_only, transfer(sc),
+            float(np.mean(sc.efficiency.kernel_overhead_s)))  # the roof's per-kernel part (curve_bounds)
 
 
 def decode_verdict(sc: Deployment) -> tuple[str | None, str]:
@@ -213,4 +215,4 @@ def describe_decode(sc: Deployment) -> str:
            else "")
     moved = f" ({why})" if why else ""
     return (f"{what}{text}{moved}{fp8}, held between the KV read at the datasheet bandwidth and "
-            f"{MAX_OVER_ROOFLINE:g}× its roofline")
+            f"{MAX_OVER_ROOFLINE:g}× its roofline{rows_note(sc, 'decode_attention')}")

@@ -21,12 +21,15 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_gemm = np.where(has, p.mem_gemm_s * p.gemm_mem_ratio, m_gemm)
         c_gemm = np.where(has, p.comp_gemm_s * p.gemm_comp_ratio, c_gemm)
     m_moe, c_moe = p.mem_moe_s / eff.moe_bw_eff, p.comp_moe_s / eff.moe_compute_eff
-    if eff.moe_curve > 0.5 and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
+    # the routed-expert curve: on where its domain allows (measured_ops; curve_bounds.DOMAIN_OFF) unless moe_curve
+    # or the per-op curves as a whole (--op-curves off, the fit's roofline stage) are off
+    moe_on = bool(eff.moe_curve > 0.5 and eff.op_curves > 0.5)
+    if moe_on and np.any(p.moe_curve_s > 0):  # measured expert curve: as measured, the roofline
         has, mem_bound = p.moe_curve_s > 0, m_moe >= c_moe  # only says which term it is attributed to
         m_moe = np.where(has, np.where(mem_bound, p.moe_curve_s, 0.0), m_moe)
         c_moe = np.where(has, np.where(mem_bound, 0.0, p.moe_curve_s), c_moe)
     m_attn, c_attn = p.mem_attn_s / eff.attn_bw_eff, p.comp_attn_s / eff.attn_compute_eff
-    curve_kernels = p.moe_curve_kernels if eff.moe_curve > 0.5 else 0.0
+    curve_kernels = p.moe_curve_kernels if moe_on else 0.0
     if eff.op_curves > 0.5:
         m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
         m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)
@@ -40,7 +43,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
     kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
     # MoE routing kernels at their measured floor (moe_host.py), unless the measured MoE curve prices the layer
-    kern = kern + np.where((eff.moe_curve > 0.5) & (p.moe_curve_s > 0), 0.0, p.routing_s)
+    kern = kern + np.where(moe_on & (p.moe_curve_s > 0), 0.0, p.routing_s)
     cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
     w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
     kv = np.where(m_attn >= c_attn, m_attn, 0.0)

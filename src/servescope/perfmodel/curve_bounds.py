@@ -53,7 +53,36 @@ ATTENTION_KERNELS_PER_LAYER = 2.5
 FAMILIES = ("gemm", "decode_attention", "prefill_attention", "moe")
 # (GPU system, engine, family) → why that family's curves are off there by default: where the dev CSV has rows in
 # the domain, the curve stays on only if it lowers their leave-one-model-out error (bench/curve_domains.py)
-DOMAIN_OFF: dict[tuple[str, str, str], str] = {}
+_DEV = "dev rows: LOMO TPOT / TTFT MAPE with the curve {} vs {} without (bench/curve_domains.py, 2026-12-07)"
+DOMAIN_OFF: dict[tuple[str, str, str], str] = {
+    ("b200_sxm", "sglang", "moe"): _DEV.format("27.7 % / 71.7 %", "12.2 % / 72.8 %"),
+    ("b200_sxm", "trtllm", "gemm"): _DEV.format("16.5 % / 47.0 %", "13.7 % / 39.9 %"),
+    ("b200_sxm", "trtllm", "prefill_attention"): _DEV.format("11.2 % / 55.2 %", "10.0 % / 47.9 %"),
+    ("b200_sxm", "vllm", "gemm"): _DEV.format("13.6 % / 30.8 %", "18.5 % / 20.4 %"),
+    ("b200_sxm", "vllm", "prefill_attention"): _DEV.format("10.6 % / 29.2 %", "11.4 % / 23.1 %"),
+    ("h100_sxm", "vllm", "decode_attention"): _DEV.format("30.4 % / 59.7 %", "28.1 % / 59.8 %"),
+    ("h100_sxm", "vllm", "gemm"): _DEV.format("30.4 % / 59.7 %", "34.2 % / 53.2 %"),
+    ("h100_sxm", "vllm", "prefill_attention"): _DEV.format("13.9 % / 52.2 %", "14.7 % / 46.3 %"),
+}
+
+
+# the domains where the dev CSV has rows a curve prices (bench/curve_domains.py --domains, 2026-12-07); elsewhere the
+# domain, version and bound rules alone decide, and the provenance says "no measured rows in this domain"
+MEASURED_DOMAINS = frozenset({
+    ("b200_sxm", "sglang", "decode_attention"), ("b200_sxm", "sglang", "gemm"), ("b200_sxm", "sglang", "moe"),
+    ("b200_sxm", "sglang", "prefill_attention"), ("b200_sxm", "trtllm", "decode_attention"),
+    ("b200_sxm", "trtllm", "gemm"), ("b200_sxm", "trtllm", "prefill_attention"), ("b200_sxm", "vllm", "decode_attention"),
+    ("b200_sxm", "vllm", "gemm"), ("b200_sxm", "vllm", "moe"), ("b200_sxm", "vllm", "prefill_attention"),
+    ("h100_sxm", "sglang", "gemm"), ("h100_sxm", "vllm", "decode_attention"), ("h100_sxm", "vllm", "gemm"),
+    ("h100_sxm", "vllm", "prefill_attention"),
+})
+
+
+def rows_note(sc: Deployment, family: str) -> str:
+    """'; no measured rows in this domain …' where the dev CSV has none for (GPU, engine, family), else ''."""
+    if (sc.gpu.name, sc.backend, family) in MEASURED_DOMAINS:
+        return ""
+    return "; no measured rows in this domain: its domain and the 3× bound decide"
 
 
 def family_on(sc: Deployment, family: str) -> bool:

@@ -43,10 +43,10 @@ class Efficiency:
     mla_prefill_layer_s: float = 0.0  # per MLA attention layer per prefill (latent-cache context path set-up)
     linear_prefill_layer_s: float = 0.0  # per linear-attention/Mamba layer per prefill (chunked-scan kernels)
     gemm_curve: float = 1.0  # 1: dense GEMMs on the GPU's measured curve where it has one (gemm_curve.py); 0: never
-    # 1: routed experts at aiconfigurator's measured per-op curve where one covers the case (measured_ops.py); 0 (the
-    # shipped default): roofline × fitted efficiency — with the curve, leave-one-model-out TPOT error on the dev rows
-    # is no better (20.7 % → 20.9 %; bench/RESULTS.md, issue 18)
-    moe_curve: float = 0.0
+    # 1 (default): routed experts at aiconfigurator's measured per-op curve where one answers inside its domain and
+    # the domain is not switched off by its dev rows' cross-validated error (curve_bounds.DOMAIN_OFF; issue 27,
+    # bench/RESULTS.md); 0: roofline × fitted efficiency everywhere
+    moe_curve: float = 1.0
     # 1: dense GEMMs and decode attention at aiconfigurator's measured per-op curves of the GPU and engine where they
     # cover the shape (measured_ops.py), the rest on the roofline × fitted efficiency; 0: roofline everywhere
     op_curves: float = 1.0

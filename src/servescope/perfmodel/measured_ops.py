@@ -4,8 +4,9 @@ What it does: `moe_layer_s(sc, tokens)` — the routed experts of one MoE layer 
 aiconfigurator-core on this GPU with this engine (opcurve.py; nearest measured engine version, shape scaled by
 hidden·inter): time at the step's tokens, with the expert loads of the scenario's routing (skewed → the
 power_law_1.01 rows, AIC-MOE-PL in specs/data/routing.toml; uniform → balanced). Used as measured, no fitted
-efficiency on top, when Efficiency.moe_curve = 1; off in the shipped defaults: on the dev rows it is no better
-cross-validated (bench/curve_domains.py, bench/RESULTS.md). None where no curve covers the case
+efficiency on top, where its domain answers and curve_bounds.DOMAIN_OFF does not switch it off (on B200 with SGLang
+the dev rows' cross-validated error is far worse with it: bench/curve_domains.py, bench/RESULTS.md); Efficiency.
+moe_curve = 0 or --op-curves off turn it off everywhere. None where no curve covers the case
 (GPU, engine, dtype, experts/top-k, moe_tp/ep), a measured routing histogram, or curves turned off: the roofline
 × fitted efficiency prices it then, and `describe` says which.
 `dense_gemm_curve(sc, gemms, m, m_sampled)` — the dense GEMMs of a step (gemm_shapes.py) at aiconfigurator's
@@ -57,6 +58,7 @@ from servescope.perfmodel.curve_bounds import (
     bounded,
     family_on,
     over_roofline,
+    rows_note,
 )
 from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
@@ -202,14 +204,13 @@ def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
     if text.startswith("no curve"):
         return f"routed experts: datasheet roofline × fitted efficiency ({text})"
     if not family_on(sc, "moe"):
-        return f"routed experts: datasheet roofline × fitted efficiency (off in this domain: {_off(sc, 'moe')}; {text})"
+        return f"routed experts: datasheet roofline × fitted efficiency (off in this domain, {_off(sc, 'moe')}; {text})"
     if over_roofline > MAX_CURVE_OVER_ROOFLINE:
         return (f"routed experts: datasheet roofline × fitted efficiency (the measured curve runs {over_roofline:.1f}× "
                 f"its roofline, above {MAX_CURVE_OVER_ROOFLINE:g}×: a reference path, not the serving kernel; {text})")
-    if sc.efficiency.moe_curve < 0.5:
-        return ("routed experts: datasheet roofline × fitted efficiency (a measured curve exists but is off by "
-                f"default: Efficiency.moe_curve; {text})")
-    return f"routed experts: {text}"
+    if sc.efficiency.moe_curve < 0.5 or float(np.max(sc.efficiency.op_curves)) <= 0.5:
+        return f"routed experts: datasheet roofline × fitted efficiency (measured per-op curves turned off; {text})"
+    return f"routed experts: {text}{rows_note(sc, 'moe')}"
 
 
 def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
@@ -219,7 +220,7 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
     if float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return "dense GEMMs: datasheet roofline × fitted efficiency (measured per-op curves turned off)"
     if not family_on(sc, "gemm"):
-        return f"dense GEMMs: datasheet roofline × fitted efficiency (off in this domain: {_off(sc, 'gemm')})"
+        return f"dense GEMMs: datasheet roofline × fitted efficiency (off in this domain, {_off(sc, 'gemm')})"
     curved = [g for g, _, _ in _plan(sc, gemms)]
     rest = [g for g in gemms if g not in curved]
     refused = _refused_gemms(sc, tuple(rest))
@@ -238,7 +239,8 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
                            transfer=moved)
     src = src.split(", interpolated")[0] + ("; " + src.split("; ", 1)[1] if moved and "transfer" in src else "")
     out = (f"dense GEMMs: {', '.join(x.name for x in curved)} at the {src}, each held between its floor (weight read "
-           f"at the datasheet bandwidth, FLOPs at the peak) and {MAX_OVER_ROOFLINE:g}× its roofline")
+           f"at the datasheet bandwidth, FLOPs at the peak) and {MAX_OVER_ROOFLINE:g}× its roofline"
+           f"{rows_note(sc, 'gemm')}")
     if rest:
         out += (f"; datasheet roofline × fitted efficiency for {', '.join(x.name for x in rest)} (no serving curve"
                 f"{over})")

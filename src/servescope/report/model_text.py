@@ -45,6 +45,8 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
 
 _WHY = (("no measured per-op curves for GPU", "no curves for this GPU"), ("turned off", "--no-op-curves"),
         ("off by default", "off by default: --moe-curve"), ("reference path", "a reference path, refused"),
+        ("off in this domain", "off in this domain by its dev rows"), ("is outside the measured", "outside the "
+         "curve's engine versions"), ("not the serving kernel, refused", "above 3× its roofline, refused"),
         ("slower than bf16", "a fallback path, refused"), ("histogram", "measured routing"))
 
 
