@@ -206,7 +206,8 @@ def test_document_shape_and_determinism(kimi: Scenario, kimi_plan) -> None:  # t
     assert doc["schema"] == "servescope.plan/1" and doc["calibrated"] is False and doc["target"] is None
     assert set(doc["baseline"]) == {"tpot_ms", "output_tok_s", "dominant", "concurrency", "basis"}
     assert set(doc["combined"]) == {"tracks", "tpot_ms", "output_tok_s", "gain", "concurrency", "basis"}
-    assert set(doc["ceiling"]) == {"tpot_ms", "output_tok_s", "binding", "tracks", "concurrency", "basis"}
+    assert set(doc["ceiling"]) == {"tpot_ms", "output_tok_s", "binding", "tracks", "concurrency", "basis",
+                                   "floor_step_ms"}
     for t in doc["tracks"]:
         assert set(t) == {"kind", "applicable", "why_not", "gain", "gain_low", "gain_high", "effort",
                           "preconditions", "validate"}

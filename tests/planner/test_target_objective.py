@@ -86,7 +86,7 @@ def test_a_per_user_rate_beyond_the_floor_says_unreachable_with_the_floor() -> N
     result = CliRunner().invoke(main, ["plan", *SCENARIO, "--target", "1000tok/s/user", "--json"])
     doc = json.loads(result.stdout)
     assert doc["objective"] == "tpot" and doc["target"]["reachable"] is False
-    assert "physical floor" in doc["target"]["text"] and doc["target"]["per_user"] is None
+    assert "ceiling at 100% efficiency" in doc["target"]["text"] and doc["target"]["per_user"] is None
     assert doc["ceiling"]["tpot_ms"] > 1.0  # 1000 tok/s per user is a 1 ms TPOT, below the floor
 
 

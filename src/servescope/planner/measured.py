@@ -5,7 +5,7 @@ Does: `LevelledModel` wraps a StepModel: each predicted decode step's terms × t
 (FigureFit.multipliers: communication 1, its level is the collective-time knob on the scenario, so a what-if that
 re-prices a collective — custom all-reduce, tuned NCCL — prices the new path at the same in-situ scale: its
 saving comes off the calibrated all-reduce term), kernel classes × FigureFit.class_multipliers, collectives and
-the physical floor as predicted; other requests' prefills in a decode (the interference term) at the same levels,
+the physical floor as predicted (a levelled step is never under it); other requests' prefills in a decode (the interference term) at the same levels,
 as `model --measured` restates TPOT. Prefill steps (TTFT), memory limits and drafter scenarios are the inner
 model's. `measured_range` gives a plan's baseline range on a calibrated deployment: none where the plan's
 concurrency was measured (the baseline is the measurement), else the held-out range of calibrating on that many
@@ -26,10 +26,18 @@ from servescope.specs import tables
 
 
 def levelled(pred: StepPrediction, fit: FigureFit) -> StepPrediction:
-    """One decode step at the fit's levels (module docstring); its terms still add up to its time."""
+    """One decode step at the fit's levels (module docstring); its terms still add up to its time. A level below 1
+    never takes the step under its physical floor (perfmodel step.py `floor_s`, what `model` prints as floor_ms):
+    where the levelled terms would, they are scaled up together to the floor (a measured TPOT under the floor is
+    refused by the fit, so the levels reproduce every measured point above it)."""
     mult, cls = fit.multipliers(), fit.class_multipliers()
     terms = {k: v * mult.get(k, 1.0) for k, v in pred.terms_s.items()}
     classes = {k: v * cls.get(k, 1.0) for k, v in pred.class_time_s.items()}
+    total, floor = sum(terms.values()), float(pred.floor_s)
+    if 0.0 < total < floor:
+        up = floor / total
+        terms = {k: v * up for k, v in terms.items()}
+        classes = {k: v * up for k, v in classes.items()}
     return replace(pred, step_time_s=sum(terms.values()), terms_s=terms, class_time_s=classes,
                    dominant=max(terms, key=lambda k: terms[k]))
 

@@ -8,8 +8,10 @@ Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)
      error (planner.gain_range: cross-validated error of a predicted ratio on one box, a calibration's cross-step
      error, or — only where nothing measured applies — a labelled rule of thumb),
   3. a greedy combination of compatible tracks that pay (each added only if the combination improves),
-  4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference — the
-     physical floor of that configuration — and its binding (largest) term,
+  4. the ceiling: the combination at 100% efficiency, no launch/CPU overhead, no prefill interference, on the
+     plan's own step model (a calibrated plan's levels included), never worse than the combination, and its
+     binding (largest) term; beside it the physical floor of its step (perfmodel step.py `floor_s`, as `model`
+     prints it: one function),
   5. the target verdict: reachable with which tracks, or "not reachable" and by how far.
 Does not: render anything (see servescope.report.plan_doc / plan_text) or read traces (see servescope.calibrate).
 """
@@ -186,7 +188,6 @@ def plan(
         scenario = calibration.apply(scenario)
     raw_model = model or PerfModel()
     step_model: StepModel = raw_model
-    physical = scenario  # the ceiling's scenario: collectives at no less than their measured curves
     if measured is not None and measured.calibrated:
         scenario = measured.apply(scenario)
         step_model = LevelledModel(raw_model, measured)
@@ -212,13 +213,10 @@ def plan(
         tracks = [_on_measured(ev, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
     ranked = tuple(sorted(tracks, key=_rank_key))
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
-    floor_ev = ev if measured is None else Evaluator(raw_model, physical, objective, concurrency, limit_arg,
-                                                     (imbalance_adjust,), ev.applied)
-    ceiling = _ceiling(floor_ev, combined, {p.kind: p for p in proposals})
+    ceiling = _ceiling(ev, combined, {p.kind: p for p in proposals})
     bases = Bases((what_if_basis if done else basis_at)(measured, calibration, baseline.concurrency),
                   what_if_basis(measured, calibration, combined.outcome.concurrency),
-                  "modelled" if measured is not None and calibration is None
-                  else what_if_basis(None, calibration, ceiling.outcome.concurrency))
+                  what_if_basis(measured, calibration, ceiling.outcome.concurrency))
     verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}, measured) if goal else None
     if verdict is not None and verdict.outcome is not None:
         pick = basis_at if verdict.outcome is baseline else what_if_basis
@@ -348,7 +346,8 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
     return Combination(tuple(names), out, ev.gain(ev.objective_value(()), out))
 
 
-# Every efficiency at 1, no launch/CPU/prefill overhead or interference: the physical floor.
+# Every efficiency at 1, no launch/CPU/prefill overhead or interference: the ceiling. (The "physical floor" is one
+# function, the perfmodel's step floor_s that `model` prints; the ceiling's step states its own beside it.)
 IDEAL = WhatIf("ideal", scenario=Change.of(
     efficiency={"gemm_bw_eff": 1.0, "moe_bw_eff": 1.0, "attn_bw_eff": 1.0, "compute_eff": 1.0,
                 "moe_compute_eff": 1.0, "attn_compute_eff": 1.0, "gemm_curve": 0.0, "kernel_overhead_s": 0.0,
@@ -358,8 +357,12 @@ IDEAL = WhatIf("ideal", scenario=Change.of(
 
 
 def _ceiling(ev: Evaluator, combined: Combination, proposals: dict[str, Proposal]) -> Ceiling:
+    """The combination at IDEAL, on the plan's own step model (a calibrated plan's levels included); never worse
+    than the combination itself (a bound the combination cannot beat)."""
     whatifs = [proposals[k].whatif for k in combined.tracks]
     out = ev.objective_value((*_ordered([w for w in whatifs if w is not None]), IDEAL))
+    if ev.gain(combined.outcome, out) < 1.0:
+        out = combined.outcome
     terms = {k: v for k, v in out.step.terms_s.items() if k != "overhead"}
     return Ceiling(combined.tracks, out, max(terms, key=lambda k: terms[k]))
 
@@ -370,8 +373,6 @@ def _verdict(ctx: Context, goal: Target, combined: Combination, ceiling: Ceiling
 
     def value(o: Outcome) -> str:  # each point with the word of its basis (planner.basis)
         word = (basis_at if o is ctx.baseline else what_if_basis)(fit, ctx.calibration, o.concurrency)
-        if o is ceiling.outcome and fit is not None and ctx.calibration is None:
-            word = "modelled"
         return f"{word} {point_text(o, goal.objective)}"
 
     if goal.met_by(ctx.baseline.tpot_s, ctx.baseline.output_tok_s):
@@ -386,9 +387,9 @@ def _verdict(ctx: Context, goal: Target, combined: Combination, ceiling: Ceiling
     best = combined.outcome
     gap = goal.shortfall(best.tpot_s, best.output_tok_s)
     floor_gap = goal.shortfall(ceiling.outcome.tpot_s, ceiling.outcome.output_tok_s)
-    floor = (f"even the physical floor ({value(ceiling.outcome)}, bound by {ceiling.binding}) "
+    floor = (f"even the ceiling at 100% efficiency ({value(ceiling.outcome)}, bound by {ceiling.binding}) "
              f"misses it by {floor_gap:.2f}x" if floor_gap > 1.0 else
-             f"the physical floor ({value(ceiling.outcome)}, bound by {ceiling.binding}) would allow "
+             f"the ceiling at 100% efficiency ({value(ceiling.outcome)}, bound by {ceiling.binding}) would allow "
              "it, beyond the tracks evaluated")
     text = (f"not reachable: the best combination gives {value(best)} vs target {goal.text} "
             f"({gap:.2f}x short); {floor}")
@@ -414,4 +415,4 @@ def _per_user_reading(scenario: Scenario, goal: Target, forbid: tuple[str, ...],
     assert single.target is not None  # a target was given
     floor_s = single.ceiling.outcome.tpot_s
     return (f"per user, {goal.text} is a TPOT of {per_user.value:.3g} ms at concurrency 1: {single.target.text} "
-            f"(floor {1.0 / floor_s:.0f} tok/s per user)")
+            f"(ceiling {1.0 / floor_s:.0f} tok/s per user)")

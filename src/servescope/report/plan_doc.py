@@ -17,7 +17,8 @@ calibrated) and `tracks` {kind: {baseline, metric (tpot_ms | output_tok_s), befo
 each gain stated on the calibrated baseline, and `curve_points` (report.measured_doc.curve_points: the measured
 points as the latency–throughput curves draw them). Issue 26 adds `basis` to baseline, combined, ceiling and
 target: what the number rests on (planner.basis: measured | calibrated | extrapolated | modelled), and `applied`:
-the tracks already applied (planner.campaign), the baseline being the state after them. See docs/plan.md and
+the tracks already applied (planner.campaign), the baseline being the state after them; `ceiling.floor_step_ms`: the
+physical floor of the ceiling's step (perfmodel floor_s, as `model` prints it). See docs/plan.md and
 docs/json.md.
 """
 
@@ -83,7 +84,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
                      "basis": plan.bases.combined},
         "ceiling": {"tpot_ms": ceil.outcome.tpot_s * MS_PER_S, "output_tok_s": ceil.outcome.output_tok_s,
                     "binding": ceil.binding, "tracks": list(ceil.tracks), "concurrency": ceil.outcome.concurrency,
-                    "basis": plan.bases.ceiling},
+                    "basis": plan.bases.ceiling, "floor_step_ms": ceil.outcome.step.floor_s * MS_PER_S},
         "target": target,
         "objective": plan.objective,
         "concurrency": plan.concurrency,

@@ -43,7 +43,8 @@ def plan_lines(plan: Plan) -> list[str]:
              f"{unit}{combination_text(plan)}){_over_limit(plan, c.outcome.tpot_s)}",
              f"ceiling: {word(plan, plan.bases.ceiling)}TPOT {ceil.outcome.tpot_s * MS_PER_S:.2f} ms, "
              f"{ceil.outcome.output_tok_s:.0f} tok/s at "
-             f"concurrency {ceil.outcome.concurrency} at the physical floor, bound by {ceil.binding}"]
+             f"concurrency {ceil.outcome.concurrency} at 100% efficiency with no overheads (the physical floor of "
+             f"its step: {ceil.outcome.step.floor_s * MS_PER_S:.2f} ms, as `model` prints it), bound by {ceil.binding}"]
     if plan.applied:
         lines.insert(2, f"applied: {', '.join(plan.applied)} — the baseline is the state after "
                         f"{'it' if len(plan.applied) == 1 else 'them'}, every other track priced on it")
