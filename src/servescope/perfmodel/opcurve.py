@@ -351,7 +351,12 @@ def monotone_gemm_match(gpu: str, engine: str, version: str, dtype: str, n: int,
 
 @lru_cache(maxsize=4096)
 def _monotone_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int, transfer: bool) -> Match | str:
-    hit = _match_gemm(gpu, engine, version, dtype, n, k, transfer)
+    return _monotone(_match_gemm(gpu, engine, version, dtype, n, k, transfer))
+
+
+def _monotone(hit: Match | str) -> Match | str:
+    """The curve with its measured points' running maximum along the inner axis (more rows or tokens never cost
+    less: a measured dip is a tile or kernel choice the smaller size could not make, or noise)."""
     if isinstance(hit, str):
         return hit
     lines = tuple(_Line(ln.lx, np.maximum.accumulate(ln.ly), ln.a) for ln in hit.lines)
@@ -363,10 +368,16 @@ def moe_time_s(gpu: str, engine: str, version: str, dtype: str, tokens: ArrayLik
                transfer: bool = False) -> Array | None:
     """Measured time (s) of one MoE layer's routed experts on one GPU (grouped GEMMs, no all-to-all) at `tokens`
     tokens per step, moe_tp/moe_ep as the engine shards them and the expert load (balanced or power_law_1.01).
-    Log-log in tokens, the roofline's ratio beyond; nearest hidden·inter of the same topk/experts, scaled."""
-    hit = _match_moe(gpu, engine, version, dtype, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
-                     distribution, transfer)
+    Log-log in tokens, monotone (running maximum), the roofline's ratio beyond; nearest hidden·inter of the same
+    topk/experts, scaled."""
+    hit = _monotone_moe(gpu, engine, version, dtype, int(hidden), int(inter), int(topk), int(experts), int(tp), int(ep),
+                        distribution, transfer)
     return None if isinstance(hit, str) else hit.time_s(tokens)
+
+
+@lru_cache(maxsize=4096)
+def _monotone_moe(*key: int | str | bool) -> Match | str:
+    return _monotone(_match_moe(*key))  # type: ignore[arg-type]
 
 
 def decode_attention_time_s(gpu: str, engine: str, version: str, batch: ArrayLike, kv_len: ArrayLike,
