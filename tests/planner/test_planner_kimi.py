@@ -136,14 +136,17 @@ def test_speculative_gain_by_hand(kimi: Scenario, kimi_plan) -> None:  # type: i
     assert k == best_k
     # the gain falls with concurrency: verifying (k+1) tokens per sequence stops being free. For a sparse MoE
     # the first cause is experts: B·(k+1) tokens touch more of the 384 experts than B tokens do ...
-    gains = [_hand_gain(kimi, c, k) for c in (1, 2, 4, 8)]
+    # (on the datasheet's expert roofline: the measured Marlin expert curve, on by its domain since issue 27, steps
+    # with the tokens' tile sizes and can break the order)
+    roof = kimi.with_(efficiency=kimi.efficiency.scaled(moe_curve=0.0))
+    gains = [_hand_gain(roof, c, k) for c in (1, 2, 4, 8)]
     assert all(a > b for a, b in zip(gains, gains[1:], strict=False))
     # ... until every expert is read anyway, when the extra tokens are nearly free again — where the engine verifies
     # with its decode kernel (SGLang); vLLM's Triton MLA on this GPU runs the verify block through its MLA prefill
     # path (specs/data/engines/vllm.toml), whose context up-projection grows with the batch: there the gain keeps falling
     sglang = kimi.with_(backend="sglang")
     assert _hand_gain(sglang, 64, k) > _hand_gain(sglang, 8, k)
-    assert _hand_gain(kimi, 64, k) < gains[-1]
+    assert _hand_gain(roof, 64, k) < gains[-1]
 
 
 def test_speculation_stops_paying_at_high_concurrency() -> None:
