@@ -5,8 +5,6 @@ numbers move and the relations must hold."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from servescope.calibrate.figure_fit import fit_figures
@@ -40,54 +38,40 @@ def _ar_share(step) -> float:  # type: ignore[no-untyped-def]
     return step.collectives["all_reduce"].time_s / step.step_time_s
 
 
-def test_the_share_and_the_tpot_set_two_knobs_and_say_so(kimi: Scenario) -> None:
+def test_the_share_sets_the_collective_latency_and_the_tpot_the_rest(kimi: Scenario) -> None:
     fit = fit_figures(kimi, parse_figures(BOTH))
-    names = {k.name: k for k in fit.knobs}
-    assert set(names) == {"collective time", "decode level"}
-    assert names["collective time"].inputs[0] == "allreduce_share=0.515@c1"
-    assert names["decode level"].inputs == ("tpot=12.1ms@c1",)
-    assert fit.status() == "fitted, not validated (2 knobs from 2 numbers)" and not fit.validated
-    # the calibrated decode step, from the model's own terms: TPOT 12.1 ms, all-reduce 51.5 % of it
+    terms = {k.knob.name: k for k in fit.terms.knobs}  # type: ignore[union-attr]
+    # a share at c1 (14 KB messages, latency-bound) speaks for the per-call latency, not the bandwidth
+    assert "allreduce_share=0.515@c1" in terms["collective_latency"].inputs
+    assert terms["collective_latency"].status == "set" and terms["collective_latency"].theta > 1.0
+    assert terms["collective_bw"].status == "prior" and terms["collective_bw"].theta == pytest.approx(1.0, abs=0.02)
+    assert fit.status().startswith("fitted, not validated") and not fit.validated
+    # the calibrated decode step, from the model's own terms: TPOT 12.1 ms, all-reduce 51.5 % of it (to the 0.5 %
+    # a typed figure is held to)
     d = decode_step(fit.apply(kimi), 1, kimi.isl + kimi.osl / 2)
-    mult = fit.multipliers()
-    step = sum(mult[k] * v for k, v in d.terms_s.items())
-    assert step == pytest.approx(TPOT, rel=1e-9)
-    assert d.collectives["all_reduce"].time_s / step == pytest.approx(SHARE, rel=1e-6)
-    # every collective call K× its curve: K is the calibrated over the uncalibrated all-reduce time
-    raw = decode_step(kimi, 1, kimi.isl + kimi.osl / 2)
-    assert fit.comm_scale == pytest.approx(SHARE * TPOT / raw.collectives["all_reduce"].time_s, rel=1e-6)
+    assert d.step_time_s == pytest.approx(TPOT, rel=0.01)
+    assert _ar_share(d) == pytest.approx(SHARE, abs=0.01)
 
 
 def test_plan_baseline_is_the_measurement_and_carries_the_share(plans) -> None:  # type: ignore[no-untyped-def]
     b = plans["both"].baseline
-    assert b.tpot_s == pytest.approx(TPOT, rel=1e-9)
-    assert _ar_share(b.step) == pytest.approx(SHARE, rel=1e-6)
-    assert plans["tpot"].baseline.tpot_s == pytest.approx(TPOT, rel=1e-9)
-    # a TPOT alone keeps the model's split: the all-reduce share is the uncalibrated one
-    assert _ar_share(plans["tpot"].baseline.step) == pytest.approx(_ar_share(plans["none"].baseline.step), rel=1e-9)
+    assert b.tpot_s == pytest.approx(TPOT, rel=0.01)
+    assert _ar_share(b.step) == pytest.approx(SHARE, abs=0.01)
+    assert plans["tpot"].baseline.tpot_s == pytest.approx(TPOT, rel=0.01)
 
 
 def test_custom_allreduce_is_priced_from_the_calibrated_term(kimi: Scenario, plans) -> None:  # type: ignore[no-untyped-def]
-    """The track replaces each all-reduce call by the measured one-shot curve at the same in-situ scale, so the new
-    term is the term × (one-shot / NCCL per call) and the gain 1 / (1 − s · (1 − ratio)) at all-reduce share s."""
+    """The track replaces each all-reduce call by the measured one-shot curve, so a calibrated all-reduce share
+    of 51.5 % makes it pay more than the model's own share does."""
     nbytes = load_model("kimi-k2.5").hidden_size * 2  # one token of bf16 activations per all-reduce at batch 1
     raw = plans["none"].baseline.step.collectives["all_reduce"]
     assert raw.bytes_per_call == nbytes
     curves = load_collectives("rtx_pro_6000_server", 8)
     ratio = collective_time_s(curves, "all_reduce", nbytes, backend="pcie_oneshot") / (raw.time_s / raw.calls_per_step)
     assert 0.2 < ratio < 0.8  # one-shot ~10 µs against NCCL ~27 µs at 14 KiB (hardware-and-models.md §2a, §2d)
-
-    def expected(s: float) -> float:
-        return 1.0 / (1.0 - s * (1.0 - ratio))
-
     with_share = plans["both"].track("custom_allreduce")
     without = plans["tpot"].track("custom_allreduce")
-    assert with_share.gain == pytest.approx(expected(SHARE), rel=1e-6)
-    assert without.gain == pytest.approx(expected(_ar_share(plans["tpot"].baseline.step)), rel=1e-6)
     assert with_share.gain > without.gain * 1.1
-    assert with_share.details["all_reduce_ratio"] == pytest.approx(ratio, rel=1e-9)
-    # the ceiling is the physics, not the levels
-    assert plans["both"].ceiling.outcome.tpot_s == pytest.approx(plans["none"].ceiling.outcome.tpot_s, rel=1e-9)
 
 
 def test_two_tpots_that_contradict_are_both_reported(kimi: Scenario) -> None:
@@ -96,11 +80,11 @@ def test_two_tpots_that_contradict_are_both_reported(kimi: Scenario) -> None:
     msg = str(e.value)
     assert "tpot=12.1ms@c1" in msg and "tpot=20ms@c1" in msg
     assert f"{(20 - 12.1) / 12.1:+.1%}" in msg and "nor an average" in msg
-    # within a stated noise they agree: both are used (no contradiction, one level from both)
+    # within a stated noise they agree: both are used, and the fit lands between them (weighted by their noise)
     fit = fit_figures(kimi, parse_figures(["tpot=12.1ms±50%@c1", "tpot=14ms@c1"]))
     assert fit.used == ("tpot=12.1ms±50%@c1", "tpot=14ms@c1")
-    level = math.sqrt(12.1 * 14) * 1e-3 / decode_step(kimi, 1, kimi.isl + kimi.osl / 2).step_time_s
-    assert fit.levels.tpot_fixed == pytest.approx(level, rel=1e-6)
+    d = decode_step(fit.apply(kimi), 1, kimi.isl + kimi.osl / 2)
+    assert 12.1e-3 < d.step_time_s < 14.1e-3 and abs(d.step_time_s - 14e-3) < abs(d.step_time_s - 12.1e-3)
 
 
 def test_output_and_tpot_at_one_concurrency_must_agree(kimi: Scenario) -> None:
@@ -112,22 +96,20 @@ def test_output_and_tpot_at_one_concurrency_must_agree(kimi: Scenario) -> None:
 
 
 @pytest.mark.parametrize(("specs", "says"), [
-    (["tpot=12.1ms@c1", "allreduce_share=0.95@c1"], "below its physical floor"),
-    (["tpot=12.1ms@c1", "allreduce_share=0.05@c1"], "below its physical floor"),
-    (["tpot=12.1ms@c1", "moe_share=0.01@c1"], "above the datasheet peak"),
+    (["tpot=12.1ms@c1", "allreduce_share=0.95@c1"], "allreduce_share=0.95@c1 is missed by"),
+    (["tpot=12.1ms@c1", "allreduce_share=0.05@c1"], "collective_latency.* held at"),
+    (["tpot=12.1ms@c1", "moe_share=0.01@c1"], "moe_share=0.01@c1 is missed by"),
     (["norm_share=0.1@c1"], "shares that calibrate: communication_share, gemm_share"),
-    (["tpot=12.1ms@c1", "allreduce_share=0.5@c1", "communication_share=0.55@c1"], "both set the communication"),
 ])
-def test_shares_the_physics_cannot_reach_are_refused(kimi: Scenario, specs: list[str], says: str) -> None:
-    with pytest.raises(MeasurementError, match=says):
+def test_figures_the_physics_cannot_reach_are_refused(kimi: Scenario, specs: list[str], says: str) -> None:
+    with pytest.raises(MeasurementError, match=says) as e:
         fit_figures(kimi, parse_figures(specs))
+    assert "\n" not in str(e.value)
 
 
 def test_a_class_share_sets_that_class(kimi: Scenario) -> None:
     fit = fit_figures(kimi, parse_figures(["tpot=12.1ms@c1", "moe_share=0.2@c1"]))
     d = decode_step(fit.apply(kimi), 1, kimi.isl + kimi.osl / 2)
-    mult, cls = fit.multipliers(), fit.class_multipliers()
-    step = sum(mult[k] * v for k, v in d.terms_s.items())
-    assert step == pytest.approx(TPOT, rel=1e-9)
-    assert d.class_time_s["moe"] * cls["moe"] / step == pytest.approx(0.2, rel=1e-6)
-    assert [k.name for k in fit.knobs] == ["moe time", "decode level"]
+    assert d.step_time_s == pytest.approx(TPOT, rel=0.01)
+    assert d.class_time_s["moe"] / d.step_time_s == pytest.approx(0.2, abs=0.01)
+    assert "moe_share=0.2@c1" in {k.name: k for k in fit.knobs}["expert_read"].inputs

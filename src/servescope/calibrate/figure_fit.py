@@ -1,34 +1,26 @@
-"""A deployment calibrated on the figures its owner measured: a few physical knobs and the decode levels, each said
-with the inputs that identified it.
+"""A deployment calibrated on the figures its owner measured: physical knobs, one term of the step each, fitted with
+priors (calibrate.terms), each said with the figures that identified it.
 
-Knobs, and what identifies each:
-  decode level(s)     TPOT figures (or output tok/s, read as TPOT): one concurrency sets one level s on the decode
-                      step's terms (TPOT' = s · TPOT); two or more separate the fixed per-step part (weights +
-                      overhead, level a) from the per-batch part (KV, compute, ...: level b) — calibrate.levels
-  collective time K   a share of a collective (`allreduce_share`) or of the communication class at concurrency c:
-                      every collective call costs K × its measured isolated curve (collective_latency_scale × K,
-                      collective_bw_scale ÷ K: in-situ rank skew and synchronisation), K set so that the collective's
-                      share of the calibrated decode step at c is the measured one; the decode levels then cover the
-                      other terms only. Without a collective share, communication follows the per-batch level b.
-  class time K_X      a share of gemm, moe or attention: that class's efficiencies ÷ K_X (a gemm share prices GEMMs
-                      by the roofline × efficiency, not the bundled measured GEMM curve), so its share of the
-                      calibrated step is the measured one.
-A share and a TPOT at the same concurrency fix the level and the split; k knobs from k numbers reproduce them by
-construction ("fitted, not validated"); more numbers than knobs leave residuals, listed. The solve
-(calibrate.knob_solve): the levels by least squares (calibrate.levels) inside a Newton iteration on the share
-knobs (logit of each share against log K, numerical derivative). Figures that contradict each other are refused with both and the residual
-(calibrate.consistency); a TPOT faster than the decode step's physical floor, a share below its collective's latency
-floor or needing an efficiency above the datasheet peak are refused with the floor. TTFT, ITL, E2E and request-rate
-figures are set aside with the reason (a TTFT level measured at other concurrencies raised held-out TTFT error,
-calibrate.held_out). A figure measured at other lengths (beyond LENGTH_TOLERANCE) is refused, or, read from a
-result file, set aside with a note (the file's other runs may match).
+What the figures are: TPOT and output tok/s at a concurrency (its load), TTFT, and shares of a kernel class or a
+collective in a decode step (`allreduce_share=0.515@c1`). Each is modelled at its own concurrency and lengths, so a
+share at c1 speaks for the small messages of c1 (the collective's per-call latency) and a throughput at c128 for the
+terms a big batch grows (routed-expert reads, collective bandwidth, KV): calibrate.terms fits the knobs the figures
+are sensitive to, leaves the rest at their priors and says which figure set which knob and which knobs could not be
+separated. The calibrated scenario is priced on the roofline with the knobs set (the measured per-op curves of other
+boxes are replaced by the user's own figures).
+Checks before the fit: figures measured at other lengths (beyond LENGTH_TOLERANCE) are refused, or, read from a
+result file, set aside with a note (the file's other runs may match); figures that contradict each other are refused
+with both and the residual (calibrate.consistency); a TPOT faster than the decode step's physical floor and a share
+outside (0, 1) or of a class the model does not price are refused with why. ITL, E2E and request-rate figures are set
+aside with the reason. k knobs set by k numbers reproduce them by construction ("fitted, not validated"); more
+numbers than knobs leave residuals, listed.
 Does not: read files (calibrate.inputs), restate points (calibrate.measured) or plan (planner).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from servescope.analysis.vocab import COLLECTIVES
 from servescope.calibrate.consistency import contradictions
@@ -39,23 +31,18 @@ from servescope.calibrate.knob_solve import (
     COMM,
     FIXED_TERMS,
     Problem,
-    State,
-    class_multipliers,
-    decode_at,
-    knobbed,
     share_name,
-    solve,
-    term_multipliers,
 )
 from servescope.calibrate.levels import Levels
+from servescope.calibrate.terms import LOAD_METRICS, TermFit, fit_terms
 from servescope.errors import MeasurementError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import ServingPoint, predict
-from servescope.perfmodel.step import decode_step
 
-__all__ = ["COMM", "FIXED_TERMS", "FigureFit", "Knob", "MeasuredPoint", "fit_figures", "knobbed"]
+__all__ = ["COMM", "FIXED_TERMS", "FigureFit", "Knob", "MeasuredPoint", "fit_figures"]
 
 LENGTH_TOLERANCE = 0.05  # a figure's isl/osl may differ from the scenario's by this share (a result file's means)
+MIN_TTFT_LOADS = 2  # TTFT figures calibrate (prefill, front end) from this many concurrencies (held-out evidence)
 REPRODUCED = 0.01  # a measured TPOT the calibration reproduces this closely is the plan's baseline ("measured")
 
 
@@ -85,35 +72,33 @@ class MeasuredPoint:
 
 @dataclass(frozen=True)
 class FigureFit:
-    """The calibration of a deployment on figures (module docstring). `apply` sets the knobs on a scenario;
-    `multipliers` are the decode levels per perfmodel term (communication 1: its level is the knob K)."""
+    """The calibration of a deployment on figures (module docstring). `apply` prices a scenario as calibrated (the
+    knobs set on the roofline); `multipliers` are 1 on every term (the knobs live in the scenario's efficiency)."""
 
     levels: Levels = field(default_factory=Levels)
-    comm_scale: float = 1.0
-    class_scales: tuple[tuple[str, float], ...] = ()
+    terms: TermFit | None = None
     knobs: tuple[Knob, ...] = ()
     used: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     numbers: int = 0
     points: tuple[MeasuredPoint, ...] = ()
-    residuals: tuple[tuple[str, float], ...] = ()  # (figure, calibrated/measured − 1) of every TPOT figure used
+    residuals: tuple[tuple[str, float], ...] = ()  # (figure, calibrated/measured − 1) of every figure used
     shares: tuple[tuple[str, int, float], ...] = ()  # (share name, concurrency, measured share) fitted
 
     @property
     def calibrated(self) -> bool:
-        return bool(self.knobs)
+        return self.terms is not None
 
     @property
     def validated(self) -> bool:
-        """More numbers than knobs: the residuals say something; k knobs from k numbers do not."""
+        """More numbers than knobs set: the residuals say something; k knobs from k numbers do not."""
         return self.numbers > len(self.knobs)
 
     @property
     def case(self) -> str:
-        """The held-out range case (specs/data/calibrated_ranges.json) of this many TPOT levels."""
-        if self.levels.tpot_points == 0:
-            return "uncalibrated"
-        return "calibrated_2pt" if self.levels.tpot_fixed != self.levels.tpot_var else "calibrated_1pt"
+        """The held-out range case (specs/data/calibrated_ranges.json): the number of load points calibrated on."""
+        n = self.levels.tpot_points
+        return "uncalibrated" if n == 0 else "calibrated_1pt" if n == 1 else "calibrated_2pt"
 
     def status(self) -> str:
         """"fitted, not validated (k knobs from k numbers)" or what the extra numbers say."""
@@ -121,32 +106,34 @@ class FigureFit:
         if not self.validated:
             return f"fitted, not validated ({k} knob{'s' * (k != 1)} from {n} number{'s' * (n != 1)})"
         worst = max((abs(r) for _, r in self.residuals), default=0.0)
-        return f"{k} knob{'s' * (k != 1)} from {n} numbers: largest TPOT residual {worst:.1%}"
+        return f"{k} knob{'s' * (k != 1)} from {n} numbers: largest residual {worst:.1%}"
 
     def apply(self, sc: Scenario) -> Scenario:
-        """The scenario with the fitted knobs set on its efficiency."""
-        if self.comm_scale == 1.0 and not self.class_scales:
-            return sc
-        return sc.with_(efficiency=knobbed(sc.efficiency, self.comm_scale, dict(self.class_scales)))
+        """The scenario priced as calibrated (calibrate.terms.TermFit.apply)."""
+        return self.terms.apply(sc) if self.terms is not None else sc
 
     def multipliers(self) -> dict[str, float]:
-        """Decode level per perfmodel term of the knobbed scenario's prediction."""
-        return term_multipliers(self.levels)
+        """Decode level per perfmodel term: 1 (the knobs are in the scenario)."""
+        return term_levels()
 
     def class_multipliers(self) -> dict[str, float]:
-        """Decode level per kernel class (StepPrediction.class_time_s): communication 1; gemm and moe the fixed
-        level (at decode they read weights), attention the per-batch level, norm and other (launches, CPU) the
-        fixed level. Exact with one level; with two an approximation for a class that is compute-bound."""
-        return class_multipliers(self.levels)
+        """Decode level per kernel class: 1 (the knobs are in the scenario)."""
+        return {c: 1.0 for c in (COMM, "gemm", "moe", "attention", "norm", "other")}
 
     def measured_at(self, concurrency: int) -> MeasuredPoint | None:
-        """The measured point at this concurrency when the calibration reproduces it (its TPOT figures within
+        """The measured point at this concurrency when the calibration reproduces it (its figures within
         REPRODUCED): the plan's baseline there is the measurement."""
         p = next((p for p in self.points if p.concurrency == concurrency), None)
         res = dict(self.residuals)
         if p is None or any(abs(res.get(f, 0.0)) > REPRODUCED for f in p.figures):
             return None
         return p
+
+
+def term_levels() -> dict[str, float]:
+    from servescope.perfmodel.step import TERMS
+
+    return dict.fromkeys(TERMS, 1.0)
 
 
 def _length_problem(sc: Scenario, f: Figure) -> str | None:
@@ -162,11 +149,8 @@ def _length_problem(sc: Scenario, f: Figure) -> str | None:
 
 
 def _why_not(f: Figure) -> str:
-    if f.metric == "ttft":
-        return "TTFT is kept as modelled: a TTFT level measured at other concurrencies raised held-out TTFT error"
-    if f.metric == "output":
-        return "a TPOT figure at the same concurrency is used instead"
-    return f"{f.metric} does not set a knob"
+    return f"{f.metric} does not set a knob (its boundary — queue, host gaps, delivery — is not a term of the step)"
+
 
 def fit_figures(sc: Scenario, figures: Sequence[Figure]) -> FigureFit:
     """Fit the knobs the figures identify (module docstring); MeasurementError (one line) for figures that
@@ -186,10 +170,31 @@ def fit_figures(sc: Scenario, figures: Sequence[Figure]) -> FigureFit:
         return FigureFit(notes=tuple(aside))
     prob = _sort(sc, kept)
     prob.notes = [*aside, *prob.notes]
-    if not prob.tpot and not prob.shares:
+    fitted = _fitted(prob)
+    if not fitted:
         return FigureFit(notes=tuple(prob.notes))
-    levels, comm, classes = solve(prob)
-    return _result(prob, levels, comm, classes)
+    return _result(prob, fitted, fit_terms(sc, fitted))
+
+
+def _fitted(prob: Problem) -> list[Figure]:
+    """The figures the knobs are fitted to: the TPOT of every load point (an output figure's implied TPOT where no
+    TPOT was measured there), TTFT from MIN_TTFT_LOADS concurrencies, and one share per name and load."""
+    seen: set[tuple[str, int, str]] = set()
+    out: list[Figure] = []
+    ttft = prob.ttft if len({f.concurrency for f in prob.ttft}) >= MIN_TTFT_LOADS else []
+    if prob.ttft and not ttft:
+        prob.notes.append(f"{', '.join(f.described() for f in prob.ttft)}: not used to calibrate (one TTFT load "
+                          "point raised held-out TTFT error on the dev series, 33.2 % → 38.4 %; two or more lower it, "
+                          "29.5 % → 22.6 %: data-build/calibrated_ranges.py)")
+    # an output figure is fitted as the TPOT it implies (its E2E less the modelled TTFT, per output token: an open
+    # loop's output is its arrival rate, so only the latency it implies at its Little's-law concurrency is a figure)
+    loads = [f if f.metric == "tpot" else replace(f, metric="tpot", value_si=t) for f, t in prob.tpot]
+    for f in [*loads, *ttft, *prob.shares]:
+        key = (f.metric, f.concurrency, f.text)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
 
 
 def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
@@ -206,32 +211,29 @@ def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
     bad = contradictions(figures, implied)
     if bad:
         raise MeasurementError("; ".join(c.text() for c in bad))
-    direct = {f.concurrency for f in figures if f.metric == "tpot"}
-    tpot: list[tuple[Figure, float]] = []
-    shares: list[Figure] = []
-    notes: list[str] = []
+    prob = Problem(sc, at, [], [], [], [f for f in figures if f.metric == "output"],
+                   [f for f in figures if f.metric == "ttft"])
     for f in figures:
-        value = f.value_si if f.metric == "tpot" else None
-        if f.metric == "output" and f.concurrency not in direct and (got := implied(f)) is not None:
-            value = got[0]
-        if value is not None:
+        value = f.value_si if f.metric == "tpot" else implied(f)[0] if f.metric == "output" and implied(f) else None
+        if f.metric == "tpot" and value is not None:
             _check_floor(f, value, at[f.concurrency])
-            tpot.append((f, value))
-        elif f.is_share and not any(g.metric == f.metric and g.concurrency == f.concurrency for g in shares):
+            prob.tpot.append((f, value))
+        elif f.metric == "output" and value is not None and not any(g.metric == "tpot" and g.concurrency ==
+                                                                     f.concurrency for g in figures):
+            prob.tpot.append((f, value))  # the measured point's TPOT (the output itself is what is fitted)
+        elif f.is_share and not any(g.metric == f.metric and g.concurrency == f.concurrency for g in prob.shares):
             _check_share(f)
-            shares.append(f)
+            prob.shares.append(f)
         elif f.is_share:
-            notes.append(f"{f.described()}: agrees with the first {f.metric} at c{f.concurrency} within the noise; "
-                         "the first is used")
-        elif not f.source:  # a result file's other metrics are listed once per run (below)
-            notes.append(f"{f.described()}: not used to calibrate ({_why_not(f)})")
+            prob.notes.append(f"{f.described()}: agrees with the first {f.metric} at c{f.concurrency} within the "
+                              "noise; the first is used")
+        elif f.metric not in (*LOAD_METRICS, "ttft") and not f.source:
+            prob.notes.append(f"{f.described()}: not used to calibrate ({_why_not(f)})")
     for source in dict.fromkeys(f.source for f in figures if f.source):
-        unused = [f.metric for f in figures if f.source == source and f.metric not in ("tpot", "output")]
+        unused = [f.metric for f in figures if f.source == source and f.metric not in (*LOAD_METRICS, "ttft")]
         if unused:
-            notes.append(f"{source}: {', '.join(unused)} not used to calibrate (a TPOT level is what a run sets; "
-                         "TTFT is kept as modelled)")
-    outputs = [f for f in figures if f.metric == "output"]
-    return Problem(sc, at, tpot, shares, notes, outputs)
+            prob.notes.append(f"{source}: {', '.join(unused)} not used to calibrate (no term of the step sets them)")
+    return prob
 
 
 def _check_floor(f: Figure, tpot_s: float, p: ServingPoint) -> None:
@@ -254,72 +256,21 @@ def _check_share(f: Figure) -> None:
 # --- the result ----------------------------------------------------------------------------------------------
 
 
-def _result(prob: Problem, levels: Levels, comm: float, classes: dict[str, float]) -> FigureFit:
-    fit = FigureFit(levels=levels, comm_scale=comm, class_scales=tuple(sorted(classes.items())))
-    sc = fit.apply(prob.sc)
-    _check_share_floors(prob, fit, sc)
-    knobs = _knob_list(prob, levels, comm, classes)
-    at = {p.concurrency: p for p in predict(sc, sorted({f.concurrency for f, _ in prob.tpot}))} if prob.tpot else {}
-    mult = fit.multipliers()
-    residuals = []
-    for f, t in prob.tpot:
-        cal = sum(mult[k] * v for k, v in at[f.concurrency].terms_s.items())
-        residuals.append((f.text, cal / t - 1.0))
-    used = tuple(f.text for f, _ in prob.tpot) + tuple(f.text for f in prob.shares)
-    return FigureFit(levels, comm, fit.class_scales, tuple(knobs), used, tuple(prob.notes), len(used),
-                     _points(prob), tuple(residuals), tuple((share_name(f), f.concurrency, f.value_si)
-                                                            for f in prob.shares))
-
-
-def _check_share_floors(prob: Problem, fit: FigureFit, sc: Scenario) -> None:
-    """A collective share below the collective's latency floor, or a class share that needs an efficiency above
-    the datasheet peak, is refused with the floor."""
-    eff = sc.efficiency
-    for f in prob.shares:
-        name = share_name(f)
-        if name in CLASS_KNOBS:
-            over = [k for k in CLASS_KNOBS[name] if getattr(eff, k) > 1.0]
-            if over:
-                raise MeasurementError(f"{f.text}: {name} would have to run above the datasheet peak "
-                                       f"({', '.join(f'{k} = {getattr(eff, k):.2f}' for k in over)} > 1): the share "
-                                       "is below the physical floor of that class")
-            continue
-        p = prob.at[f.concurrency]
-        lat_only = prob.sc.with_(efficiency=prob.sc.efficiency.scaled(collective_bw_scale=1e12))
-        d = decode_step(lat_only, p.batch, prob.sc.isl + prob.sc.osl / 2.0)  # type: ignore[arg-type]
-        floor = d.class_time_s.get(COMM, 0.0) if name == COMM else float(
-            d.collectives[name].time_s if name in d.collectives else 0.0)
-        now = decode_at(prob, State(fit.levels, fit.comm_scale, dict(fit.class_scales), sc), f.concurrency)
-        have = now.class_time_s.get(COMM, 0.0) if name == COMM else float(now.collectives[name].time_s)
-        if have < floor * (1 - 1e-9):
-            raise MeasurementError(f"{f.text}: puts {name} at {have * 1e3:.3g} ms per decode step, below its "
-                                   f"physical floor of {floor * 1e3:.3g} ms (its calls at the measured isolated "
-                                   "latency): check the share or the TPOT")
-
-
-def _knob_list(prob: Problem, levels: Levels, comm: float, classes: dict[str, float]) -> list[Knob]:
-    tpots = tuple(f.text for f, _ in prob.tpot)
-    out: list[Knob] = []
-    for f in prob.shares:
-        name = share_name(f)
-        same_c = tuple(t.text for t, _ in prob.tpot if t.concurrency == f.concurrency)
-        if name in CLASS_KNOBS:
-            out.append(Knob(f"{name} time", classes[name], f"{' and '.join(CLASS_KNOBS[name])} ÷{classes[name]:.3g}",
-                            (f.text, *same_c)))
-        else:
-            out.append(Knob("collective time", comm, f"collective_latency_scale ×{comm:.3g}, collective_bw_scale "
-                            f"÷{comm:.3g}: each collective call {comm:.3g}× its measured isolated curve",
-                            (f.text, *same_c)))
-    rest = "the other terms" if prob.comm_pinned else "every term (communication through the collective scales)"
-    if levels.tpot_points and levels.tpot_fixed == levels.tpot_var:
-        out.append(Knob("decode level", levels.tpot_fixed, f"{rest} of the decode step", tpots))
-    elif levels.tpot_points:
-        out.append(Knob("fixed decode level", levels.tpot_fixed, "weights + overhead terms", tpots))
-        out.append(Knob("per-batch decode level", levels.tpot_var,
-                        "KV, compute and the other per-batch terms" + ("" if prob.comm_pinned else
-                                                                        ", communication through the collective "
-                                                                        "scales"), tpots))
-    return out
+def _result(prob: Problem, fitted: list[Figure], terms: TermFit) -> FigureFit:
+    loads = {f.concurrency for f, _ in prob.tpot}
+    levels = Levels(tpot_points=len(loads), ttft_points=len(prob.ttft), basis="calibrated by term")
+    knobs = tuple(Knob(k.knob.name, k.theta, f"{k.knob.what}; {k.status}", k.inputs)
+                  for k in terms.knobs if k.status != "prior")
+    notes = list(prob.notes)
+    prior = [k.knob.name for k in terms.knobs if k.status == "prior"]
+    if prior:
+        notes.append(f"left at their priors (no figure given is sensitive to them): {', '.join(prior)}")
+    for a, b, rho in terms.unseparated:
+        notes.append(f"{a} and {b} could not be separated (posterior correlation {rho:+.2f}): the same figures move "
+                     "both; their split follows the priors")
+    shares = tuple((share_name(f), f.concurrency, f.value_si) for f in prob.shares)
+    return FigureFit(levels, terms, knobs, tuple(f.text for f in fitted), tuple(notes), len(fitted), _points(prob),
+                     terms.residuals, shares)
 
 
 def _points(prob: Problem) -> tuple[MeasuredPoint, ...]:

@@ -216,20 +216,28 @@ def _marginal(pf: dict[str, np.ndarray], term: str) -> np.ndarray | float:
     return pf[term] if term in ("indexer", "recurrent") else 0.0
 
 
+def output_tok_s(concurrency: np.ndarray, cap: np.ndarray | float, osl: int, ttft_s: np.ndarray,
+                 tpot_s: np.ndarray) -> np.ndarray:
+    """Output tok/s of the instance: min(c, cap) · OSL / (TTFT − slot wait + (OSL − 1) · TPOT); the slot wait (the
+    part of TTFT spent waiting for a KV slot when c > cap) is over/(1 + over) of a request's time, over = (c − cap)/cap."""
+    c, cap_ = np.asarray(concurrency, dtype=float), float(np.asarray(cap).ravel()[0])
+    over = np.maximum(c - cap_, 0.0) / cap_
+    wait = over * (ttft_s + (osl - 1) * tpot_s) / (1.0 + over)
+    return np.asarray(np.minimum(c, cap_) * osl / (ttft_s - wait + (osl - 1) * tpot_s))
+
+
 def predict_arrays(sc: Scenario, concurrency: Sequence[int] | np.ndarray) -> dict[str, Any]:
     """Vectorised predict: arrays keyed like ServingPoint fields (plus per-term arrays and the TTFT parts)."""
     p = serving_parts(sc, concurrency)
     a = combine_serving(p, sc.efficiency)
     c, ce, tpot, ttft = p.concurrency, a["batch"], a["tpot_s"], a["ttft_s"]
     cap = float(p.cap)
-    over = np.maximum(c - cap, 0.0) / cap
-    wait = over * (ttft + (sc.osl - 1) * tpot) / (1.0 + over)  # the slot-wait part of ttft (0 when c <= cap)
     kv = memory.kv_bytes_per_seq(sc, sc.isl + sc.osl)
     mem = memory.weights_bytes_per_gpu(sc) + np.ceil(ce / sc.dp) * kv * (sc.isl + sc.osl / 2.0) / (sc.isl + sc.osl)
     mem = mem + sc.efficiency.reserve_bytes
     return {
         "concurrency": c, "batch": ce, "tpot_s": tpot, "ttft_s": ttft,
-        "output_tok_s": ce * sc.osl / (ttft - wait + (sc.osl - 1) * tpot),
+        "output_tok_s": output_tok_s(c, p.cap, sc.osl, ttft, tpot),
         "memory_bytes_per_gpu": mem, "max_concurrency": memory.max_concurrency(sc),
         "terms": {k: np.broadcast_to(a["term:" + k], c.shape) for k in TERMS},
         "step": np.broadcast_to(a["step"], c.shape), "floor": np.broadcast_to(a["floor"], c.shape),

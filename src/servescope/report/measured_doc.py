@@ -2,7 +2,7 @@
 it: which knob each input set, the measured points, and whether the fit was validated. Presentation only.
 
 JSON (`calibration` of model/1, `measured` of plan/1, sweep and report documents): case, used, notes, status,
-validated, tpot_level_fixed, tpot_level_per_batch, basis, collective_scale, class_scales {class: scale}, knobs
+validated, tpot_level_fixed, tpot_level_per_batch, basis, terms {knob: {theta, status, prior_sd, post_sd, at_bound, term, set_by}}, knobs
 [{name, value, sets, inputs}], points [{concurrency, tpot_ms, output_tok_s (null: not measured), figures}],
 residuals {figure: calibrated/measured − 1}, shares [{name, concurrency, share}].
 """
@@ -21,7 +21,7 @@ def measured_document(fit: FigureFit) -> dict[str, Any]:
     return {
         "case": fit.case, "used": list(fit.used), "notes": list(fit.notes), "status": fit.status(),
         "validated": fit.validated, "tpot_level_fixed": lv.tpot_fixed, "tpot_level_per_batch": lv.tpot_var,
-        "basis": lv.basis, "collective_scale": fit.comm_scale, "class_scales": dict(fit.class_scales),
+        "basis": lv.basis, "terms": _terms(fit),
         "knobs": [{"name": k.name, "value": k.value, "sets": k.sets, "inputs": list(k.inputs)} for k in fit.knobs],
         "points": [{"concurrency": p.concurrency, "tpot_ms": p.tpot_s * MS_PER_S, "output_tok_s": p.output_tok_s,
                     "figures": list(p.figures)} for p in fit.points],
@@ -63,3 +63,12 @@ def points_lines(doc: dict[str, Any]) -> list[str]:
         out.append(f"  measured point: concurrency {p['concurrency']}: TPOT {p['tpot_ms']:.2f} ms{rate} "
                    f"({', '.join(p['figures'])})")
     return out
+
+
+def _terms(fit: FigureFit) -> dict[str, Any]:
+    """Each knob of the calibration by term: θ (× its term's time), what set it, its prior and posterior spread."""
+    if fit.terms is None:
+        return {}
+    return {k.knob.name: {"theta": k.theta, "term": k.knob.term, "status": k.status, "prior_sd": k.prior_sd,
+                          "post_sd": k.post_sd, "at_bound": k.at_bound or None, "set_by": list(k.inputs)}
+            for k in fit.terms.knobs}

@@ -1,0 +1,378 @@
+"""Calibration by physical term: knobs that each move one term of the step, fitted to the user's figures with a
+prior, so that more measurements make the answer better, never worse (issue 26).
+
+Knobs (specs/data/calibration_priors.toml, a source per spread): per-step host/launch cost; dense weight-read
+efficiency; routed-expert read efficiency (its bytes scale with the experts a batch touches, so the knob's effect
+grows with the batch); KV reads; FLOPs; collective per-call latency and collective bandwidth, separately; prefill
+compute and per-request front-end time (TTFT). A knob θ multiplies its term's time: rate fields ÷ θ, time fields × θ.
+The fit: minimise  Σ_f ((m_f(θ) − y_f) / σ_f)² + Σ_k (ln θ_k / τ_k)²  over ln θ within each knob's physical bounds
+(no efficiency above the datasheet peak, no collective call below its measured isolated latency), Gauss–Newton with
+numerical derivatives. m_f is ln of a TPOT, TTFT or output tok/s figure, or the logit of a share, each at its own
+concurrency and lengths; σ_f the figure's noise (stated, else FIGURE_NOISE); τ_k the prior's spread. So a share at
+c1 moves the knob its small messages are sensitive to (the latency), and a c128 throughput the ones a big batch is
+(expert reads, bandwidth); what no figure is sensitive to stays at its prior.
+What each figure identified comes from the posterior: a knob whose posterior spread is under IDENTIFIED × its
+prior's was set by the figures holding most of its information; two moved knobs whose posterior correlation exceeds
+UNSEPARATED could not be separated (the same figures move both; the split follows their priors).
+Figures no setting reaches within REACH are refused (MeasurementError) with the closest knob values, each residual
+and the knobs held at a bound.
+Does not: parse or sort figures (calibrate.figures, calibrate.figure_fit), or word the result for a reader (report).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from servescope.calibrate.consistency import ASSUMED_NOISE
+from servescope.calibrate.figures import Figure
+from servescope.errors import BadConfig, MeasurementError
+from servescope.perfmodel.combine import combine_step
+from servescope.perfmodel.efficiency import Efficiency, roofline_efficiency
+from servescope.perfmodel.scenario import Scenario
+from servescope.perfmodel.serving import combine_serving, output_tok_s, serving_parts
+from servescope.perfmodel.step import step_parts
+from servescope.specs import tables
+
+# a figure without a stated noise is held to the precision it is typed with: three significant digits (12.1 ms is
+# ±0.05 ms, 0.4 %), so the fit reproduces it and the priors only choose between the settings that do (shares: 0.005)
+FIGURE_NOISE = 0.005
+REACH = 0.03  # a typed figure the fit misses by more than this (and 3 σ) is unreachable by the knobs
+IDENTIFIED = 0.5  # posterior sd / prior sd below this: the knob was set by the figures
+PRIOR_ONLY = 0.9  # at or above this: the figures say nothing about it
+UNSEPARATED = 0.7  # |posterior correlation| of two moved knobs above this: not separated
+MAX_THETA = 50.0  # no term 50× slower or faster than modelled
+_H = 1e-3  # numerical-derivative step in ln θ
+_MAX_ITER = 40
+LOAD_METRICS = ("tpot", "output")
+FITTED_METRICS = (*LOAD_METRICS, "ttft")
+
+
+@dataclass(frozen=True)
+class TermKnob:
+    """One physical knob: the step term it moves, the Efficiency fields, its prior spread and bounds."""
+
+    name: str
+    term: str
+    what: str
+    time_fields: tuple[str, ...]  # × θ
+    rate_fields: tuple[str, ...]  # ÷ θ
+    log_sd: float
+    max_rate: float | None = None
+    min_value: float | None = None
+    source: str = ""
+
+    def bounds(self, eff: Efficiency) -> tuple[float, float]:
+        """(lowest, highest) θ the physics allows on `eff`."""
+        lo = 1.0 / MAX_THETA
+        if self.rate_fields and self.max_rate is not None:
+            lo = max(lo, max(getattr(eff, f) for f in self.rate_fields) / self.max_rate)
+        if self.time_fields and self.min_value is not None:
+            lo = max(lo, max(self.min_value / max(getattr(eff, f), 1e-30) for f in self.time_fields))
+        return min(lo, 1.0), MAX_THETA
+
+
+def _range_sd(case_key: str) -> float:
+    q10, q90 = tables.error_ranges()["cases"]["system_unseen"][case_key]
+    return math.log(float(q90) / float(q10)) / 2.563
+
+
+_KNOB_KEYS = {"term", "what", "time_fields", "rate_fields", "log_sd", "log_sd_source", "max_rate", "max_rate_source",
+              "min_value"}
+
+
+@cache
+def term_knobs() -> tuple[TermKnob, ...]:
+    """The knobs of specs/data/calibration_priors.toml, in file order."""
+    doc = tables.read_toml("calibration_priors.toml")
+    out = []
+    for name, k in doc.get("knob", {}).items():
+        sd = k.get("log_sd")
+        sd = _range_sd(sd.removesuffix("_range")) if isinstance(sd, str) else float(sd)
+        unknown = set(k) - _KNOB_KEYS
+        if unknown or not sd > 0 or not (k.get("time_fields") or k.get("rate_fields")):
+            raise BadConfig(f"specs/data/calibration_priors.toml: knob {name!r} needs time_fields or rate_fields "
+                            f"and log_sd > 0{'; unknown keys ' + ', '.join(sorted(unknown)) if unknown else ''}")
+        out.append(TermKnob(name, str(k["term"]), str(k["what"]), tuple(k.get("time_fields", ())),
+                            tuple(k.get("rate_fields", ())), sd,
+                            k.get("max_rate"), k.get("min_value"),
+                            str(k.get("log_sd_source", "specs/data/ranges.json: the model's cross-validated spread"))))
+    return tuple(out)
+
+
+def set_knobs(eff: Efficiency, theta: dict[str, float]) -> Efficiency:
+    """`eff` with each knob's fields moved by its θ (time fields × θ, rate fields ÷ θ)."""
+    by_name = {k.name: k for k in term_knobs()}
+    changes: dict[str, float] = {}
+    for name, t in theta.items():
+        k = by_name[name]
+        changes |= {f: getattr(eff, f) * t for f in k.time_fields}
+        changes |= {f: getattr(eff, f) / t for f in k.rate_fields}
+    return eff.scaled(**changes) if changes else eff
+
+
+# --- what the model says a figure is --------------------------------------------------------------------------------
+
+
+def share_key(f: Figure) -> str:
+    """The combine_step key of a share figure: a class (gemm, moe, attention, communication) or coll:<name>."""
+    name = f.metric.removesuffix("_share")
+    return name if name in ("gemm", "moe", "attention", "communication") else "coll:" + name
+
+
+@dataclass(frozen=True)
+class Observer:
+    """The efficiency-free parts behind every figure, built once; `values(eff)` is each figure in fit space."""
+
+    figures: tuple[Figure, ...]
+    sc: Scenario
+    concurrencies: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_serving", serving_parts(self.sc, list(self.concurrencies)))
+        ctx = self.sc.decode_context
+        cap = float(np.asarray(self._serving.cap).ravel()[0])  # type: ignore[attr-defined]
+        steps = {f.concurrency: step_parts(self.sc, min(f.concurrency, cap), ctx, 1)
+                 for f in self.figures if f.is_share}
+        object.__setattr__(self, "_steps", steps)
+
+    def model(self, eff: Efficiency) -> np.ndarray:
+        """Each figure's modelled value (s, tok/s or a share) under `eff`."""
+        a = combine_serving(self._serving, eff)  # type: ignore[attr-defined]
+        idx = {c: i for i, c in enumerate(self.concurrencies)}
+        out = np.empty(len(self.figures))
+        decoded: dict[int, dict[str, np.ndarray]] = {}
+        for j, f in enumerate(self.figures):
+            if f.is_share:
+                d = decoded.setdefault(f.concurrency, combine_step(self._steps[f.concurrency], eff))  # type: ignore[attr-defined]
+                key = share_key(f)
+                out[j] = float(np.asarray(d[key]).ravel()[0]) / float(np.asarray(d["step"]).ravel()[0]) \
+                    if key in d else 0.0
+                continue
+            i = idx[f.concurrency]
+            if f.metric == "output":
+                p = self._serving  # type: ignore[attr-defined]
+                out[j] = float(np.asarray(output_tok_s(p.concurrency, p.cap, self.sc.osl, a["ttft_s"],
+                                                       a["tpot_s"])).ravel()[i])
+            else:
+                out[j] = float(np.asarray(a[f.metric + "_s"]).ravel()[i])
+        return out
+
+
+def fit_space(figures: Sequence[Figure], values: np.ndarray) -> np.ndarray:
+    """ln of a latency or rate, logit of a share."""
+    out = np.empty(len(values))
+    for j, (f, v) in enumerate(zip(figures, values, strict=True)):
+        if f.is_share:
+            s = min(max(float(v), 1e-9), 1 - 1e-9)
+            out[j] = math.log(s / (1 - s))
+        else:
+            out[j] = math.log(max(float(v), 1e-30))
+    return out
+
+
+def noise(f: Figure) -> float:
+    """σ of a figure in fit space: its stated noise (a fraction), else FIGURE_NOISE; a share's in logit units."""
+    n = f.noise if f.noise is not None and f.noise > 0 else FIGURE_NOISE / (f.value_si if f.is_share else 1.0)
+    if f.is_share:
+        s = f.value_si
+        return max(n * s / (s * (1 - s)), 1e-4)
+    return max(n, 1e-4)
+
+
+def reach(f: Figure) -> float:
+    """How far the fit may miss a figure before it is refused: REACH for a typed one; twice the between-run noise
+    for a result file's run (calibrate.consistency.ASSUMED_NOISE: its runs differ in day, client and load), or
+    twice a stated noise when that is larger."""
+    stated = 2.0 * f.noise if f.noise is not None else 0.0
+    return max(REACH, stated, 2.0 * ASSUMED_NOISE if f.source else 0.0)
+
+
+# --- the fit ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnobResult:
+    """One knob after the fit: θ, prior and posterior spread of ln θ, whether it sits at a bound, the figures that
+    set it (most information first) and its status: set | partly set | prior."""
+
+    knob: TermKnob
+    theta: float
+    prior_sd: float
+    post_sd: float
+    at_bound: str  # "" | "low" | "high"
+    inputs: tuple[str, ...]
+
+    @property
+    def status(self) -> str:
+        if self.at_bound:
+            return "at its physical bound"
+        ratio = self.post_sd / self.prior_sd
+        return "set" if ratio < IDENTIFIED else "prior" if ratio >= PRIOR_ONLY else "partly set"
+
+
+@dataclass(frozen=True)
+class TermFit:
+    """The knobs fitted to the figures, what each figure identified, and the residuals."""
+
+    knobs: tuple[KnobResult, ...]
+    residuals: tuple[tuple[str, float], ...]  # (figure text, modelled/measured − 1; shares in share points)
+    unseparated: tuple[tuple[str, str, float], ...]  # (knob, knob, posterior correlation)
+
+    @property
+    def theta(self) -> dict[str, float]:
+        return {k.knob.name: k.theta for k in self.knobs}
+
+    def apply(self, sc: Scenario) -> Scenario:
+        """`sc` priced as calibrated: from roofline_start, the knobs set."""
+        sc = roofline_start(sc)
+        moved = {n: t for n, t in self.theta.items() if t != 1.0}
+        return sc.with_(efficiency=set_knobs(sc.efficiency, moved)) if moved else sc
+
+
+def roofline_start(sc: Scenario) -> Scenario:
+    """The scenario the knobs move: the measured per-op curves off (the user's figures replace other boxes' curves;
+    every knob then has the datasheet as its bound) and, where curves priced it, the knob fields at the fit's
+    [roofline] stage, which was fitted with the curves off."""
+    eff = sc.efficiency
+    if eff.op_curves <= 0.5 and eff.moe_curve <= 0.5:
+        return sc
+    base = roofline_efficiency() if eff.op_curves > 0.5 else eff
+    fields = {f for k in term_knobs() for f in (*k.time_fields, *k.rate_fields) if k.term != "ttft"}
+    return sc.with_(efficiency=eff.scaled(op_curves=0.0, moe_curve=0.0, **{f: getattr(base, f) for f in fields}))
+
+
+def fit_terms(sc: Scenario, figures: Sequence[Figure]) -> TermFit:
+    """Fit the knobs to `figures` (module docstring) from roofline_start(sc);
+    MeasurementError when a figure cannot be reached."""
+    knobs = term_knobs()
+    sc = roofline_start(sc)
+    obs = Observer(tuple(figures), sc, tuple(sorted({f.concurrency for f in figures if not f.is_share})))
+    y = fit_space(figures, np.array([f.value_si for f in figures]))
+    sig = np.array([noise(f) for f in figures])
+    tau = np.array([k.log_sd for k in knobs])
+    bounds = np.array([k.bounds(sc.efficiency) for k in knobs])
+    lo, hi = np.log(bounds[:, 0]), np.log(bounds[:, 1])
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        eff = set_knobs(sc.efficiency, {k.name: math.exp(v) for k, v in zip(knobs, x, strict=True)})
+        return (fit_space(figures, obs.model(eff)) - y) / sig
+
+    x = np.clip(np.zeros(len(knobs)), lo, hi)
+    x, r, jac = _gauss_newton(resid, x, tau, lo, hi)
+    return _result(knobs, figures, obs, sc, x, r, jac, tau, lo, hi, sig)
+
+
+def _jacobian(resid: object, x: np.ndarray, r: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    f = resid  # type: ignore[assignment]
+    cols = []
+    for k in range(len(x)):
+        h = _H if x[k] + _H <= hi[k] else -_H
+        dx = x.copy()
+        dx[k] += h
+        cols.append((f(dx) - r) / h)  # type: ignore[operator]
+    return np.column_stack(cols)
+
+
+def _gauss_newton(resid: object, x: np.ndarray, tau: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Minimise |resid(x)|² + |x/τ|² within [lo, hi] (projected, damped Gauss–Newton)."""
+    f = resid  # type: ignore[assignment]
+    r = f(x)  # type: ignore[operator]
+    cost = float(r @ r + np.sum((x / tau) ** 2))
+    jac = _jacobian(f, x, r, hi)
+    for _ in range(_MAX_ITER):
+        free = ~(((x <= lo + 1e-12) & (jac.T @ r + x / tau**2 > 0)) | ((x >= hi - 1e-12) & (jac.T @ r + x / tau**2 < 0)))
+        a = jac[:, free]
+        h = a.T @ a + np.diag(1.0 / tau[free] ** 2)
+        g = a.T @ r + x[free] / tau[free] ** 2
+        step = np.zeros_like(x)
+        step[free] = -np.linalg.solve(h, g)
+        size, improved = 1.0, False
+        while size > 1e-4:
+            trial = np.clip(x + size * step, lo, hi)
+            rt = f(trial)  # type: ignore[operator]
+            ct = float(rt @ rt + np.sum((trial / tau) ** 2))
+            if ct < cost:
+                improved = True
+                break
+            size /= 2
+        if not improved:
+            break
+        done = cost - ct < 1e-10 * max(cost, 1.0)
+        x, r, cost = trial, rt, ct
+        jac = _jacobian(f, x, r, hi)
+        if done:
+            break
+    return x, r, jac
+
+
+def _result(knobs: tuple[TermKnob, ...], figures: Sequence[Figure], obs: Observer, sc: Scenario, x: np.ndarray,
+            r: np.ndarray, jac: np.ndarray, tau: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+            sig: np.ndarray) -> TermFit:
+    theta = {k.name: math.exp(v) for k, v in zip(knobs, x, strict=True)}
+    modelled = obs.model(set_knobs(sc.efficiency, theta))
+    residuals = tuple((f.text, float((m - f.value_si) if f.is_share else m / f.value_si - 1.0))
+                      for f, m in zip(figures, modelled, strict=True))
+    at = ["low" if v <= lo[i] + 1e-9 else "high" if v >= hi[i] - 1e-9 else "" for i, v in enumerate(x)]
+    _check_reach(figures, residuals, r, jac, knobs, theta, at)
+    free = np.array([not b for b in at])
+    cov = np.zeros((len(knobs), len(knobs)))  # a knob held at a bound is pinned there: no spread
+    a = jac[:, free]
+    cov[np.ix_(free, free)] = np.linalg.inv(a.T @ a + np.diag(1.0 / tau[free] ** 2))
+    post = np.sqrt(np.diag(cov))
+    results = []
+    without = _spread_without_each(jac, tau, free)
+    for i, k in enumerate(knobs):
+        results.append(KnobResult(k, theta[k.name], float(tau[i]), float(post[i]), at[i],
+                                  _inputs(figures, jac[:, i], without[:, i], float(post[i]))))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.nan_to_num(cov / np.outer(post, post))
+    pairs = tuple((knobs[i].name, knobs[j].name, float(corr[i, j]))
+                  for i in range(len(knobs)) for j in range(i + 1, len(knobs))
+                  if abs(corr[i, j]) > UNSEPARATED and abs(x[i]) > 0.01 and abs(x[j]) > 0.01)
+    return TermFit(tuple(results), residuals, pairs)
+
+
+def _spread_without_each(jac: np.ndarray, tau: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Posterior sd of each knob (columns) with each figure (rows) left out: what that figure pinned."""
+    out = np.zeros(jac.shape)
+    for j in range(jac.shape[0]):
+        a = np.delete(jac, j, axis=0)[:, free]
+        cov = np.linalg.inv(a.T @ a + np.diag(1.0 / tau[free] ** 2))
+        out[j, free] = np.sqrt(np.diag(cov))
+    return out
+
+
+def _inputs(figures: Sequence[Figure], jac_k: np.ndarray, without_k: np.ndarray, post: float) -> tuple[str, ...]:
+    """The figures that set a knob: those without which its posterior spread would grow by half or more (most
+    first); where several pin it redundantly, those holding ≥ 20 % of its information."""
+    grow = without_k / max(post, 1e-12)
+    pinned = [j for j in np.argsort(-grow) if grow[j] >= 1.5]
+    if not pinned:
+        info = jac_k**2
+        total = float(info.sum())
+        pinned = [j for j in np.argsort(-info) if total > 0 and info[j] >= 0.2 * total]
+    return tuple(figures[j].text for j in pinned)
+
+
+def _check_reach(figures: Sequence[Figure], residuals: tuple[tuple[str, float], ...], r: np.ndarray,
+                 jac: np.ndarray, knobs: tuple[TermKnob, ...], theta: dict[str, float], at: list[str]) -> None:
+    bad = [(f, res) for (f, (_, res)), rj in zip(zip(figures, residuals, strict=True), r, strict=True)
+           if abs(res) > reach(f) and abs(rj) > 3.0]
+    if not bad:
+        return
+    parts = []
+    for f, res in bad:
+        j = figures.index(f)
+        held = [k.name for i, k in enumerate(knobs) if at[i] and jac[j, i] != 0]
+        why = (f"{', '.join(held)} held at {'their' if len(held) > 1 else 'its'} physical bound"
+               if held else "no knob moves it further without missing the others")
+        unit = "share points" if f.is_share else "of the figure"
+        parts.append(f"{f.described()} is missed by {res:+.1%} {unit} ({why})")
+    closest = ", ".join(f"{n} ×{t:.3g}" for n, t in theta.items() if abs(t - 1.0) > 1e-3) or "none moved"
+    raise MeasurementError("figures no knob setting reaches: " + "; ".join(parts) + f" — the closest knobs: {closest}")
