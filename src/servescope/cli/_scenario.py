@@ -50,7 +50,7 @@ def _scenario_options(fn: F, required: bool) -> F:
         click.option("--quant", default="native", show_default=True,
                      help="Weights: native (the checkpoint's own), bf16, fp8, fp8-block, int4-w4a16, nvfp4, mxfp4."),
         click.option("--moe-quant", default=None, help="Routed experts' scheme, if different."),
-        click.option("--kv-quant", default=None, help="KV-cache scheme (bf16, fp8); default: what the backend's 'auto' allocates for the checkpoint."),
+        click.option("--kv-quant", default=None, help="KV-cache format: the engine's --kv-cache-dtype (vLLM auto, fp8, fp8_e4m3, fp8_e5m2, bfloat16; SGLang auto, fp8_e4m3, fp8_e5m2, bf16, fp4_e2m1) or a scheme (bf16, fp8); default (auto): what the backend allocates for the checkpoint (specs/kv_dtypes.py)."),
         click.option("--cuda-graphs/--no-cuda-graphs", default=True, show_default=True),
         click.option("--overlap-scheduler/--no-overlap-scheduler", "overlap_scheduler", default=None,
                      help="The engine prepares the next step on the CPU while the GPU runs this one (vLLM async "
@@ -106,9 +106,12 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
             note(f"{option} {value} is read as {said}")
     if isinstance(kw["gpu"], str) and (choice := _gpu_choice(kw["gpu"])) is not None:
         note(f"--gpu {kw['gpu']} is read as {choice}")
+    from servescope.specs.kv_dtypes import kv_scheme
+
+    kv = kv_scheme(kw["kv_quant"])  # an engine's --kv-cache-dtype value, or a scheme name
     sc = Scenario.build(
         model=kw["model_name"], gpu=kw["gpu"], tp=kw["tp"], ep=kw["ep"], pp=kw["pp"], dp=kw["dp"],
-        quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kw["kv_quant"], cuda_graphs=kw["cuda_graphs"],
+        quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kv, cuda_graphs=kw["cuda_graphs"],
         isl=kw["isl"], osl=kw["osl"], backend=kw["backend"].lower(), interconnect=kw["interconnect"],
         engine_version=kw.get("engine_version") or "", gpu_memory_utilization=kw.get("gpu_memory_utilization"),
     )

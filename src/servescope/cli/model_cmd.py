@@ -25,10 +25,14 @@ from servescope.errors import UnknownName
 @click.option("--concurrency", default="1,16,64,256", show_default=True, help="Comma-separated concurrencies.")
 @click.option("--simulate", "with_sim", is_flag=True,
               help="Also simulate the engine's scheduler (closed loop) per concurrency: TTFT/TPOT/ITL percentiles.")
+@click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="The engine's log (vLLM / SGLang): its KV-cache capacity sizes the KV pool (the memory limit), as "
+                   "`simulate --engine-log` takes it.")
 @measured_option
 @output_options
 @one_line_errors
-def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
+def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: tuple[str, ...], out: Output,
+          **kw: Any) -> None:
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
@@ -36,6 +40,10 @@ def model(concurrency: str, with_sim: bool, measured: tuple[str, ...], out: Outp
     from servescope.report.titles import scenario_title
 
     sc, concs = _scenario(kw), _int_list(concurrency)
+    if engine_log is not None:
+        from servescope.cli._engine_log import read_log, with_logged_kv
+
+        sc = with_logged_kv(sc, read_log(engine_log))
     points = predict(sc, concs)
     title = scenario_title(sc)
     calibration = None

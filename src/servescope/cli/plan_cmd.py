@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,6 +17,9 @@ from servescope.cli._app import (
 )
 from servescope.cli._measured import measured_figures, measured_option
 from servescope.cli._scenario import _scenario, scenario_options
+
+if TYPE_CHECKING:
+    from servescope.validation.enginelog import EngineLog
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,8 +51,9 @@ def plan_goal_options(fn: F) -> F:
               help="Objective throughput: the TPOT each user must keep, e.g. 50ms (default: the baseline's TPOT).")
 @plan_goal_options
 @click.option("--engine-log", "engine_log", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="The engine's log: the per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices "
-                   "speculative decoding instead of a published curve (--acceptance wins).")
+              help="The engine's log: its KV-cache capacity sizes the KV pool (the memory limit), and the "
+                   "per-position acceptance of its 'SpecDecoding metrics' lines (vLLM) prices speculative decoding "
+                   "instead of a published curve (--acceptance wins).")
 @measured_option
 @click.option("--applied", default=None,
               help="Tracks already applied, e.g. custom_allreduce or k1,k2: the plan is made on the state after them "
@@ -72,11 +76,20 @@ def plan_command(trace_path: Path | None, objective: str | None, concurrency: in
     from servescope.report.plan_doc import plan_document
     from servescope.report.plan_text import plan_lines, render_plan_lines
 
-    if engine_log is not None and acceptance is None and acceptance_rate is None:
-        acceptance = _logged_acceptance(engine_log)
+    log = None
+    if engine_log is not None:
+        from servescope.cli._engine_log import read_log
+
+        log = read_log(engine_log)
+        if acceptance is None and acceptance_rate is None:
+            acceptance = _logged_acceptance(log)
     spec = spec_from_options(spec_method, spec_k, acceptance, acceptance_rate)
     limit_s = parse_target(tpot_limit, "tpot").tpot_s if tpot_limit else None
     scenario = _scenario(kw)
+    if log is not None:
+        from servescope.cli._engine_log import with_logged_kv
+
+        scenario = with_logged_kv(scenario, log)
     figures = measured_figures(measured, scenario)
     advice = advise(scenario, trace_path, figures, objective=implied_objective(target, objective),
                     concurrency=concurrency, target=target, forbid=forbid, spec=spec, tpot_limit_s=limit_s,
@@ -107,17 +120,12 @@ def _applied(applied: str | None, log_path: Path | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*logged, *(parse_applied(applied) or ()))))
 
 
-def _logged_acceptance(path: Path) -> str | None:
+def _logged_acceptance(log: EngineLog) -> str | None:
     """The per-position acceptance an engine log states, as --acceptance takes it (None, with a warning on stderr,
     when it states none)."""
-    from servescope.validation.enginelog import read_engine_log
-
-    log = read_engine_log(path)
-    for w in log.warnings:
-        click.echo(f"servescope: warning: {w}", err=True)
     if log.acceptance is None:
-        if not log.warnings:
-            click.echo(f"servescope: warning: {path}: no per-position acceptance in the log; the bundled curve is "
-                       "used", err=True)
+        if not log.warnings and log.kv_cache_tokens is None:
+            click.echo(f"servescope: warning: {log.path}: no per-position acceptance in the log; the bundled curve "
+                       "is used", err=True)
         return None
     return ",".join(f"{p:.6g}" for p in log.acceptance)

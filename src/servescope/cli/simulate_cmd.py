@@ -21,6 +21,8 @@ from servescope.cli._measured import measured_figures, measured_fit, measured_op
 from servescope.cli._scenario import _scenario, scenario_options
 
 if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
+    import numpy as np
+
     from servescope.perfmodel.scenario import Scenario
 
 
@@ -51,8 +53,12 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
               help="Requests in the run.")
 @click.option("--lengths", "lengths_file", type=click.Path(path_type=Path), default=None,
               help="File of 'isl,osl' lines (cycled); overrides --isl/--osl.")
-@click.option("--range-ratio", default=1.0, show_default=True,
-              help="Draw lengths uniformly in [ratio·len, len] (1 = fixed), like --random-range-ratio.")
+@click.option("--range-ratio", default=None, type=float,
+              help="Spread of the drawn lengths, in the convention of --range-convention: sglang (default) draws "
+                   "uniformly in [ratio·len, len] (1 = fixed; sglang.bench_serving --random-range-ratio); vllm in "
+                   "[len·(1−ratio), len·(1+ratio)] (0 = fixed, ratio < 1; vllm bench serve --random-range-ratio).")
+@click.option("--range-convention", type=click.Choice(["sglang", "vllm"]), default="sglang", show_default=True,
+              help="Which benchmark's --random-range-ratio --range-ratio follows (their meanings differ).")
 @click.option("--max-num-seqs", type=int, default=None, help="Running sequences per step (engine default).")
 @click.option("--max-num-batched-tokens", type=int, default=None, help="Token budget per step (engine default).")
 @click.option("--max-model-len", type=int, default=None, help="Context limit (prompt + output), tokens.")
@@ -75,7 +81,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 @output_options
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
-             range_ratio: float, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+             range_ratio: float | None, range_convention: str, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
              replay_file: Path | None, compare_file: Path | None, measured: tuple[str, ...], out: Output,
              **kw: Any) -> None:
@@ -97,20 +103,28 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
     kv = given.pop("kv_cache_tokens", None)
     engine = engine_for(sc, **given)
-    level = _measured_level(sc, measured, concurrency)
+    requests = None
+    if replay_file is not None:
+        from servescope.validation.benchio import read_requests
+
+        requests = read_requests(replay_file)
+    level = _measured_level(_at_file_lengths(sc, requests, replay_file) if measured else sc, measured, concurrency)
     if level is not None:
         engine = engine.with_(decode_level=level[0])
     title = scenario_title(sc, backend=True)
     if compare_file is not None:
         _compare(sc, engine, compare_file, kv, seed, title, out)
         return
-    if replay_file is not None:
-        _replay(sc, engine, replay_file, concurrency, kv, title, out)
+    if replay_file is not None and requests is not None:
+        _replay(sc, engine, requests, concurrency, kv, title, out)
         return
     from servescope.report.simulate_doc import simulate_document
     from servescope.report.simulate_text import render_run
 
     lengths = read_lengths(lengths_file) if lengths_file is not None else None
+    if range_convention == "vllm" and lengths is None:
+        lengths = vllm_lengths(num_prompts, sc.isl, sc.osl, range_ratio or 0.0, seed)
+    range_ratio = 1.0 if range_ratio is None or range_convention == "vllm" else range_ratio
     with _progress(out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
                              kv, progress, memory_limit(), time_limit_s=MAX_RUN_S)
@@ -155,15 +169,44 @@ def _logged_kv(path: Path) -> int | None:
     return log.kv_cache_tokens
 
 
-def _replay(sc: Scenario, engine: Any, path: Path, concurrency: int | None, kv_cache_tokens: int | None,
+def vllm_lengths(n: int, isl: int, osl: int, ratio: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n (isl, osl) pairs as `vllm bench serve --random-range-ratio` draws them: uniform integers in
+    [floor(len·(1−r)), ceil(len·(1+r))], outputs at least 1, r in [0, 1) (vllm-project/vllm
+    vllm/benchmarks/datasets.py RandomDataset.get_sampling_params; 0 = fixed lengths)."""
+    import math
+
+    import numpy as np
+
+    from servescope.errors import ScenarioError
+
+    if not 0.0 <= ratio < 1.0:
+        raise ScenarioError(f"--range-ratio {ratio} must be in [0, 1) with --range-convention vllm (vllm bench "
+                            "serve's RandomDataset refuses others)")
+    rng = np.random.default_rng(seed)
+    lo_i, hi_i = math.floor(isl * (1 - ratio)), math.ceil(isl * (1 + ratio))
+    lo_o, hi_o = max(1, math.floor(osl * (1 - ratio))), max(1, math.ceil(osl * (1 + ratio)))
+    return rng.integers(max(1, lo_i), max(1, hi_i) + 1, n), rng.integers(lo_o, hi_o + 1, n)
+
+
+def _at_file_lengths(sc: Scenario, requests: Any, path: Path | None) -> Scenario:
+    """The scenario at a replay file's mean request lengths (rounded), where `--measured` calibrates: the figures
+    describe the replayed traffic, not the default ISL/OSL. Unchanged without a file; said in a note."""
+    if requests is None or path is None or not len(requests.isl):
+        return sc
+    isl, osl = max(1, round(float(requests.isl.mean()))), max(1, round(float(requests.osl.mean())))
+    if (isl, osl) != (sc.isl, sc.osl):
+        note(f"--measured calibrates at {path.name}'s mean lengths, ISL {isl} / OSL {osl} (the scenario has "
+             f"{sc.isl} / {sc.osl})")
+    return sc.with_(isl=isl, osl=osl)
+
+
+def _replay(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, kv_cache_tokens: int | None,
             title: str, out: Output) -> None:
     from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import replay_document
     from servescope.report.simulate_text import render_replay
     from servescope.simulate import replay_workload, simulate_workload
-    from servescope.validation.benchio import read_requests
 
-    requests = read_requests(path)
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
     with _progress(out.format == "text" or out.path is not None) as progress:
         res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit())
