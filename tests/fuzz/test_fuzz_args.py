@@ -85,7 +85,8 @@ VALID = {"--gpu": ("l40s", "h100_pcie", "h100_sxm", "b200_sxm", "rtx_pro_6000_se
          "--concurrency": ("1", "64"), "--target": ("1000tok/s", "20ms"), "--tpot-limit": ("50ms",),
          "--forbid": ("quantization", "speculative"), "--spec-method": ("eagle3", "mtp", "draft:qwen3-0.6b"),
          "--spec-k": ("1", "3"), "--acceptance": ("0.7", "0.9,0.8"), "--acceptance-rate": ("0.6",),
-         "--gpu-memory-utilization": ("0.5", "0.93"), "--measured": ("tpot=20ms@c1", "output=1000tok/s@c64")}
+         "--gpu-memory-utilization": ("0.5", "0.93"), "--measured": ("tpot=20ms@c1", "output=1000tok/s@c64"),
+         "--applied": ("custom_allreduce", "speculative_decoding", "quantization,nccl_tuning", "expert_parallel")}
 SHAPE = ("--interconnect", "--backend", "--quant", "--kv-quant", "--ep", "--dp", "--pp", "--engine-version")
 PAIR_MODELS = ("llama-3.1-8b", "gpt-oss-120b", "qwen3-30b-a3b")
 
