@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from servescope.analysis.vocab import COLLECTIVES
 from servescope.calibrate.consistency import contradictions
-from servescope.calibrate.figures import Figure
+from servescope.calibrate.figures import SPEC_METRICS, Figure
 from servescope.calibrate.knob_solve import (
     CLASS_KNOBS,
     COLLECTIVE_SHARES,
@@ -84,6 +84,7 @@ class FigureFit:
     points: tuple[MeasuredPoint, ...] = ()
     residuals: tuple[tuple[str, float], ...] = ()  # (figure, calibrated/measured − 1) of every figure used
     shares: tuple[tuple[str, int, float], ...] = ()  # (share name, concurrency, measured share) fitted
+    spec: tuple[Figure, ...] = ()  # spec_gain / spec_tpot figures: the planner calibrates the speculative track on them
 
     @property
     def calibrated(self) -> bool:
@@ -172,8 +173,8 @@ def fit_figures(sc: Scenario, figures: Sequence[Figure]) -> FigureFit:
     prob.notes = [*aside, *prob.notes]
     fitted = _fitted(prob)
     if not fitted:
-        return FigureFit(notes=tuple(prob.notes))
-    return _result(prob, fitted, fit_terms(sc, fitted))
+        return FigureFit(notes=tuple(prob.notes), spec=tuple(prob.spec))
+    return replace(_result(prob, fitted, fit_terms(sc, fitted)), spec=tuple(prob.spec))
 
 
 def _fitted(prob: Problem) -> list[Figure]:
@@ -227,10 +228,13 @@ def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
         elif f.is_share:
             prob.notes.append(f"{f.described()}: agrees with the first {f.metric} at c{f.concurrency} within the "
                               "noise; the first is used")
+        elif f.metric in SPEC_METRICS:
+            prob.spec.append(f)
         elif f.metric not in (*LOAD_METRICS, "ttft") and not f.source:
             prob.notes.append(f"{f.described()}: not used to calibrate ({_why_not(f)})")
     for source in dict.fromkeys(f.source for f in figures if f.source):
-        unused = [f.metric for f in figures if f.source == source and f.metric not in (*LOAD_METRICS, "ttft")]
+        unused = [f.metric for f in figures if f.source == source and f.metric not in (*LOAD_METRICS, "ttft",
+                                                                                       *SPEC_METRICS)]
         if unused:
             prob.notes.append(f"{source}: {', '.join(unused)} not used to calibrate (no term of the step sets them)")
     return prob

@@ -4,11 +4,13 @@
     e2e=5.2s@c64,isl=1024,osl=1024      output=1536tok/s@c128          output=1.5ktok/s@c128
     request_rate=3.2req/s@c16           allreduce_share=0.515@c1       moe_share=38%@c1
     tpot=12.1ms±0.4ms@c1                tpot=12.1ms±3%@c1              allreduce_share=0.515±0.03@c1
+    spec_gain=1.32@c1                   spec_tpot=9.2ms@c1             (speculative decoding: measured with it on)
 
 Does: parse one spec into a `Figure` in SI units (seconds, output tokens/s, requests/s, a fraction), through
 servescope.units. Metrics (METRICS): the latencies tpot, ttft, itl, e2e (units ms, s, us, µs — a unit is
 required: a bare 12.1 could be ms or s); `output`, output tokens/s of the whole instance (tok/s, ktok/s; default
-tok/s); `request_rate` (req/s, the default); and `<name>_share`, the share of a decode step's time spent in a
+tok/s); `request_rate` (req/s, the default); `spec_gain`, the measured speedup of speculative decoding (TPOT
+without / with, a factor ≥ 1, unit `x` or none) and `spec_tpot`, the TPOT measured with it on; and `<name>_share`, the share of a decode step's time spent in a
 kernel class (analysis.vocab.KERNEL_CLASSES: `communication_share`, `moe_share`, ...) or a collective
 (COLLECTIVES; underscores optional: `allreduce_share` is `all_reduce_share`), a fraction in [0, 1] or a
 percentage (`51.5%`). `@cN` (the concurrency it was measured at, N ≥ 1) is required; `isl=`/`osl=` (tokens)
@@ -35,7 +37,9 @@ TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": ms_to_s(1.0), "us": us_to_s(1.0)
 RATE_UNITS: dict[str, float] = {"tok/s": 1.0, "ktok/s": KILO}
 REQUEST_UNITS: dict[str, float] = {"req/s": 1.0}
 SHARE_UNITS: dict[str, float] = {"": 1.0, "%": 0.01}
-TIME_METRICS = ("tpot", "ttft", "itl", "e2e")
+TIME_METRICS = ("tpot", "ttft", "itl", "e2e", "spec_tpot")
+FACTOR_UNITS: dict[str, float] = {"": 1.0, "x": 1.0, "×": 1.0}
+SPEC_METRICS = ("spec_gain", "spec_tpot")
 SHARE_NAMES: tuple[str, ...] = (*KERNEL_CLASSES, *COLLECTIVES)
 # metric -> (its units and their factor to SI, the unit assumed when none is written (None: one is required),
 # the SI unit of value_si)
@@ -43,6 +47,7 @@ METRICS: dict[str, tuple[dict[str, float], str | None, str]] = {
     **{m: (TIME_UNITS, None, "s") for m in TIME_METRICS},
     "output": (RATE_UNITS, "tok/s", "tok/s"),
     "request_rate": (REQUEST_UNITS, "req/s", "req/s"),
+    "spec_gain": (FACTOR_UNITS, "", "1"),
 }
 KNOWN_METRICS = (*METRICS, "<class>_share")
 _NUMBER = re.compile(r"\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*(.*?)\s*$")
@@ -54,7 +59,7 @@ class Figure:
     """One measured figure. `value_si` is in `unit` (s, tok/s, req/s, or 1 for a share); `text` is the spec as
     given."""
 
-    metric: str  # tpot | ttft | itl | e2e | output | request_rate | <class or collective>_share
+    metric: str  # tpot | ttft | itl | e2e | output | request_rate | spec_gain | spec_tpot | <class or collective>_share
     value_si: float
     concurrency: int
     isl: int | None
@@ -145,7 +150,11 @@ def _value(text: str, metric: str, raw: str) -> tuple[float, float | None]:
     value = number * units[unit]
     if not math.isfinite(value):
         raise _fail(text, f"{metric} must be finite")
-    if si == "1":
+    if metric == "spec_gain":
+        if value < 1.0:
+            raise _fail(text, f"spec_gain {raw.strip()} is below 1: a slowdown is not a gain to calibrate on (give "
+                              "spec_tpot=…@cN with the TPOT measured with speculation on)")
+    elif si == "1":
         if not 0.0 <= value <= 1.0:
             raise _fail(text, f"a share is between 0 and 1 (or 0% and 100%), got {raw.strip()}")
     elif value <= 0.0:

@@ -38,6 +38,7 @@ class Problem:
     notes: list[str]
     outputs: list[Figure] = field(default_factory=list)  # measured output tok/s figures
     ttft: list[Figure] = field(default_factory=list)  # measured TTFT figures
+    spec: list[Figure] = field(default_factory=list)  # measured speculative-decoding figures (the planner's)
 
     @property
     def comm_pinned(self) -> bool:

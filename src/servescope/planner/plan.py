@@ -31,7 +31,13 @@ from servescope.planner.basis import Bases, basis_at, what_if_basis
 from servescope.planner.campaign import applied_proposal, apply_tracks
 from servescope.planner.gain_range import PlanRange, plan_range
 from servescope.planner.kernels import KernelEvidence
-from servescope.planner.measured import LevelledModel, measured_range
+from servescope.planner.measured import (
+    LevelledModel,
+    measured_range,
+    measured_step_of,
+    on_measured_step,
+)
+from servescope.planner.spec_calibrate import calibrated_spec
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
@@ -188,6 +194,10 @@ def plan(
         scenario = calibration.apply(scenario)
     raw_model = model or PerfModel()
     step_model: StepModel = raw_model
+    spec_note = ""
+    if measured is not None and measured.spec:  # the speculative track on the measured gain (planner.spec_calibrate)
+        spec, spec_note = calibrated_spec(measured.apply(scenario), spec, measured.spec,
+                                          {p.concurrency: p.tpot_s for p in measured.points})
     if measured is not None and measured.calibrated:
         scenario = measured.apply(scenario)
         step_model = LevelledModel(raw_model, measured)
@@ -208,9 +218,9 @@ def plan(
         r = measured_range(r, measured, baseline.concurrency, bool(done))
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
-    measured_step = _measured_step(calibration)
+    measured_step = measured_step_of(calibration)
     if measured_step is not None:
-        tracks = [_on_measured(ev, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
+        tracks = [on_measured_step(ev, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
     ranked = tuple(sorted(tracks, key=_rank_key))
     combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
     ceiling = _ceiling(ev, combined, {p.kind: p for p in proposals})
@@ -224,37 +234,13 @@ def plan(
     if verdict is not None and goal is not None and goal.aggregate:
         verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
                                                               measured, kernels, done))
-    warnings = calibration.warnings if calibration is not None else ()
+    warnings = (*(calibration.warnings if calibration is not None else ()), *((spec_note,) if spec_note else ()))
     limit = tpot_limit_s if tpot_limit_s is not None else (
         ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
     return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
                 ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
                 measured, step_model if measured is not None else model, kernels=kernels, bases=bases,
                 applied=done, applied_whatifs=ev.applied)
-
-
-def _measured_step(calibration: Calibration | None) -> dict[str, Any] | None:
-    if calibration is None or not calibration.steps:
-        return None
-    s = calibration.steps[0]
-    return {"index": s.index, "kind": s.kind, "tokens": s.tokens or s.batch or 1, "batch": s.batch or 1,
-            "context_len": s.context_len,
-            "measured_ms": s.measured_s["step"] * 1e3, "model_ms": s.predicted_s["step"] * 1e3}
-
-
-def _on_measured(ev: Evaluator, t: Track, p: Proposal, measured: dict[str, Any]) -> Track:
-    """State a track's effect on the measured step: its time after the change, scaled to the measurement
-    (measured × model-after / model-before), and the gain on it."""
-    if not t.applicable or p.whatif is None:
-        return t
-    kind, tokens, batch = measured["kind"], int(measured["tokens"]), int(measured["batch"])
-    ctx = measured.get("context_len")
-    before = ev.step_like((), kind, tokens, batch, ctx)
-    after = ev.step_like((p.whatif,), kind, tokens, batch, ctx)
-    after_ms = measured["measured_ms"] * after / before
-    details = {**t.details, "measured_step_ms": measured["measured_ms"], "measured_step_ms_after": after_ms,
-               "gain_on_measured_step": measured["measured_ms"] / after_ms}
-    return Track(**{**t.__dict__, "details": details})
 
 
 def _propose(ctx: Context) -> list[Proposal]:

@@ -38,6 +38,7 @@ class SpecConfig:
     k: int | None = None
     acceptance: tuple[float, ...] | None = None
     draft_model: str | None = None
+    acceptance_source: str | None = None  # where `acceptance` came from when not typed (planner.spec_calibrate)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -156,9 +157,12 @@ def _pad(vec: tuple[float, ...], n: int) -> tuple[float, ...]:
     return (vec + (0.0,) * n)[:n] if len(vec) < n else vec
 
 
-def user_acceptance(positions: tuple[float, ...]) -> Acceptance:
-    """A user-given vector: the bounds equal the value (its uncertainty is the user's)."""
+def user_acceptance(positions: tuple[float, ...], source: str | None = None) -> Acceptance:
+    """A user-given vector (or one calibrated on the user's figures: `source` says so): the bounds equal the value
+    (its uncertainty is the user's)."""
     vec = check_acceptance(positions)
+    if source is not None:
+        return Acceptance(vec, vec, vec, source, "calibrated")
     return Acceptance(vec, vec, vec, "user input (--acceptance / --acceptance-rate)", "user")
 
 

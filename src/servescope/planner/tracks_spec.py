@@ -40,7 +40,7 @@ def _method(ctx: Context) -> SpecConfig:
 
 def _acceptance(cfg: SpecConfig, model: ModelSpec) -> Acceptance | None:
     if cfg.acceptance is not None:
-        return user_acceptance(cfg.acceptance)
+        return user_acceptance(cfg.acceptance, cfg.acceptance_source)
     if cfg.method in ("draft", "ngram"):
         return None
     return bundled_acceptance(model.name, cfg.method)
