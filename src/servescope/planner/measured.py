@@ -5,23 +5,27 @@ Does: `LevelledModel` wraps a StepModel: each predicted decode step's terms × t
 (FigureFit.multipliers: communication 1, its level is the collective-time knob on the scenario, so a what-if that
 re-prices a collective — custom all-reduce, tuned NCCL — prices the new path at the same in-situ scale: its
 saving comes off the calibrated all-reduce term), kernel classes × FigureFit.class_multipliers, collectives and
-the physical floor as predicted (a levelled step is never under it); other requests' prefills in a decode (the interference term) at the same levels,
-as `model --measured` restates TPOT. Prefill steps (TTFT), memory limits and drafter scenarios are the inner
-model's. `measured_range` gives a plan's baseline range on a calibrated deployment: none where the plan's
-concurrency was measured (the baseline is the measurement), else the held-out range of calibrating on that many
-points (specs/data/calibrated_ranges.json).
+the physical floor as predicted (a levelled step is never under it); other requests' prefills in a decode (the
+interference term) at the same levels, as `model --measured` restates TPOT. Prefill steps (TTFT), memory limits
+and drafter scenarios are the inner model's. `measured_range` gives a plan's baseline range on a calibrated
+deployment: none where the plan's concurrency was measured (the baseline is the measurement), else the held-out
+range of calibrating on that many points (specs/data/calibrated_ranges.json). `measured_step_of` and
+`on_measured_step`: a trace calibration's measured step and each track's effect on it.
 Does not: fit anything (calibrate.figure_fit) or rank (planner.plan).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeVar
 
+from servescope.calibrate import Calibration
 from servescope.calibrate.figure_fit import FigureFit
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import StepPrediction
 from servescope.planner.gain_range import PlanRange
-from servescope.planner.whatif import StepModel
+from servescope.planner.track import Proposal
+from servescope.planner.whatif import Evaluator, StepModel
 from servescope.specs import tables
 
 
@@ -91,3 +95,40 @@ def measured_range(r: PlanRange, fit: FigureFit, concurrency: int, applied: bool
     q10, q90 = (float(x) for x in tables.calibrated_ranges()["cases"][fit.case]["tpot"])
     return replace(r, baseline_q=(q10, q90), text=f"{r.text}; baseline: calibrated on {', '.join(fit.used)}, "
                    f"its 80% range the held-out error of calibrating so ({fit.case}, ×{q10:.2f}–{q90:.2f})")
+
+
+# --- a trace's measured step (planner.plan states each track's effect on it) ------------------------------------
+
+def measured_step_of(calibration: Calibration | None) -> dict[str, Any] | None:
+    """The calibration trace's first step: kind, tokens, batch, context, measured and model ms; None without one."""
+    if calibration is None or not calibration.steps:
+        return None
+    s = calibration.steps[0]
+    return {"index": s.index, "kind": s.kind, "tokens": s.tokens or s.batch or 1, "batch": s.batch or 1,
+            "context_len": s.context_len,
+            "measured_ms": s.measured_s["step"] * 1e3, "model_ms": s.predicted_s["step"] * 1e3}
+
+
+class _Scored(Protocol):  # planner.plan.Track (imported there: plan imports this module)
+    @property
+    def applicable(self) -> bool: ...
+    @property
+    def details(self) -> dict[str, Any]: ...
+
+
+_T = TypeVar("_T", bound=_Scored)
+
+
+def on_measured_step(ev: Evaluator, t: _T, p: Proposal, measured: dict[str, Any]) -> _T:
+    """State a track's effect on the measured step: its time after the change, scaled to the measurement
+    (measured × model-after / model-before), and the gain on it (the track's `details`)."""
+    if not t.applicable or p.whatif is None:
+        return t
+    kind, tokens, batch = measured["kind"], int(measured["tokens"]), int(measured["batch"])
+    ctx = measured.get("context_len")
+    before = ev.step_like((), kind, tokens, batch, ctx)
+    after = ev.step_like((p.whatif,), kind, tokens, batch, ctx)
+    after_ms = measured["measured_ms"] * after / before
+    details = {**t.details, "measured_step_ms": measured["measured_ms"],
+               "measured_step_ms_after": after_ms, "gain_on_measured_step": measured["measured_ms"] / after_ms}
+    return replace(t, details=details)  # type: ignore[type-var]
