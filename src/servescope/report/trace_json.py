@@ -1,4 +1,4 @@
-"""The `servescope.trace/1` JSON document (see docs/json-schema.md). Presentation only: fields are copied from
+"""The `servescope.trace/1` JSON document (see docs/json.md). Presentation only: fields are copied from
 the analysis and rounded; nothing is computed here beyond unit-free formatting."""
 
 from __future__ import annotations
