@@ -349,12 +349,20 @@ SIZE_ARGS = [
 
 
 @pytest.mark.parametrize("args", [pytest.param(a, id=" ".join(a[len(SCENARIO) + 1:])) for a in SIZE_ARGS])
-def test_huge_numbers_in_text_options(args: list[str]) -> None:
-    import time
+def test_huge_numbers_in_text_options(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded work, not seconds (the budget is in bench/bench_budgets.py): a run simulates at most one step per
+    token of its 20 requests (1,024 + 512 each), and no command allocates more than 256 MB (tracemalloc)."""
+    import servescope.simulate as sim_package
+    from work_counters import traced_peak
 
-    start = time.perf_counter()
-    assert check_cli([*args, "--json"]) is None
-    assert time.perf_counter() - start < 10
+    steps: list[int] = []
+    real = sim_package.simulate_raw
+    monkeypatch.setattr(sim_package, "simulate_raw",
+                        lambda *a, **k: (run := real(*a, **k), steps.append(len(run.step_t_s)))[0])
+    with traced_peak() as peak:
+        assert check_cli([*args, "--json"]) is None
+    assert all(n <= 20 * (1024 + 512) for n in steps), steps
+    assert peak[0] < 256e6
 
 
 @pytest.mark.parametrize("command", ["model", "simulate", "sweep", "plan"])

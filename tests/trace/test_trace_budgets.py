@@ -1,6 +1,8 @@
 """Budgets before allocation (issue 21 part 1): a gzip stream that inflates past its ceiling stops in one line
 before it is held; a file that would be read whole is refused when it is larger than the memory available; the
 event splitter's work is linear in a long event or a long run of whitespace.
+Work is asserted as work (bytes inflated before the refusal, events kept, bytes searched), never as seconds: the
+time budgets are in bench/bench_budgets.py.
 
 Bombs are built without holding them: one compressed member repeated (a real 4 GB bomb in ~4 MB, written in
 milliseconds), or gzip.open written in a loop under a lowered ceiling."""
@@ -8,7 +10,6 @@ milliseconds), or gzip.open written in a loop under a lowered ceiling."""
 from __future__ import annotations
 
 import gzip
-import time
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,15 @@ import pytest
 from fuzz_inputs import gzip_member, repeated_members
 from independent import DATA
 from servescope.errors import NotATrace
-from servescope.trace import _gzip, _read, _split, load_trace
+from servescope.trace import _frame, _gzip, _read, _split, load_trace
+from work_counters import count_inflated, count_split_work
 
 SMALL = DATA / "traces" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
 EVENT = b'{"ph":"X","cat":"kernel","name":"k","ts":1,"dur":2,"pid":0,"tid":7,"args":{"device":0}}'
 MB = 1 << 20
+# Bytes a stream inflates at most before a bomb is refused: the projection starts at EARLY_BYTES and one piece
+# (<= 2 x PIECE_BYTES, test_piece_sizes_shrink_with_the_ratio) may take it past.
+REFUSED_WITHIN = _gzip.EARLY_BYTES + 2 * _gzip.PIECE_BYTES
 
 
 def streamed_whitespace(path: Path, head: bytes, mb: int, tail: bytes) -> Path:
@@ -42,26 +47,32 @@ def low_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(_gzip.CEILING_ENV, raising=False)
 
 
-def test_four_gigabytes_of_whitespace_in_members_stop_at_once(tmp_path: Path) -> None:
-    """The issue's bomb at full size (4 GB of spaces in ~4 MB, repeated members): one line, well under 10 s."""
+def test_four_gigabytes_of_whitespace_in_members_stop_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's bomb at full size (4 GB of spaces in ~4 MB, repeated members): one line, after inflating at
+    most REFUSED_WITHIN (~80 MB, 2% of it), once."""
     bomb = repeated_members(tmp_path / "bomb.json.gz", b'{"traceEvents": [' + EVENT, b" " * MB, 4096, b"]}")
     assert bomb.stat().st_size < 8 * MB
-    start = time.perf_counter()
+    inflated = count_inflated(monkeypatch)
     with pytest.raises(NotATrace, match=r"decompresses beyond 2\.1 GB .*; not read$") as err:
         load_trace(bomb)
-    assert time.perf_counter() - start < 5
     assert str(err.value).startswith(str(bomb))
+    assert len(inflated) == 1 and _gzip.EARLY_BYTES <= max(inflated.values()) <= REFUSED_WITHIN
 
 
-def test_many_identical_events_bomb_is_refused(tmp_path: Path) -> None:
-    """~2.6 GB of one repeated kernel (the issue: a Polars panic at 6 GB) stops before the events are kept."""
+def test_many_identical_events_bomb_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """~2.6 GB of one repeated kernel (the issue: a Polars panic at 6 GB) stops before the events are kept: at most
+    REFUSED_WITHIN inflated (3% of it) and the events in those bytes decoded, not the file's 28 million."""
     body = (EVENT + b",") * 10_000
-    bomb = repeated_members(tmp_path / "many.json.gz", b'{"traceEvents": [', body, 2_600_000_000 // len(body),
-                            EVENT + b"]}")
-    start = time.perf_counter()
+    members = 2_600_000_000 // len(body)
+    bomb = repeated_members(tmp_path / "many.json.gz", b'{"traceEvents": [', body, members, EVENT + b"]}")
+    inflated = count_inflated(monkeypatch)
+    rows: list[int] = []
+    chunk_frame = _frame.chunk_frame
+    monkeypatch.setattr(_read, "chunk_frame", lambda events, *a: rows.append(len(events)) or chunk_frame(events, *a))
     with pytest.raises(NotATrace, match="decompresses beyond"):
         load_trace(bomb)
-    assert time.perf_counter() - start < 5
+    assert len(inflated) == 1 and max(inflated.values()) <= REFUSED_WITHIN
+    assert sum(rows) <= REFUSED_WITHIN // len(EVENT) < members * 10_000 // 25
 
 
 @pytest.mark.usefixtures("low_ceiling")
@@ -139,9 +150,11 @@ def test_long_whitespace_runs_split_linearly_and_load(tmp_path: Path, where: str
             "inside": EVENT + b"," + EVENT[:-1] + b', "x":' + ws + b"1}"}[where]
     path = tmp_path / "ws.json"
     path.write_bytes(b'{"traceEvents": [' + body + b"]}")
-    start = time.perf_counter()
+    work = count_split_work(monkeypatch)
     assert load_trace(path).events.height == 2
-    assert time.perf_counter() - start < 3
+    # each search covers the new bytes and one separator span: the whitespace is searched once, not once per block
+    assert len(work.searched) >= 4 and work.whole_reads == 0
+    assert sum(work.searched) <= path.stat().st_size + len(work.searched) * _split.SEP_SPAN_BYTES
     monkeypatch.setattr(_split, "MAX_EVENT_BYTES", 2 * MB)  # longer than that: the exact path reads it
     assert load_trace(path).events.height == 2
 

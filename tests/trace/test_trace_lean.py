@@ -1,14 +1,16 @@
 """Work and memory proportional to what is kept (issue 21 parts 2 and 4): names held once per distinct value, rows
 in order not copied by the sort, names beyond a ceiling cut with a warning, classification bounded per name, a
-long last event and a lone huge event read in time linear in their size, and export's layout of the JSON text.
+long last event and a lone huge event read with work linear in their size, and export's layout of the JSON text.
 
-Expected values come from the raw JSON (stdlib) or from lengths and counts written by the test itself."""
+Expected values come from the raw JSON (stdlib) or from lengths and counts written by the test itself. Work is
+asserted as work (characters the rules read, bytes the splitter searches), never as seconds: the time budgets are in
+bench/bench_budgets.py."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import time
+import re
 from pathlib import Path
 
 import msgspec
@@ -17,9 +19,11 @@ from polars.testing import assert_frame_equal
 
 from bench_scripts import bench_script
 from independent import DATA, raw_events
+from servescope.analysis import classify
 from servescope.analysis.classify import MAX_CLASSIFIED_CHARS, classify_name
-from servescope.trace import _frame, _read, load_trace
+from servescope.trace import _frame, _read, _split, load_trace
 from servescope.trace.load import json_blocks, load_trace_and_layout
+from work_counters import count_split_work
 
 SMALL = DATA / "traces" / "tracelens" / "inference" / "vllm_decode_full" / "graph_execution.json.gz"
 KERNEL = '{{"ph":"X","cat":"kernel","name":{name},"ts":{ts},"dur":2,"pid":0,"tid":7,"args":{{"device":0}}}}'
@@ -75,22 +79,50 @@ def test_a_name_past_the_ceiling_is_cut_with_a_warning(tmp_path: Path) -> None:
     assert any(w.startswith("2 event name(s) longer than 65,536 characters cut") for w in trace.warnings)
 
 
-def test_classification_reads_a_name_up_to_the_ceiling_only() -> None:
+class _Recorded:
+    """A compiled rule that records the length of every string it searches."""
+
+    def __init__(self, pattern: re.Pattern[str], read: list[int]) -> None:
+        self.pattern, self.read = pattern, read
+
+    def search(self, text: str) -> re.Match[str] | None:
+        self.read.append(len(text))
+        return self.pattern.search(text)
+
+
+def test_classification_reads_a_name_up_to_the_ceiling_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No rule reads more than MAX_CLASSIFIED_CHARS characters; a name over 4x that is not read at all (a 50 MB
+    name took ~60 s when every rule scanned it). Uncached calls (`__wrapped__`): each one does its work."""
+    read: list[int] = []
+    heads: list[int] = []
+    monkeypatch.setattr(classify, "_COMPILED", tuple((_Recorded(p, read), k, c) for p, k, c in classify._COMPILED))
+    real_head = classify.name_head
+    monkeypatch.setattr(classify, "name_head", lambda name: heads.append(len(name)) or real_head(name))
+    uncached = classify_name.__wrapped__
     padded = "x" * (MAX_CLASSIFIED_CHARS - len("ncclDevKernel_AllReduce_Sum")) + "ncclDevKernel_AllReduce_Sum"
-    assert classify_name(padded) == ("communication", "all_reduce")
-    assert classify_name("x" + padded) == ("other", None)
-    start = time.perf_counter()
-    assert classify_name("y" * 50_000_000 + "_AllReduce") == ("other", None)  # was ~60 s: every rule scanned it
-    assert time.perf_counter() - start < 0.5
+    assert uncached(padded) == ("communication", "all_reduce")
+    assert read and max(read) == MAX_CLASSIFIED_CHARS
+    read.clear()
+    assert uncached("x" + padded) == ("other", None)
+    assert read == []  # one character past the ceiling: no rule runs
+    heads.clear()
+    assert uncached("y" * 50_000_000 + "_AllReduce") == ("other", None)
+    assert (read, heads) == ([], [])  # past 4x the ceiling: not even the argument list is looked for
 
 
-def test_a_long_last_event_closes_in_linear_time(tmp_path: Path) -> None:
-    """The array's end is searched for from `}`, not from every byte: 16 MB in the last event loads in ~0.2 s."""
+def test_a_long_last_event_closes_in_linear_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 MB in the last event: each block's search for an event end covers only the new bytes (plus one separator
+    span), so the bytes searched add up to the file once, not to a sum over the growing pending bytes (2 + 4 + ... +
+    16 MB = 72 MB, the quadratic splitter); the array's end is found at its first candidate, by a pattern that
+    starts with the literal `}` (searched for that byte, not tried at every byte); the fast path reads it."""
     path = _trace(tmp_path / "t.json", ["a", "n" * (16 << 20)])
-    start = time.perf_counter()
+    work = count_split_work(monkeypatch)
     trace = load_trace(path)
-    assert time.perf_counter() - start < 1.5
     assert trace.events.height == 2 and trace.events["name"][1].endswith(_frame.CUT_MARK)
+    assert len(work.searched) >= 8  # one search per 2 MB block at least: the bound below is not vacuous
+    assert sum(work.searched) <= path.stat().st_size + len(work.searched) * _split.SEP_SPAN_BYTES
+    assert (work.closes, work.whole_reads) == (1, 0)
+    assert _split._ARRAY_END.pattern.startswith(rb"\}")
 
 
 def test_empty_event_arrays_still_read_as_empty(tmp_path: Path) -> None:
