@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from servescope.calibrate.figure_fit import FigureFit, Knob, MeasuredPoint
+from servescope.calibrate.terms import TermFit
 from servescope.cli import main
 from servescope.planner.basis import BASES, basis_at, what_if_basis
 
@@ -20,8 +21,9 @@ KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8"]
 def _fit(*points: tuple[int, float], residual: float = 0.0) -> FigureFit:
     """A calibrated fit with TPOT points (concurrency, residual of that point's figure)."""
     pts = tuple(MeasuredPoint(c, 0.0121, None, (f"tpot@c{c}",)) for c, _ in points)
-    return FigureFit(knobs=(Knob("decode level", 0.9, "decode step", ("x",)),), points=pts,
-                     residuals=tuple((f"tpot@c{c}", r) for c, r in points), numbers=len(points))
+    residuals = tuple((f"tpot@c{c}", r) for c, r in points)
+    return FigureFit(terms=TermFit((), residuals, ()), knobs=(Knob("decode level", 0.9, "decode step", ("x",)),),
+                     points=pts, residuals=residuals, numbers=len(points))
 
 
 def test_basis_by_concurrency() -> None:
