@@ -97,7 +97,8 @@ def test_a_result_file_calibrates_like_its_figures() -> None:
     """The real SGLang file (Poisson runs, no TPOT in its schema): each run's output tok/s at its Little's-law
     concurrency, the runs at other lengths set aside with a note."""
     lines = [json.loads(x) for x in SGLANG.read_text().splitlines() if x.strip()]
-    base = ["--model", "llama-3.1-70b", "--gpu", "h200", "--tp", "4", "--isl", "509", "--osl", "534"]
+    base = ["--model", "llama-3.1-70b", "--gpu", "h200", "--tp", "4", "--isl", "509", "--osl", "534",
+            "--backend", "sglang"]  # the file's runs say backend sglang: a vLLM scenario is refused (issue 26.6)
     code, out, err = _run("model", *base, "--concurrency", "8", "--measured", str(SGLANG), "--json")
     assert code == 0, err
     cal = json.loads(out)["calibration"]
