@@ -6,9 +6,8 @@ A domain is (GPU system, engine, curve family); the families are curve_bounds.FA
 attention, prefill attention (no cached prefix), routed experts. A dev row is IN a domain where, with every curve
 on, that family's curve answers for the row's deployment (opcurve domains: engine, version window, dtype, shape;
 not refused by the 3× bound). For each domain with rows, one leave-one-model-out run (every fold refitted from the
-built-in defaults, as `validate --cv` and bench/ablate_issue18.py do) with that family switched to the datasheet in
-that domain only (the routed experts: switched ON in that domain only, the shipped default being off), against the
-shipped run; reported: the domain's rows' out-of-fold TPOT and TTFT MAPE with the family on and off, and whole-CSV
+built-in defaults, as `validate --cv` and bench/ablate_issue18.py do) with that family switched the other way from
+the shipped table (curve_bounds.DOMAIN_OFF) in that domain only, against the shipped run; reported: the domain's rows' out-of-fold TPOT and TTFT MAPE with the family on and off, and whole-CSV
 LOMO. Rule: the family stays on in a domain only if it lowers the mean of the domain rows' TPOT and TTFT MAPE.
 Domains with no rows are listed with "no measured rows in this domain" (the domain and bound rules decide there).
 Each variant runs in its own process (the switch is a module table read once per process). Prints markdown.
@@ -54,8 +53,9 @@ def _uses(sc: object, family: str) -> bool:
 
 
 def domains(csv: str) -> dict[str, list[str]]:
-    """'system/engine/family' → ids of the dev rows in that domain (module docstring)."""
+    """'system/engine/family' → ids of the dev rows in that domain (module docstring), every domain switched on."""
     out: dict[str, list[str]] = {}
+    curve_bounds.DOMAIN_OFF.clear()  # this process only: which rows a curve would price with every domain on
     for r in read_rows(csv):
         if r.scenario is None:
             continue
@@ -65,19 +65,20 @@ def domains(csv: str) -> dict[str, list[str]]:
     return out
 
 
+def _toggle(switch: str) -> None:
+    """Switch one domain the other way from the shipped table (curve_bounds.DOMAIN_OFF), in this process."""
+    key = tuple(switch.split("/"))
+    if key in curve_bounds.DOMAIN_OFF:
+        del curve_bounds.DOMAIN_OFF[key]  # type: ignore[arg-type]
+    else:
+        curve_bounds.DOMAIN_OFF[key] = "bench"  # type: ignore[index]
+
+
 def run(csv: str, switch: str) -> dict[str, object]:
-    """One LOMO run; `switch` '' (shipped) or 'system/engine/family' toggled in that domain only."""
+    """One LOMO run; `switch` '' (shipped) or 'system/engine/family' toggled from the shipped table."""
     start = unfitted_start()
     if switch:
-        system, engine, fam = switch.split("/")
-        if fam == "moe":  # on in this domain only: on everywhere, off in every other domain
-            start = start.scaled(moe_curve=1.0)
-            for s in opcurve_systems():
-                for e in ENGINES:
-                    if (s, e) != (system, engine):
-                        curve_bounds.DOMAIN_OFF[(s, e, "moe")] = "bench"
-        else:
-            curve_bounds.DOMAIN_OFF[(system, engine, fam)] = "bench"
+        _toggle(switch)
     data = fit_data(read_rows(csv))
     cv = cross_validate(data, start, params=dict(FITTED), groupings={"leave_one_model_out": "model"}, workers=2,
                         fold_start=start)
@@ -120,7 +121,9 @@ def main() -> None:
     if args.switch is not None:
         print(json.dumps(run(args.csv, args.switch)))
         return
+    shipped = dict(curve_bounds.DOMAIN_OFF)
     have = domains(args.csv)
+    curve_bounds.DOMAIN_OFF.update(shipped)
     if args.domains:
         print(json.dumps({k: len(v) for k, v in sorted(have.items())}))
         return
@@ -128,17 +131,18 @@ def main() -> None:
     t, tb, f, fb = base["lomo"]  # type: ignore[misc]
     print(f"shipped: LOMO TPOT {t:.1%} (bias {tb:+.1%}), TTFT {f:.1%} (bias {fb:+.1%}), {len(base['ids'])} rows\n")  # type: ignore[arg-type]
     print("| domain (GPU / engine / family) | rows | LOMO TPOT on | off | LOMO TTFT on | off | whole-CSV LOMO TPOT "
-          "/ TTFT with the switch | default |")
-    print("|---|---|---|---|---|---|---|---|")
+          "/ TTFT with the switch | rule says | shipped |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    shipped_off = set(curve_bounds.DOMAIN_OFF)
     for dom, ids in sorted(have.items()):
         alt = _sub([args.csv, "--switch", dom])
-        moe = dom.endswith("/moe")
-        on, off = (alt, base) if moe else (base, alt)
+        on, off = (alt, base) if tuple(dom.split("/")) in shipped_off else (base, alt)
         m = {k: (_mape(on, set(ids), k), _mape(off, set(ids), k)) for k in ("tpot", "ttft")}
         keep = (m["tpot"][0] + m["ttft"][0]) < (m["tpot"][1] + m["ttft"][1])
         lt, _, lf, _ = alt["lomo"]  # type: ignore[misc]
         print(f"| {dom} | {len(ids)} | {m['tpot'][0]:.1%} | {m['tpot'][1]:.1%} | {m['ttft'][0]:.1%} | "
-              f"{m['ttft'][1]:.1%} | {lt:.1%} / {lf:.1%} | {'on' if keep else 'off'} |")
+              f"{m['ttft'][1]:.1%} | {lt:.1%} / {lf:.1%} | {'on' if keep else 'off'} | "
+              f"{'off' if tuple(dom.split('/')) in shipped_off else 'on'} |")
     print("\nNo measured rows in this domain (the domain, version and 3× bound rules decide): "
           + ", ".join(_no_rows(have)))
 

@@ -53,16 +53,18 @@ ATTENTION_KERNELS_PER_LAYER = 2.5
 FAMILIES = ("gemm", "decode_attention", "prefill_attention", "moe")
 # (GPU system, engine, family) → why that family's curves are off there by default: where the dev CSV has rows in
 # the domain, the curve stays on only if it lowers their leave-one-model-out error (bench/curve_domains.py)
-_DEV = "dev rows: LOMO TPOT / TTFT MAPE with the curve {} vs {} without (bench/curve_domains.py, 2026-12-07)"
+_DEV = ("dev rows: LOMO TPOT / TTFT MAPE with the curve {} vs {} without (bench/curve_domains.py, 2026-12-07, "
+        "each domain judged with the others as shipped)")
 DOMAIN_OFF: dict[tuple[str, str, str], str] = {
-    ("b200_sxm", "sglang", "moe"): _DEV.format("27.7 % / 71.7 %", "12.2 % / 72.8 %"),
-    ("b200_sxm", "trtllm", "gemm"): _DEV.format("16.5 % / 47.0 %", "13.7 % / 39.9 %"),
-    ("b200_sxm", "trtllm", "prefill_attention"): _DEV.format("11.2 % / 55.2 %", "10.0 % / 47.9 %"),
-    ("b200_sxm", "vllm", "gemm"): _DEV.format("13.6 % / 30.8 %", "18.5 % / 20.4 %"),
-    ("b200_sxm", "vllm", "prefill_attention"): _DEV.format("10.6 % / 29.2 %", "11.4 % / 23.1 %"),
-    ("h100_sxm", "vllm", "decode_attention"): _DEV.format("30.4 % / 59.7 %", "28.1 % / 59.8 %"),
-    ("h100_sxm", "vllm", "gemm"): _DEV.format("30.4 % / 59.7 %", "34.2 % / 53.2 %"),
-    ("h100_sxm", "vllm", "prefill_attention"): _DEV.format("13.9 % / 52.2 %", "14.7 % / 46.3 %"),
+    ("b200_sxm", "sglang", "moe"): _DEV.format("26.5 % / 71.5 %", "12.0 % / 72.8 %"),
+    ("b200_sxm", "trtllm", "decode_attention"): _DEV.format("14.8 % / 37.4 %", "13.9 % / 37.8 %"),
+    ("b200_sxm", "trtllm", "gemm"): _DEV.format("16.3 % / 44.7 %", "14.5 % / 37.4 %"),
+    ("b200_sxm", "trtllm", "prefill_attention"): _DEV.format("11.2 % / 42.1 %", "12.6 % / 34.9 %"),
+    ("b200_sxm", "vllm", "decode_attention"): _DEV.format("19.4 % / 19.9 %", "16.0 % / 20.1 %"),
+    ("b200_sxm", "vllm", "gemm"): _DEV.format("13.8 % / 28.7 %", "19.4 % / 19.9 %"),
+    ("h100_sxm", "vllm", "decode_attention"): _DEV.format("34.1 % / 51.1 %", "31.1 % / 51.2 %"),
+    ("h100_sxm", "vllm", "gemm"): _DEV.format("26.6 % / 59.6 %", "31.1 % / 51.2 %"),
+    ("h100_sxm", "vllm", "prefill_attention"): _DEV.format("14.4 % / 46.8 %", "15.2 % / 40.9 %"),
 }
 
 
