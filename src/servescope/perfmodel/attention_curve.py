@@ -140,7 +140,7 @@ def _judge(sc: Deployment, prefill: bool) -> tuple[str | None, str]:
         if t16 is not None:  # the bf16 curve the fp8 one is bounded by must hold the bound itself
             ratio = max(ratio, over_roofline(t16, curve_bounds.decode_attention(sc, bb, ll, kv_bytes=2.0)[1]))
         if ratio > MAX_OVER_ROOFLINE:
-            refused = refused or (f"the measured {engine} curve runs {ratio:.1f}× its roofline at this deployment's "
+            refused = refused or (f"the measured {engine} curve runs {ratio:.2f}× its roofline at this deployment's "
                                   f"shapes, above {MAX_OVER_ROOFLINE:g}×: not the serving kernel, refused")
             continue
         return engine, "" if engine == sc.backend else f"transferred from {engine} (--op-curves transfer)"
