@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -39,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from rich.console import Console
 
 from servescope.errors import OutputError, ServescopeError
 
@@ -74,9 +74,11 @@ if "_RJEM_MALLOC_CONF" not in os.environ and largest_input_bytes(sys.argv[1:]) >
     os.environ["_RJEM_MALLOC_CONF"] = FREE_AT_ONCE
 
 if TYPE_CHECKING:
-    pass
+    from rich.console import Console
 
 # Commands import their library lazily: `servescope trace` on a big file should not pay for the model's imports.
+# Their modules load lazily too (LazyCommands): `servescope trace` imports trace_cmd only, not the option tables of
+# model, plan and simulate (specs.engines reads the engine TOML files to build them) or Rich (on first render).
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -272,6 +274,67 @@ def _format_commands(self: click.Group, ctx: click.Context, formatter: click.Hel
             formatter.write_dl(rows)
 
 
+class LazyCommands(dict[str, click.Command]):
+    """A group's commands, each module imported when one of its commands is first looked up (the module registers
+    them on `main` as it loads). `modules` maps a command name to the module defining it; a name not in it (a
+    typo, or a command added to a module without a line here) imports every module before it is looked up, so
+    the table makes lookups fast but never wrong. Listing (`--help`, iteration) imports them all."""
+
+    def __init__(self, modules: dict[str, str]) -> None:
+        super().__init__()
+        self.modules = modules
+
+    def _load(self, name: object) -> None:
+        if dict.__contains__(self, name):
+            return
+        module = self.modules.get(name) if isinstance(name, str) else None
+        for path in [module] if module is not None else dict.fromkeys(self.modules.values()):
+            importlib.import_module(path)
+
+    def load_all(self) -> None:
+        for path in dict.fromkeys(self.modules.values()):
+            importlib.import_module(path)
+
+    def __getitem__(self, name: str) -> click.Command:
+        self._load(name)
+        return dict.__getitem__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        self._load(name)
+        return dict.get(self, name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self._load(name)
+        return dict.__contains__(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        self.load_all()
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self.load_all()
+        return dict.__len__(self)
+
+    def keys(self) -> Any:
+        self.load_all()
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self.load_all()
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self.load_all()
+        return dict.items(self)
+
+
+def load_commands_lazily(group: click.Group, modules: dict[str, str]) -> None:
+    """Give `group` a LazyCommands table (the commands it already holds kept)."""
+    table = LazyCommands(modules)
+    dict.update(table, group.commands)
+    group.commands = table
+
+
 OneLineGroup.format_commands = _format_commands  # type: ignore[method-assign]
 OneLineGroup.command_class = GuardedCommand
 OneLineGroup.group_class = type  # subgroups (`specs`) are OneLineGroups, so their commands are guarded too
@@ -444,6 +507,7 @@ def progress_bar(total: int, label: str, enabled: bool = True, min_total: int = 
     if not enabled or total < max(min_total, 1) or sys.stderr is None or not sys.stderr.isatty():
         yield None
         return
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -509,6 +573,7 @@ class _Bars:
 
     def _bar(self) -> Any:
         if self.progress is None:
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 Progress,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +15,9 @@ from servescope.cli._app import (
     one_line_errors,
     output_options,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @main.command()
@@ -48,7 +52,10 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
         analysis = analyze(path or example_trace(), kind=kind, top_n=top_n,
                            workers=workers if pool is None else pool, ray_address=ray_address, capture=capture)
     from servescope.report.trace_json import trace_document
-    from servescope.report.trace_text import render_trace
 
-    out.emit(trace_document(analysis), warnings=analysis.warnings,
-             text=lambda console: render_trace(analysis, console, per_rank=per_rank))
+    def text(console: Console) -> None:  # Rich is imported for text only
+        from servescope.report.trace_text import render_trace
+
+        render_trace(analysis, console, per_rank=per_rank)
+
+    out.emit(trace_document(analysis), warnings=analysis.warnings, text=text)

@@ -16,7 +16,6 @@ from rich.text import Text
 from servescope.analysis.analyze import TraceAnalysis
 from servescope.analysis.breakdown import KindSummary, TraceBreakdown
 from servescope.analysis.roofline import SHAPE_STATUS_TEXT, Peaks, Roofline, roofline
-from servescope.report.ranks_text import render_ranks
 from servescope.report.trace_json import rank_peaks
 from servescope.units import GIGA, KILO, MEGA
 
@@ -419,6 +418,8 @@ def _rank_renderables(b: TraceBreakdown, resolved: tuple[Peaks | None, tuple[str
 def render_trace(a: TraceAnalysis, console: Console, per_rank: bool = False) -> None:
     """The full report per rank; for a rank folder, the compact cross-rank view unless `per_rank`."""
     if a.cross_rank is not None and not per_rank:
+        from servescope.report.ranks_text import render_ranks  # rank folders only
+
         render_ranks(a.cross_rank, a.findings, a.warnings, console)
         return
     for i, b in enumerate(a.ranks):

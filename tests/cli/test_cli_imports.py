@@ -1,0 +1,103 @@
+"""Start fast (issue 30 item 1): the CLI imports what the command it runs uses, nothing more. Checked as work (which
+modules are in sys.modules, in a fresh interpreter), never as seconds: the wall times are in bench/bench_start.py.
+
+Heavy libraries: NumPy and Polars (the analysis and the model), Rich (text output only), Plotly and Jinja2 (HTML),
+msgspec (the trace reader), PyArrow, SciPy and Ray; servescope's own model (perfmodel) and the trace analysis."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import servescope.cli
+from servescope.cli import COMMAND_MODULES
+
+HEAVY = ("numpy", "polars", "rich", "plotly", "jinja2", "msgspec", "pyarrow", "scipy", "ray")
+OURS = ("servescope.perfmodel", "servescope.simulate", "servescope.calibrate", "servescope.planner",
+        "servescope.validation", "servescope.trace", "servescope.analysis.analyze", "servescope.report")
+# Runs ARGS through the CLI in this fresh interpreter (nothing else imported first) and prints the modules loaded.
+PROBE = """
+import json, sys
+from servescope.cli import main
+args = sys.argv[1:]
+if args:
+    try:
+        main.main(args, prog_name="servescope")
+    except SystemExit:
+        pass
+print("\\n" + json.dumps(sorted(sys.modules)))
+"""
+CLI_DIR = Path(servescope.cli.__file__).parent
+
+
+def loaded(*args: str) -> set[str]:
+    """Modules in sys.modules after importing the CLI and running `servescope ARGS` in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def heavy_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in (*HEAVY, *OURS) if m in modules or any(n.startswith(m + ".") for n in modules))
+
+
+@pytest.mark.parametrize("args", [(), ("--help",), ("--version",), ("trace", "--help"), ("model", "--help"),
+                                  ("simulate", "--help"), ("plan", "--help"), ("report", "--help")],
+                         ids=lambda a: " ".join(a) or "import")
+def test_importing_the_cli_and_help_load_no_heavy_module(args: tuple[str, ...]) -> None:
+    assert heavy_in(loaded(*args)) == []
+
+
+def test_a_command_loads_its_own_module_only() -> None:
+    """`trace --help` imports trace_cmd and no other command's module (nor the engine tables their options read)."""
+    modules = loaded("trace", "--help")
+    commands = {m for m in modules if m.startswith("servescope.cli.") and m.endswith("_cmd")}
+    assert commands == {"servescope.cli.trace_cmd"}
+    assert "servescope.specs.engines" not in modules
+    assert {"servescope.cli.model_cmd", "servescope.specs.engines"} <= loaded("model", "--help")
+
+
+def test_trace_as_json_does_not_load_the_text_renderer() -> None:
+    """`trace --json` on the bundled example uses Polars, NumPy and msgspec, not Rich, Plotly or Jinja2."""
+    modules = loaded("trace", "--json")
+    assert {"polars", "numpy", "msgspec"} <= modules
+    assert [m for m in ("rich", "plotly", "jinja2") if m in modules] == []
+    assert "rich" in loaded("trace")  # the text output does use it: the probe sees imports
+
+
+def _registered(source: Path) -> set[str]:
+    """Names of the commands a module registers on `main` (`@main.command()`, `@main.group()`, with or without a
+    name), read from its source."""
+    names = set()
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            call = deco if isinstance(deco, ast.Call) else None
+            func = call.func if call is not None else deco
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "main":
+                given = call.args[0] if call is not None and call.args else None
+                names.add(given.value if isinstance(given, ast.Constant) else node.name.replace("_", "-"))
+    return names
+
+
+def test_the_command_table_names_every_command_and_its_module() -> None:
+    """COMMAND_MODULES (what the lazy table imports per command) is what the modules register, read from their
+    source: a command added without its line would only be found by importing every module."""
+    from_source = {name: path.stem for path in sorted(CLI_DIR.glob("*_cmd.py")) for name in _registered(path)}
+    assert from_source == COMMAND_MODULES
+
+
+def test_an_unknown_command_is_still_one_line_and_every_command_is_listed() -> None:
+    from click.testing import CliRunner
+
+    from servescope.cli import main
+
+    result = CliRunner().invoke(main, ["no-such-command"])
+    assert result.exit_code == 1 and result.stderr.startswith("servescope: No such command")
+    assert set(main.commands) == set(COMMAND_MODULES)
+    assert all(name in main.commands for name in COMMAND_MODULES) and "no-such-command" not in main.commands
