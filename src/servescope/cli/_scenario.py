@@ -64,11 +64,11 @@ def _scenario_options(fn: F, required: bool) -> F:
                      help="How routed tokens spread over experts: skewed (published power-law loads), uniform, or "
                           "a measured expert-count histogram (JSON list or one count per line)."),
         click.option("--moe-curve", is_flag=True, default=False,
-                     help="Price routed experts at aiconfigurator's measured per-op curve where one covers the case "
-                          "(off by default: on the dev rows it is no better cross-validated, bench/RESULTS.md)."),
+                     help="Price routed experts at aiconfigurator's measured per-op curve where one answers inside "
+                          "its domain (the default since issue 27, per domain: bench/RESULTS.md; kept for scripts)."),
         click.option("--op-curves", "op_curves", type=click.Choice(["on", "off", "transfer"]), default="on",
                      show_default=True,
-                     help="Dense GEMMs and attention at aiconfigurator's measured per-op curves of the GPU, engine "
+                     help="Dense GEMMs, attention and routed experts at aiconfigurator's measured per-op curves of the GPU, engine "
                           "and engine version where one answers inside its domain (on); off: datasheet roofline × "
                           "fitted efficiency everywhere; transfer: also another engine's table or the nearest "
                           "measured version where none answers (said in the provenance)."),
