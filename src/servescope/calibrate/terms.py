@@ -14,8 +14,8 @@ c1 moves the knob its small messages are sensitive to (the latency), and a c128 
 What each figure identified comes from the posterior: a knob whose posterior spread is under IDENTIFIED × its
 prior's was set by the figures holding most of its information; two moved knobs whose posterior correlation exceeds
 UNSEPARATED could not be separated (the same figures move both; the split follows their priors).
-Figures no setting reaches within REACH are refused (MeasurementError) with the closest knob values, each residual
-and the knobs held at a bound.
+Figures no setting reaches within twice their noise (`reach`) are refused (MeasurementError) with the closest knob
+values, each residual and the knobs held at a bound; a smaller miss is kept, listed as the figure's residual.
 Does not: parse or sort figures (calibrate.figures, calibrate.figure_fit), or word the result for a reader (report).
 """
 
@@ -41,9 +41,10 @@ from servescope.specs import tables
 # a figure without a stated noise is held to the precision it is typed with: three significant digits (12.1 ms is
 # ±0.05 ms, 0.4 %), so the fit reproduces it and the priors only choose between the settings that do (shares: 0.005)
 FIGURE_NOISE = 0.005
-REACH = 0.03  # a typed figure the fit misses by more than this (and 3 σ) is unreachable by the knobs
+REACH = 0.03  # the least relative miss (and 3 σ) at which a figure is unreachable by the knobs (see `reach`)
 IDENTIFIED = 0.5  # posterior sd / prior sd below this: the knob was set by the figures
 PRIOR_ONLY = 0.9  # at or above this: the figures say nothing about it
+MOVED = 0.05  # |ln θ| above this: the fit moved the knob (through the others at their bounds), not its prior
 UNSEPARATED = 0.7  # |posterior correlation| of two moved knobs above this: not separated
 MAX_THETA = 50.0  # no term 50× slower or faster than modelled
 _H = 1e-3  # numerical-derivative step in ln θ
@@ -185,11 +186,10 @@ def noise(f: Figure) -> float:
 
 
 def reach(f: Figure) -> float:
-    """How far the fit may miss a figure before it is refused: REACH for a typed one; twice the between-run noise
-    for a result file's run (calibrate.consistency.ASSUMED_NOISE: its runs differ in day, client and load), or
-    twice a stated noise when that is larger."""
-    stated = 2.0 * f.noise if f.noise is not None else 0.0
-    return max(REACH, stated, 2.0 * ASSUMED_NOISE if f.source else 0.0)
+    """How far the fit may miss a figure (relative) before it is refused: twice its noise, the stated one or the
+    between-run noise calibrate.consistency assumes for figures from different runs (ASSUMED_NOISE: day, client,
+    load, a profiler on or off), and at least REACH."""
+    return max(REACH, 2.0 * (f.noise if f.noise is not None else ASSUMED_NOISE))
 
 
 # --- the fit ------------------------------------------------------------------------------------------------------
@@ -198,7 +198,8 @@ def reach(f: Figure) -> float:
 @dataclass(frozen=True)
 class KnobResult:
     """One knob after the fit: θ, prior and posterior spread of ln θ, whether it sits at a bound, the figures that
-    set it (most information first) and its status: set | partly set | prior."""
+    set it (most information first) and its status: set | partly set (some information, or moved because other
+    knobs sit at their bounds) | prior | at its physical bound."""
 
     knob: TermKnob
     theta: float
@@ -212,7 +213,10 @@ class KnobResult:
         if self.at_bound:
             return "at its physical bound"
         ratio = self.post_sd / self.prior_sd
-        return "set" if ratio < IDENTIFIED else "prior" if ratio >= PRIOR_ONLY else "partly set"
+        if ratio < IDENTIFIED:
+            return "set"
+        moved = abs(math.log(self.theta)) > MOVED
+        return "partly set" if ratio < PRIOR_ONLY or moved else "prior"
 
 
 @dataclass(frozen=True)
@@ -363,7 +367,7 @@ def _inputs(figures: Sequence[Figure], jac_k: np.ndarray, without_k: np.ndarray,
 def _check_reach(figures: Sequence[Figure], residuals: tuple[tuple[str, float], ...], r: np.ndarray,
                  jac: np.ndarray, knobs: tuple[TermKnob, ...], theta: dict[str, float], at: list[str]) -> None:
     bad = [(f, res) for (f, (_, res)), rj in zip(zip(figures, residuals, strict=True), r, strict=True)
-           if abs(res) > reach(f) and abs(rj) > 3.0]
+           if abs(res) / (f.value_si if f.is_share else 1.0) > reach(f) and abs(rj) > 3.0]
     if not bad:
         return
     parts = []
