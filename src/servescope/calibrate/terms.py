@@ -239,15 +239,16 @@ class TermFit:
 
 
 def roofline_start(sc: Scenario) -> Scenario:
-    """The scenario the knobs move: the measured per-op curves off (the user's figures replace other boxes' curves;
-    every knob then has the datasheet as its bound) and, where curves priced it, the knob fields at the fit's
-    [roofline] stage, which was fitted with the curves off."""
+    """The scenario the knobs move: the measured per-op and GEMM-efficiency curves off (the user's figures replace
+    other boxes' curves; every knob then has the datasheet as its bound) and, where curves priced it, the knob fields
+    at the fit's [roofline] stage, which was fitted with the per-op curves off."""
     eff = sc.efficiency
-    if eff.op_curves <= 0.5 and eff.moe_curve <= 0.5:
+    if eff.op_curves <= 0.5 and eff.moe_curve <= 0.5 and eff.gemm_curve <= 0.5:
         return sc
     base = roofline_efficiency() if eff.op_curves > 0.5 else eff
     fields = {f for k in term_knobs() for f in (*k.time_fields, *k.rate_fields) if k.term != "ttft"}
-    return sc.with_(efficiency=eff.scaled(op_curves=0.0, moe_curve=0.0, **{f: getattr(base, f) for f in fields}))
+    return sc.with_(efficiency=eff.scaled(op_curves=0.0, moe_curve=0.0, gemm_curve=0.0,
+                                          **{f: getattr(base, f) for f in fields}))
 
 
 def fit_terms(sc: Scenario, figures: Sequence[Figure]) -> TermFit:
