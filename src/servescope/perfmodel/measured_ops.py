@@ -60,6 +60,7 @@ from servescope.perfmodel.curve_bounds import (
     over_roofline,
     rows_note,
 )
+from servescope.perfmodel.curve_match import Match
 from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
 from servescope.specs.opcurves import opcurve_systems
@@ -123,7 +124,7 @@ def dense_gemm_curve(sc: Deployment, gemms: tuple[Gemm, ...], m: np.ndarray, m_s
     return DenseCurve(total, tuple(g for g, _, _ in plan), float(sum(g.count for g, _, _ in plan)))
 
 
-def _plan(sc: Deployment, gemms: tuple[Gemm, ...]) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+def _plan(sc: Deployment, gemms: tuple[Gemm, ...]) -> tuple[tuple[Gemm, Match, float], ...]:
     if not family_on(sc, "gemm"):
         return ()
     rates = tuple((d, curve_bounds.gemm_rates(sc, d)) for d in sorted({g.weights.gemm_dtype for g in gemms}))
@@ -134,7 +135,7 @@ def _plan(sc: Deployment, gemms: tuple[Gemm, ...]) -> tuple[tuple[Gemm, opcurve.
 @lru_cache(maxsize=1024)
 def _gemm_plan(gpu: str, engine: str, version: str, gemms: tuple[Gemm, ...], bw: float, moved: bool,
                rates: tuple[tuple[str, tuple[float, float, float, float, float]], ...],
-               ) -> tuple[tuple[Gemm, opcurve.Match, float], ...]:
+               ) -> tuple[tuple[Gemm, Match, float], ...]:
     """The listed GEMMs a serving curve covers, with their (monotone) curve and largest ratio to the roofline over
     _GEMM_PROBE (`rates`: curve_bounds.gemm_rates per dtype): resolved once."""
     by_dtype: dict[str, tuple[float, float, float, float, float]] = dict(rates)

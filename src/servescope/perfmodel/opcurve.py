@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -36,6 +35,7 @@ import numpy.typing as npt
 
 from servescope.errors import UnknownName
 from servescope.perfmodel import op_roofline
+from servescope.perfmodel.curve_match import Line, Match, surface
 from servescope.perfmodel.op_roofline import Roof
 from servescope.specs.hardware import resolve_gpu_name
 from servescope.specs.opcurves import OpTable, load_opcurves, opcurve_systems, version_number
@@ -45,88 +45,6 @@ ArrayLike = npt.ArrayLike
 # the project's scheme names (specs.quant) → the dtype names of the measured tables
 _DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "auto": "bfloat16", "fp8-block": "fp8_block",
            "fp8_e4m3": "fp8", "int4-w4a16": "int4_wo", "int4-w4a16-g128": "int4_wo", "mxfp4": "w4a16_mxfp4"}
-
-
-@dataclass(frozen=True)
-class _Line:
-    """One measured curve along one axis, in logs, measured points only; `a` its outer-axis value (1: none)."""
-
-    lx: Array
-    ly: Array
-    a: float
-
-    def log_time(self, lx: Array, roof: Roof) -> Array:
-        """log t at log x (module rules: flat below, log-log between, the roofline's ratio to the edge above)."""
-        inside = np.interp(lx, self.lx, self.ly)
-        over = lx > self.lx[-1]
-        if not np.any(over):
-            return inside
-        x = np.exp(lx)
-        a = np.full_like(x, self.a)
-        edge = np.log(roof(np.full_like(x, math.exp(self.lx[-1])), a))
-        return np.where(over, self.ly[-1] + np.log(roof(x, a)) - edge, inside)
-
-
-@dataclass(frozen=True)
-class Match:
-    """The curve that prices one case: its table, row, the lines (one per measured value of a second axis, whose
-    log values are `la`), the roofline of the wanted shape (how it extends), the scale applied to the time, and
-    what was not exact."""
-
-    table: OpTable
-    row: int
-    lines: tuple[_Line, ...]
-    la: Array                         # log of the outer axis value of each line (empty: one line)
-    roof: Roof
-    scale: float
-    notes: tuple[str, ...]
-
-    def time_s(self, x: ArrayLike, a: ArrayLike | None = None) -> Array:
-        """Time (s) at inner-axis values x (and outer-axis values a when the curve is a surface)."""
-        if not self.la.size:
-            lx = np.log(np.maximum(np.asarray(x, dtype=float), 1.0))
-            return np.asarray(self.scale * np.exp(self.lines[0].log_time(lx, self.roof)))
-        xb, ab = np.broadcast_arrays(np.maximum(np.asarray(x, dtype=float), 1.0),
-                                     np.maximum(np.asarray(a, dtype=float), 1.0))
-        lx, la = np.log(xb), np.log(ab)
-        rows = np.stack([line.log_time(lx, self.roof) for line in self.lines])      # (lines, points)
-        over = la > self.la[-1]
-        beyond = rows[-1] + np.log(self.roof(xb, ab)) - np.log(self.roof(xb, np.full_like(ab, self.lines[-1].a)))
-        if len(self.lines) == 1:
-            return np.asarray(self.scale * np.exp(np.where(over, beyond, rows[0])))
-        j = np.clip(np.searchsorted(self.la, la, side="right") - 1, 0, len(self.la) - 2)
-        w = np.clip((la - self.la[j]) / (self.la[j + 1] - self.la[j]), 0.0, 1.0)
-        lo = np.take_along_axis(rows, j[None], axis=0)[0]
-        hi = np.take_along_axis(rows, j[None] + 1, axis=0)[0]
-        return np.asarray(self.scale * np.exp(np.where(over, beyond, lo + w * (hi - lo))))
-
-    def describe(self) -> str:
-        """Provenance: the measured curve and how it was used."""
-        how = "interpolated log-log" + (f"; {'; '.join(self.notes)}" if self.notes else "")
-        return f"measured curve {self.table.cite(self.row)}, {how}"
-
-
-def _line(grid: tuple[int | str, ...], times: Array, a: float) -> _Line | None:
-    ok = np.isfinite(times)
-    if not ok.any():
-        return None
-    lx = np.log(np.asarray(grid, dtype=float))[ok]
-    return _Line(lx, np.log(times[ok]), a)
-
-
-def _surface(table: OpTable, row: int, fixed: tuple[int, ...], roof: Roof, scale: float,
-             notes: tuple[str, ...]) -> Match | None:
-    """The Match of curve `row` with its leading axes fixed at indices `fixed`: a line (1 free axis) or a stack of
-    lines along the outer free axis (2 free axes)."""
-    cube = table.time_s[(row, *fixed)]
-    free = table.grids[len(fixed):]
-    if cube.ndim == 1:
-        line = _line(free[0], cube, 1.0)
-        return None if line is None else Match(table, row, (line,), np.empty(0), roof, scale, notes)
-    lines = [ln for i, a in enumerate(free[0]) if (ln := _line(free[1], cube[i], float(a))) is not None]
-    if not lines:
-        return None
-    return Match(table, row, tuple(lines), np.log(np.array([ln.a for ln in lines])), roof, scale, notes)
 
 
 # --- which system, which table ------------------------------------------------------------------------------------
@@ -234,7 +152,7 @@ def _match_gemm(gpu: str, engine: str, version: str, dtype: str, n: int, k: int,
     d, r, i, n0, k0 = best
     scale = n * k / (n0 * k0)
     shape = "" if d == 0 else f"(N, K) = ({n}, {k}) not measured: ({n0}, {k0}) × N·K ratio {scale:.3g}"
-    return _surface(table, r, (i,), op_roofline.gemm(table.system, n, k, dt), scale,
+    return surface(table, r, (i,), op_roofline.gemm(table.system, n, k, dt), scale,
                     _notes(vnote, shape)) or _no_curve("empty curve")
 
 
@@ -266,7 +184,7 @@ def _match_moe(gpu: str, engine: str, version: str, dtype: str, hidden: int, int
     shape = "" if got == {"hidden_size": hidden, "inter_size": inter} else (
         f"hidden {hidden}, inter {inter} not measured: {_fmt(got)} × hidden·inter ratio {scale:.3g}")
     roof = op_roofline.moe(table.system, hidden, inter, topk, experts, tp, ep, _dtype(dtype))
-    return _surface(table, r, fixed, roof, scale, _notes(vnote, shape)) or _no_curve("empty curve")
+    return surface(table, r, fixed, roof, scale, _notes(vnote, shape)) or _no_curve("empty curve")
 
 
 def _match_heads(op: str, gpu: str, engine: str, version: str, same: dict[str, int | str], want: dict[str, int],
@@ -286,7 +204,7 @@ def _match_heads(op: str, gpu: str, engine: str, version: str, same: dict[str, i
     r, got = hit
     scale = want[scale_col] / got[scale_col]
     shape = "" if got == want else f"{_fmt(want)} not measured: {_fmt(got)} × {scale_col} ratio {scale:.3g}"
-    return _surface(table, r, (), roof(table.system), scale, _notes(vnote, shape)) or _no_curve("empty curve")
+    return surface(table, r, (), roof(table.system), scale, _notes(vnote, shape)) or _no_curve("empty curve")
 
 
 @lru_cache(maxsize=4096)
@@ -359,7 +277,7 @@ def _monotone(hit: Match | str) -> Match | str:
     less: a measured dip is a tile or kernel choice the smaller size could not make, or noise)."""
     if isinstance(hit, str):
         return hit
-    lines = tuple(_Line(ln.lx, np.maximum.accumulate(ln.ly), ln.a) for ln in hit.lines)
+    lines = tuple(Line(ln.lx, np.maximum.accumulate(ln.ly), ln.a) for ln in hit.lines)
     return Match(hit.table, hit.row, lines, hit.la, hit.roof, hit.scale, hit.notes)
 
 
