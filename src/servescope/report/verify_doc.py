@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from servescope._paths import is_device
+from servescope._read import decode_json, json_lines, read_text
 from servescope.errors import OutputError, PlanError
 from servescope.planner.verify import (
     BASIS_TEXT,
@@ -49,16 +50,9 @@ def read_plan(path: str | Path) -> PlanPrediction:
     """What the plan file (`servescope plan --json -o plan.json`) predicted; PlanError naming the file and the
     missing key or the reason otherwise."""
     p = Path(path)
-    if is_device(p):
-        raise PlanError(f"{p}: a device, not a plan file")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlanError(f"{p}: no such plan file (write one with `servescope plan … --json -o {p.name}`)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"{p}: cannot read the plan file ({e.__class__.__name__})") from None
-    except json.JSONDecodeError as e:
-        raise PlanError(f"{p}: not JSON ({e.msg} at line {e.lineno})") from None
+    if not p.exists() and not p.is_symlink():
+        raise PlanError(f"{p}: no such plan file (write one with `servescope plan … --json -o {p.name}`)")
+    doc = decode_json(read_text(p, "plan file", PlanError, ceiling=64 << 20), p, PlanError)
     if not isinstance(doc, dict) or "schema" not in doc:
         raise PlanError(f"{p}: not a plan document: missing key schema (write one with `servescope plan … --json "
                         f"-o {p.name}`)")
@@ -128,15 +122,14 @@ def append_log(path: str | Path, document: dict[str, Any], inputs: tuple[str | P
     the measurements: a log is never appended to an input)."""
     stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     p = Path(path)
-    for given in inputs:
-        if _same_file(p, Path(given)):
-            raise OutputError(f"{p}: the log is an input of this verification ({given}); give another --log file")
+    check_log_target(p, inputs)
     try:
         line = (json.dumps({**document, "logged_at": stamp}, ensure_ascii=False, allow_nan=False) + "\n").encode()
         if p.is_dir() or is_device(p):
             raise OutputError(f"{p}: not a log file (a folder or a device)")
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
+            line = _after_damaged_tail(fd) + line
             written = os.write(fd, line)
         finally:
             os.close(fd)
@@ -145,6 +138,50 @@ def append_log(path: str | Path, document: dict[str, Any], inputs: tuple[str | P
                           f"{getattr(e, 'strerror', None) or e})") from None
     if written != len(line):
         raise OutputError(f"{p}: the log line was written only in part ({written} of {len(line)} bytes)")
+
+
+def check_log_target(path: str | Path, inputs: tuple[str | Path, ...] = ()) -> None:
+    """OutputError naming the file unless `path` may take a campaign-log line: not one of `inputs` (same file,
+    through links) nor inside an input folder (`--before RANKS/`), and, when it exists and holds anything, a
+    campaign log (its first line a verify/1 document: a log is only ever a campaign log)."""
+    p = Path(path)
+    for given in inputs:
+        g = Path(given)
+        if _same_file(p, g) or (_is_dir(g) and _inside(p, g)):
+            raise OutputError(f"{p}: the log is an input of this verification ({given}); give another --log file")
+    try:
+        if not p.is_file() or p.stat().st_size == 0:
+            return
+        with p.open("rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError:
+        return  # os.open in append_log says why
+    try:
+        doc = json.loads(first) if first.strip() else None
+    except (ValueError, RecursionError):
+        doc = None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise OutputError(f"{p}: not a campaign log (its first line is not a {SCHEMA} document); --log appends "
+                          "only to a log `servescope verify --log` started")
+
+
+def _is_dir(p: Path) -> bool:
+    try:
+        return p.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _inside(p: Path, folder: Path) -> bool:
+    real, real_folder = os.path.realpath(p), os.path.realpath(folder)
+    return os.path.commonpath([real, real_folder]) == real_folder
+
+
+def _after_damaged_tail(fd: int) -> bytes:
+    """b"\\n" when the log's last byte is not a newline (a line cut short by a crash or an editor): the next
+    entry starts a line of its own instead of being glued onto the damaged one; else b""."""
+    size = os.fstat(fd).st_size
+    return b"\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else b""
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -157,22 +194,10 @@ def _same_file(a: Path, b: Path) -> bool:
 def read_log(path: str | Path) -> list[dict[str, Any]]:
     """The verify/1 documents of a campaign log, in order; PlanError naming the file and line of a bad one."""
     p = Path(path)
-    if is_device(p):
-        raise PlanError(f"{p}: a device, not a campaign log")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanError(f"{p}: no such campaign log (verify with --log {p.name} to start one)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"{p}: cannot read the campaign log ({e.__class__.__name__})") from None
+    if not p.exists() and not p.is_symlink():
+        raise PlanError(f"{p}: no such campaign log (verify with --log {p.name} to start one)")
     entries = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise PlanError(f"{p}:{no}: not JSON ({e.msg})") from None
+    for no, doc in json_lines(read_text(p, "campaign log", PlanError), p, PlanError):
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             raise PlanError(f"{p}:{no}: not a {SCHEMA} line (a log holds what `servescope verify --log` appends)")
         bad = _bad_entry(doc)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servescope._paths import is_device
+from servescope._read import finite_number, read_text
 from servescope.errors import ScenarioError
 from servescope.simulate.workload import Arrival, Workload, build_workload, draw_lengths
 
@@ -102,14 +102,26 @@ def _metrics(d: dict[str, object], tool: str) -> dict[str, float]:
     for name, stem in STEMS[tool].items():
         for stat, out in STATS.items():
             v = _num(d, f"{stat}_{stem}_ms")
-            if v is not None:
+            if v is not None and math.isfinite(v):  # NaN / inf: a statistic the tool could not compute
                 m[f"{name}.{out}"] = v
     for key, out in (("output_throughput", "output_tok_s"), ("request_throughput", "request_throughput_per_s"),
                      ("duration", "duration_s")):
         v = _num(d, key)
-        if v is not None:
+        if v is not None and math.isfinite(v):
             m[out] = v
     return m
+
+
+MAX_REQUESTS = 10**9  # requests, concurrency: beyond any benchmark run, within what a simulation can size
+MAX_TOKENS = 10**9  # a request's prompt or output length (configured or mean)
+
+
+def _bounded(d: dict[str, object], key: str, path: str, line: int, low: float, high: float,
+             integer: bool = False) -> float | None:
+    """The number under `key` (None when absent), refused unless finite, in [low, high] and (integer) whole."""
+    v = _num(d, key)
+    return None if v is None else finite_number(v, path, key, BenchFileError, line=line, low=low, high=high,
+                                                integer=integer)
 
 
 def parse_run(d: dict[str, object], path: str, line: int) -> BenchRun:
@@ -118,20 +130,28 @@ def parse_run(d: dict[str, object], path: str, line: int) -> BenchRun:
         raise BenchFileError(f"{path}:{line}: missing keys {', '.join(missing)} (benchmark result files carry "
                              f"{', '.join(REQUIRED)}; see docs/simulate.md)")
     tool = _tool(d)
-    done = int(_num(d, "completed") or 0)
+    done = int(_bounded(d, "completed", path, line, 0, MAX_REQUESTS, integer=True) or 0)
     if done < 1:
         raise BenchFileError(f"{path}:{line}: completed = {done}: no finished requests to compare")
+    _bounded(d, "duration", path, line, 0, 1e9)
+    tokens = {k: _bounded(d, k, path, line, 0, MAX_TOKENS * done) or 0.0
+              for k in ("total_input_tokens", "total_output_tokens")}
     rate = _num(d, "request_rate")
+    if rate is not None and not (rate > 0):  # NaN, 0 or negative: no arrival process (inf: all at once)
+        raise BenchFileError(f"{path}:{line}: field request_rate: got {rate!r} (expected a positive rate in "
+                             "requests/s, or inf)")
     cap = _num(d, "max_concurrency")
-    ratio = _num(d, "random_range_ratio")
-    isl, osl = _num(d, "random_input_len"), _num(d, "random_output_len")
+    cap = None if cap is None or cap == math.inf else _bounded(d, "max_concurrency", path, line, 0, MAX_REQUESTS,
+                                                               integer=True)
+    ratio = _bounded(d, "random_range_ratio", path, line, 0, 1)
+    isl = _bounded(d, "random_input_len", path, line, 0, MAX_TOKENS, integer=True)
+    osl = _bounded(d, "random_output_len", path, line, 0, MAX_TOKENS, integer=True)
     if d.get("dataset_name") not in (None, "random"):  # e.g. sharegpt: the random-length keys are unused
         isl = osl = ratio = None
     return BenchRun(
         path=path, line=line, tool=tool, completed=done, request_rate_per_s=math.inf if rate is None else rate,
-        max_concurrency=int(cap) if cap is not None and math.isfinite(cap) else None,
-        mean_isl=float(_num(d, "total_input_tokens") or 0) / done,
-        mean_osl=float(_num(d, "total_output_tokens") or 0) / done,
+        max_concurrency=int(cap) if cap else None,
+        mean_isl=tokens["total_input_tokens"] / done, mean_osl=tokens["total_output_tokens"] / done,
         isl=int(isl) if isl else None, osl=int(osl) if osl else None, range_ratio=ratio,
         metrics=_metrics(d, tool), lengths=_request_lengths(d),
         identity=tuple((k, str(d[k])) for k in IDENTITY_KEYS
@@ -145,7 +165,7 @@ def _request_lengths(d: dict[str, object]) -> tuple[tuple[int, ...], tuple[int, 
     ins, outs = d.get("input_lens"), d.get("output_lens")
     if not isinstance(ins, list) or not isinstance(outs, list) or not ins or len(ins) != len(outs):
         return None
-    if not all(type(x) is int and x > 0 for x in (*ins, *outs)):
+    if not all(type(x) is int and 0 < x <= MAX_TOKENS for x in (*ins, *outs)):
         return None
     return tuple(ins), tuple(outs)
 
@@ -210,16 +230,15 @@ def read_server_settings(path: str | Path) -> dict[str, int]:
     import tomllib
 
     p = Path(path)
-    if is_device(p):
-        raise BenchFileError(f"{p}: a device, not a settings file")
+    text = read_text(p, "server settings file", BenchFileError, ceiling=1 << 20)
     try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        doc = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as e:
         raise BenchFileError(f"{p}: cannot read server settings ({e.__class__.__name__}: {e})") from None
     unknown = [k for k in doc if k not in SERVER_KEYS]
     if unknown:
         raise BenchFileError(f"{p}: unknown keys {', '.join(unknown)}; known: {', '.join(SERVER_KEYS)}")
-    bad = [k for k, v in doc.items() if isinstance(v, bool) or not isinstance(v, int) or v < 1]
+    bad = [k for k, v in doc.items() if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TOKENS]
     if bad:
-        raise BenchFileError(f"{p}: {', '.join(bad)} must be positive integers")
+        raise BenchFileError(f"{p}: {', '.join(bad)} must be positive integers up to {MAX_TOKENS:.0e}")
     return {k: int(v) for k, v in doc.items()}

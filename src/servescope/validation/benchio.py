@@ -9,30 +9,22 @@ What it does not: interpret keys (validation.benchfile) or simulate anything.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from servescope._paths import is_device
+from servescope._read import decode_json, json_lines, read_text
 from servescope.errors import ScenarioError
 from servescope.validation.benchfile import BenchFileError, BenchRun, read_runs
 
 
 def _objects(path: Path) -> list[tuple[int, dict[str, object]]]:
-    if is_device(path):
-        raise BenchFileError(f"{path}: a device, not a benchmark file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BenchFileError(f"{path}: cannot read benchmark file ({e.__class__.__name__})") from None
-    try:
-        whole = json.loads(text)
-        if isinstance(whole, dict):
-            return [(1, whole)]
-    except json.JSONDecodeError:
-        pass
+    text = read_text(path, "benchmark result file", BenchFileError)
+    whole = _json_object(path, text, BenchFileError)
+    if whole is not None:
+        return [(1, whole)]
     out = _jsonl_objects(path, text, BenchFileError)
     if not out:
         raise BenchFileError(f"{path}: no benchmark runs in the file")
@@ -47,12 +39,7 @@ def read_bench(path: str | Path) -> list[BenchRun]:
 
 def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(isl, osl) arrays from a file of `isl,osl` lines; ScenarioError naming the file and line otherwise."""
-    if is_device(path):
-        raise ScenarioError(f"{path}: a device, not a lengths file")
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{path}: cannot read lengths file ({e.__class__.__name__})") from None
+    text = read_text(path, "lengths file", ScenarioError)
     pairs: list[tuple[int, int]] = []
     for no, line in enumerate(text.splitlines(), 1):
         fields = line.replace(",", " ").split()
@@ -63,9 +50,10 @@ def read_lengths(path: Path) -> tuple[np.ndarray, np.ndarray]:
         except ValueError:
             if no == 1 and not pairs:
                 continue  # a header line
-            raise ScenarioError(f"{path}:{no}: expected two integers 'isl,osl', got {line.strip()!r}") from None
-        if len(fields) < 2 or a < 1 or b < 1:
-            raise ScenarioError(f"{path}:{no}: expected two positive integers 'isl,osl', got {line.strip()!r}")
+            raise ScenarioError(f"{path}:{no}: expected two integers 'isl,osl', got {line.strip()[:60]!r}") from None
+        if len(fields) < 2 or not (1 <= a <= MAX_TOKENS and 1 <= b <= MAX_TOKENS):
+            raise ScenarioError(f"{path}:{no}: expected two whole numbers of tokens in [1, {MAX_TOKENS:.0e}] "
+                                f"'isl,osl', got {line.strip()[:60]!r}")
         pairs.append((a, b))
     if not pairs:
         raise ScenarioError(f"{path}: no 'isl,osl' lines")
@@ -96,32 +84,68 @@ def read_requests(path: str | Path) -> Requests:
     with columns arrival_s,input_len,output_len (optional ttft_s,tpot_s,e2e_s). ScenarioError naming the file and
     what is missing otherwise."""
     p = Path(path)
-    if is_device(p):
-        raise ScenarioError(f"{p}: a device, not a requests file")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{p}: cannot read requests file ({e.__class__.__name__})") from None
-    whole = _json_object(text)
+    text = read_text(p, "requests file", ScenarioError)
+    whole = _json_object(p, text, ScenarioError)
     if whole is not None:
         return _vllm_detailed(p, whole)
     rows = _jsonl_rows(p, text) if text.lstrip().startswith("{") else _csv_rows(p, text)
     return _from_rows(p, rows)
 
 
-def _json_object(text: str) -> dict[str, object] | None:
-    try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
+def _json_object(path: Path, text: str, error: type[ScenarioError]) -> dict[str, object] | None:
+    """The file as one JSON object; None when it is not one document (JSON lines, CSV). A text that is one
+    document but not one this reader takes (nested too deeply, a number beyond the codec) is `error`."""
+    head = text.lstrip()[:1]
+    if head not in ("{", "["):
         return None
+    first, _, rest = text.lstrip().partition("\n")
+    if head == "{" and rest.strip() and first.rstrip().endswith("}"):
+        return None  # one object per line: JSON lines
+    try:
+        whole = decode_json(text, path, error)
+    except error:
+        if head == "{" and rest.strip():
+            return None  # JSON lines, read line by line (each line's error names it)
+        raise
     return whole if isinstance(whole, dict) else None
+
+
+MAX_TOKENS = 10**9  # a request's prompt or output length: far beyond any context window, within int64 sums
+MAX_SECONDS = 10**9  # a latency (s): ~32 years
+MAX_SEND_S = 10**13  # a send time (s, any origin: Unix epoch seconds are ~1.7e9)
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 def _floats(p: Path, d: dict[str, object], key: str) -> np.ndarray:
     v = d.get(key)
-    if not isinstance(v, list) or not v or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
+    if not isinstance(v, list) or not v or not all(_number(x) for x in v):
         raise ScenarioError(f"{p}: '{key}' is not a list of numbers (a detailed result, --save-detailed, has it)")
-    return np.asarray(v, dtype=float)
+    arr = np.asarray(v, dtype=float)
+    if not (np.isfinite(arr).all() and (np.abs(arr) <= MAX_SEND_S).all()):
+        raise ScenarioError(f"{p}: field {key}: a value is NaN, infinite or beyond {MAX_SEND_S:.0e} (expected "
+                            "finite send times in s and token counts)")
+    return arr
+
+
+def _lengths_ok(p: Path, isl: np.ndarray, osl: np.ndarray, what: str) -> None:
+    for name, arr in ((f"{what[0]}", isl), (f"{what[1]}", osl)):
+        if (arr < 1).any() or (arr > MAX_TOKENS).any() or (arr != np.round(arr)).any():
+            raise ScenarioError(f"{p}: field {name}: expected whole numbers of tokens in [1, {MAX_TOKENS:.0e}]")
+
+
+def _seconds(x: object) -> float:
+    """A measured latency (s), NaN where missing or not a finite number in range."""
+    return float(x) if _number(x) and math.isfinite(float(x)) and 0 <= float(x) <= MAX_SECONDS else math.nan  # type: ignore[arg-type]
+
+
+def _decode_s(g: object) -> float:
+    """The sum of a request's inter-token latencies (s), NaN unless a list of finite numbers."""
+    if not isinstance(g, list) or not all(_number(x) for x in g):
+        return math.nan
+    return _seconds(math.fsum(float(x) for x in g) if all(math.isfinite(float(x)) for x in g) else math.nan)
 
 
 def _vllm_detailed(p: Path, d: dict[str, object]) -> Requests:
@@ -132,13 +156,14 @@ def _vllm_detailed(p: Path, d: dict[str, object]) -> Requests:
     send, isl, osl = (_floats(p, d, k) for k in ("start_times", "input_lens", "output_lens"))
     if not len(send) == len(isl) == len(osl):
         raise ScenarioError(f"{p}: start_times, input_lens and output_lens differ in length")
+    _lengths_ok(p, isl, osl, ("input_lens", "output_lens"))
     measured: dict[str, np.ndarray] = {}
     ttfts, itls = d.get("ttfts"), d.get("itls")
     if isinstance(ttfts, list) and len(ttfts) == len(send):
-        ttft = np.asarray([float(x) if isinstance(x, int | float) else np.nan for x in ttfts])
+        ttft = np.asarray([_seconds(x) for x in ttfts], dtype=float)
         measured["ttft_s"] = ttft
         if isinstance(itls, list) and len(itls) == len(send):
-            decode = np.asarray([float(sum(g)) if isinstance(g, list) else np.nan for g in itls])
+            decode = np.asarray([_decode_s(g) for g in itls], dtype=float)
             measured["e2e_s"] = ttft + decode
             measured["tpot_s"] = np.where(osl > 1, decode / np.maximum(osl - 1, 1), np.nan)
     return Requests(str(p), send, isl.astype(np.int64), osl.astype(np.int64), measured, "vllm detailed result")
@@ -148,16 +173,10 @@ def _jsonl_rows(p: Path, text: str) -> list[dict[str, object]]:
     return [obj for _, obj in _jsonl_objects(p, text, ScenarioError)]
 
 
-def _jsonl_objects(path: Path, text: str, error: type[Exception]) -> list[tuple[int, dict[str, object]]]:
+def _jsonl_objects(path: Path, text: str, error: type[ScenarioError]) -> list[tuple[int, dict[str, object]]]:
     """(line number, object) of each non-blank line of a JSONL text; `error` naming the file and line otherwise."""
     out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise error(f"{path}:{no}: not JSON ({e.msg})") from None
+    for no, obj in json_lines(text, path, error):
         if not isinstance(obj, dict):
             raise error(f"{path}:{no}: expected a JSON object per line")
         out.append((no, obj))
@@ -180,8 +199,7 @@ def _from_rows(p: Path, rows: list[dict[str, object]]) -> Requests:
                             f", optional {', '.join(_MEASURED_COLUMNS)})")
     cols = {c: _column(p, rows, c) for c in (*_REPLAY_COLUMNS, *(m for m in _MEASURED_COLUMNS if m in rows[0]))}
     isl, osl = cols["input_len"], cols["output_len"]
-    if (isl < 1).any() or (osl < 1).any() or (isl != np.round(isl)).any() or (osl != np.round(osl)).any():
-        raise ScenarioError(f"{p}: input_len and output_len must be positive integers")
+    _lengths_ok(p, isl, osl, ("input_len", "output_len"))
     measured = {m: cols[m] for m in _MEASURED_COLUMNS if m in cols}
     return Requests(str(p), cols["arrival_s"], isl.astype(np.int64), osl.astype(np.int64), measured,
                     "requests file")
@@ -196,6 +214,7 @@ def _column(p: Path, rows: list[dict[str, object]], name: str) -> np.ndarray:
         except (TypeError, ValueError):
             raise ScenarioError(f"{p}: request {i}: {name} {v!r} is not a number") from None
     arr = np.asarray(out, dtype=float)
-    if name in _REPLAY_COLUMNS and not np.isfinite(arr).all():
-        raise ScenarioError(f"{p}: {name} is missing or not finite in some requests")
-    return arr
+    bound = MAX_SEND_S if name == "arrival_s" else MAX_SECONDS
+    if name in _REPLAY_COLUMNS and not (np.isfinite(arr).all() and (np.abs(arr) <= bound).all()):
+        raise ScenarioError(f"{p}: {name} is missing, not finite or beyond {bound:.0e} in some requests")
+    return np.where(np.isfinite(arr) & (np.abs(arr) <= bound), arr, np.nan)

@@ -21,18 +21,64 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servescope._paths import is_device
+from servescope._read import read_text
 from servescope.errors import ScenarioError
 
-_NUM = r"([0-9][0-9,]*)"
-_VLLM_KV = re.compile(r"GPU KV cache size: " + _NUM + r" tokens")
-_VLLM_CONC = re.compile(r"Maximum concurrency for " + _NUM + r" tokens per request: ([0-9.]+)x")
-_VLLM_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: ([0-9.]+),.*?Drafted: (\d+) tokens, "
-                        r"Per-position acceptance rate: ([0-9., ]+?), Avg Draft")
-_SGL_POOL = re.compile(r"max_total_num_tokens=(\d+)")
-_SGL_RUNNING = re.compile(r"max_running_requests=(\d+)")
-_SGL_CONTEXT = re.compile(r"context_len=(\d+)")
-_SGL_ACCEPT = re.compile(r"accept len: ([0-9.]+)")
+# Linear time in the log (issue 32): each line is searched for fixed keys with str.find, the number after a key is
+# the run of [0-9.,] chars within the next MAX_TOKEN characters, and that token must match a strict pattern
+# (no nested or unbounded quantifiers: a 400 KB line costs one pass). A key followed by a malformed number
+# (`1.2.3`) is refused naming the file, the line and the field.
+MAX_TOKEN = 40
+MAX_POSITIONS = 64  # per-position acceptance rates on one line (speculative k)
+_RUN = re.compile(rf"[0-9.,]{{1,{MAX_TOKEN}}}")
+_INT = re.compile(r"\d{1,3}(?:,\d{3}){1,5}|\d{1,15}")  # 449,600 or 1183488
+_FLOAT = re.compile(r"\d{1,15}(?:\.\d{1,15})?")
+_KV, _CONC_FOR, _CONC_X = "GPU KV cache size: ", "Maximum concurrency for ", " tokens per request: "
+_SPEC, _SPEC_MEAN, _SPEC_DRAFTED = "SpecDecoding metrics:", "Mean acceptance length: ", "Drafted: "
+_SPEC_RATES, _SPEC_END = "Per-position acceptance rate: ", ", Avg Draft"
+_SGL_POOL, _SGL_RUNNING, _SGL_CONTEXT, _SGL_ACCEPT = ("max_total_num_tokens=", "max_running_requests=",
+                                                      "context_len=", "accept len: ")
+
+
+class _Line:
+    """One log line and where it is (for messages)."""
+
+    def __init__(self, path: str, no: int, text: str) -> None:
+        self.path, self.no, self.text = path, no, text
+
+    def token(self, key: str, start: int = 0) -> tuple[str, int] | None:
+        """The number-like run right after `key` (from `start`) and where it ends; None when the key is absent or
+        no digit follows it."""
+        at = self.text.find(key, start)
+        if at < 0:
+            return None
+        begin = at + len(key)
+        m = _RUN.match(self.text, begin)
+        tok = m.group(0).rstrip(",") if m else ""
+        return (tok, begin + len(tok)) if tok else None
+
+    def bad(self, field_name: str, tok: str, expected: str) -> ScenarioError:
+        return ScenarioError(f"{self.path}:{self.no}: field {field_name}: got {tok!r} (expected {expected})")
+
+    def int(self, key: str, start: int = 0) -> tuple[int, int] | None:
+        found = self.token(key, start)
+        if found is None:
+            return None
+        if not _INT.fullmatch(found[0]):
+            raise self.bad(key.strip(" :="), found[0], "a whole number such as 449,600")
+        return int(found[0].replace(",", "")), found[1]
+
+    def float(self, key: str, start: int = 0) -> tuple[float, int] | None:
+        found = self.token(key, start)
+        if found is None:
+            return None
+        if not _FLOAT.fullmatch(found[0]):
+            raise self.bad(key.strip(" :="), found[0], "a number such as 2.37")
+        return float(found[0]), found[1]
+
+    def shown(self, start: int = 0) -> str:
+        text = self.text[start:].strip()
+        return text if len(text) <= 300 else text[:297] + "..."
 
 
 @dataclass(frozen=True)
@@ -59,13 +105,7 @@ def read_engine_log(path: str | Path) -> EngineLog:
     """Parse a vLLM or SGLang log file. A file with nothing recognisable gives an EngineLog whose `warnings` say
     so (the caller warns and goes on); an unreadable file raises ScenarioError naming it."""
     p = Path(path)
-    if is_device(p):
-        raise ScenarioError(f"{p}: a device, not an engine log")
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise ScenarioError(f"{p}: cannot read the engine log ({e.__class__.__name__})") from None
-    return parse_engine_log(text, str(p))
+    return parse_engine_log(read_text(p, "engine log", ScenarioError, errors="replace"), str(p))
 
 
 def parse_engine_log(text: str, path: str = "<log>") -> EngineLog:
@@ -80,8 +120,9 @@ def parse_engine_log(text: str, path: str = "<log>") -> EngineLog:
                                            "the engine log is ignored",))
 
 
-def _ints(values: list[str]) -> list[int]:
-    return [int(v.replace(",", "")) for v in values]
+def _lines(text: str, path: str, *keys: str) -> list[_Line]:
+    """The lines holding any of `keys` (fixed strings), in order."""
+    return [_Line(path, no, line) for no, line in enumerate(text.splitlines(), 1) if any(k in line for k in keys)]
 
 
 def _kv(values: list[int], what: str, path: str) -> tuple[int | None, list[str]]:
@@ -95,23 +136,59 @@ def _kv(values: list[int], what: str, path: str) -> tuple[int | None, list[str]]
 
 
 def _vllm(text: str, path: str) -> EngineLog:
-    kv_lines = _VLLM_KV.findall(text)
-    kv, warnings = _kv(_ints(kv_lines), "GPU KV cache size", path)
-    conc = _VLLM_CONC.search(text)
-    specs = _VLLM_SPEC.findall(text)
+    kv_values: list[int] = []
+    conc: tuple[int, float] | None = None
+    specs: list[tuple[float, int, tuple[float, ...]]] = []
+    used: list[str] = []
+    for line in _lines(text, path, _KV, _CONC_FOR, _SPEC):
+        kv = line.int(_KV)
+        if kv is not None:
+            kv_values.append(kv[0])
+            used.append(line.shown(line.text.find(_KV)))
+        tokens = line.int(_CONC_FOR)
+        if tokens is not None and line.text.startswith(_CONC_X, tokens[1]):
+            ratio = line.float(_CONC_X, tokens[1])
+            if ratio is not None:
+                conc = conc or (tokens[0], ratio[0])
+                used.append(line.shown(line.text.find(_CONC_FOR)))
+        spec = _spec_line(line)
+        if spec is not None:
+            specs.append(spec)
+            used.append(line.shown(line.text.find(_SPEC)))
+    kv, warnings = _kv(kv_values, "GPU KV cache size", path)
     acceptance, mean_len = _pooled(specs)
-    used = [m.group(0) for m in (*_VLLM_KV.finditer(text), *_VLLM_CONC.finditer(text))][:4]
-    used += [m.group(0) for m in _VLLM_SPEC.finditer(text)][:3]
-    return EngineLog(path, "vllm" if kv is not None or specs else None, kv,
-                     _ints([conc.group(1)])[0] if conc else None, float(conc.group(2)) if conc else None, None,
-                     acceptance, mean_len, tuple(used), tuple(warnings))
+    return EngineLog(path, "vllm" if kv is not None or specs else None, kv, conc[0] if conc else None,
+                     conc[1] if conc else None, None, acceptance, mean_len, tuple(used[:7]), tuple(warnings))
 
 
-def _pooled(specs: list[tuple[str, str, str]]) -> tuple[tuple[float, ...] | None, float | None]:
+def _spec_line(line: _Line) -> tuple[float, int, tuple[float, ...]] | None:
+    """(mean acceptance length, drafted tokens, per-position rates) of a vLLM SpecDecoding line, None unless the
+    line holds all three in order."""
+    at = line.text.find(_SPEC)
+    if at < 0:
+        return None
+    mean = line.float(_SPEC_MEAN, at)
+    drafted = line.int(_SPEC_DRAFTED, mean[1]) if mean else None
+    if mean is None or drafted is None:
+        return None
+    begin = line.text.find(_SPEC_RATES, drafted[1])
+    end = line.text.find(_SPEC_END, begin)
+    if begin < 0 or end < 0:
+        return None
+    cells = line.text[begin + len(_SPEC_RATES):end].split(",", MAX_POSITIONS)
+    if len(cells) > MAX_POSITIONS:
+        raise line.bad("Per-position acceptance rate", f"{len(cells)}+ positions", f"at most {MAX_POSITIONS}")
+    rates = []
+    for cell in (c.strip() for c in cells):
+        if not _FLOAT.fullmatch(cell) or float(cell) > 1:
+            raise line.bad("Per-position acceptance rate", cell[:MAX_TOKEN], "rates in [0, 1] such as 0.645")
+        rates.append(float(cell))
+    return mean[0], drafted[0], tuple(rates)
+
+
+def _pooled(specs: list[tuple[float, int, tuple[float, ...]]]) -> tuple[tuple[float, ...] | None, float | None]:
     """Per-position rates and mean acceptance length over the logged intervals, weighted by drafted tokens."""
-    rows = [(float(mean), int(drafted), tuple(float(x) for x in rates.split(",") if x.strip()))
-            for mean, drafted, rates in specs]
-    rows = [r for r in rows if r[1] > 0 and r[2]]
+    rows = [r for r in specs if r[1] > 0 and r[2]]
     if not rows:
         return None, None
     k = max(len(r[2]) for r in rows)
@@ -122,11 +199,24 @@ def _pooled(specs: list[tuple[str, str, str]]) -> tuple[tuple[float, ...] | None
 
 
 def _sglang(text: str, path: str) -> EngineLog:
-    pool, warnings = _kv(_ints(_SGL_POOL.findall(text)), "max_total_num_tokens", path)
-    running = _SGL_RUNNING.search(text)
-    context = _SGL_CONTEXT.search(text)
-    accepts = [float(a) for a in _SGL_ACCEPT.findall(text)]
-    used = [m.group(0) for m in _SGL_POOL.finditer(text)][:2] + [m.group(0) for m in _SGL_ACCEPT.finditer(text)][:3]
-    return EngineLog(path, "sglang" if pool is not None or accepts else None, pool,
-                     int(context.group(1)) if context else None, None, int(running.group(1)) if running else None,
+    pools: list[int] = []
+    running = context = None
+    accepts: list[float] = []
+    used: list[str] = []
+    for line in _lines(text, path, _SGL_POOL, _SGL_ACCEPT):
+        pool = line.int(_SGL_POOL)
+        if pool is not None:
+            pools.append(pool[0])
+            running = running or line.int(_SGL_RUNNING)
+            context = context or line.int(_SGL_CONTEXT)
+            if len(used) < 2:
+                used.append(line.shown(line.text.find(_SGL_POOL)))
+        accept = line.float(_SGL_ACCEPT)
+        if accept is not None:
+            accepts.append(accept[0])
+            if len(accepts) <= 3:
+                used.append(line.shown(line.text.find(_SGL_ACCEPT)))
+    pool_tokens, warnings = _kv(pools, "max_total_num_tokens", path)
+    return EngineLog(path, "sglang" if pool_tokens is not None or accepts else None, pool_tokens,
+                     context[0] if context else None, None, running[0] if running else None,
                      None, sum(accepts) / len(accepts) if accepts else None, tuple(used), tuple(warnings))
