@@ -201,13 +201,14 @@ def describe(sc: Deployment, over_roofline: float = float("nan")) -> str:
         return "routed experts: roofline × fitted efficiency (a measured routing histogram has no per-op curve)"
     text = opcurve.describe("moe", sc.gpu.name, sc.backend, sc.engine_version, dtype=sc.quant.experts.name,
                             hidden=m.hidden_size, inter=m.moe_intermediate_size, topk=m.top_k,
-                            experts=m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist)
+                            experts=m.n_routed_experts, tp=sc.moe_tp, ep=sc.ep, distribution=dist,
+                            transfer=transfer(sc))
     if text.startswith("no curve"):
         return f"routed experts: datasheet roofline × fitted efficiency ({text})"
     if not family_on(sc, "moe"):
         return f"routed experts: datasheet roofline × fitted efficiency (off in this domain, {_off(sc, 'moe')}; {text})"
     if over_roofline > MAX_CURVE_OVER_ROOFLINE:
-        return (f"routed experts: datasheet roofline × fitted efficiency (the measured curve runs {over_roofline:.1f}× "
+        return (f"routed experts: datasheet roofline × fitted efficiency (the measured curve runs {over_roofline:.2f}× "
                 f"its roofline, above {MAX_CURVE_OVER_ROOFLINE:g}×: a reference path, not the serving kernel; {text})")
     if sc.efficiency.moe_curve < 0.5 or float(np.max(sc.efficiency.op_curves)) <= 0.5:
         return f"routed experts: datasheet roofline × fitted efficiency (measured per-op curves turned off; {text})"
@@ -238,7 +239,8 @@ def describe_dense(sc: Deployment, gemms: tuple[Gemm, ...]) -> str:
     g = curved[0]
     src = opcurve.describe("gemm", sc.gpu.name, sc.backend, sc.engine_version, dtype=g.weights.name, n=g.n, k=g.k,
                            transfer=moved)
-    src = src.split(", interpolated")[0] + ("; " + src.split("; ", 1)[1] if moved and "transfer" in src else "")
+    head, _, how = src.partition(", interpolated log-log")
+    src = head + (f" ({how.removeprefix('; ')})" if moved and "transferred" in how else "")
     out = (f"dense GEMMs: {', '.join(x.name for x in curved)} at the {src}, each held between its floor (weight read "
            f"at the datasheet bandwidth, FLOPs at the peak) and {MAX_OVER_ROOFLINE:g}× its roofline"
            f"{rows_note(sc, 'gemm')}")
