@@ -28,7 +28,7 @@ from servescope.analysis.costs import (
     gemm_cost,
     moe_gemm_cost,
 )
-from servescope.trace._shapes import SHAPED_OPS
+from servescope.trace import SHAPED_OPS
 
 
 # ------------------------------------------------------------------------------------------------ op → cost

@@ -33,8 +33,7 @@ from servescope.analysis.intervals import union_segments
 from servescope.analysis.steps import find_steps
 from servescope.errors import NotATrace, OutputError, TraceError
 from servescope.report.atomic import atomic_binary
-from servescope.trace._nsys_read import is_sqlite
-from servescope.trace._read import read_bytes
+from servescope.trace import is_sqlite, read_bytes
 from servescope.trace.load import json_blocks, load_trace, load_trace_and_layout
 from servescope.trace.types import Trace
 
