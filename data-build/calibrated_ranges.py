@@ -31,13 +31,18 @@ CASES = {"calibrated_1pt": "lowest", "calibrated_2pt": "ends"}
 
 def build(csv: Path) -> tuple[dict[str, object], list[str]]:
     rows = read_rows(csv)
+    return build_from({mode: held_out(rows, mode).summary() for mode in CASES.values()}, csv)
+
+
+def build_from(summaries: dict[str, dict[str, float | int]], csv: Path) -> tuple[dict[str, object], list[str]]:
+    """The JSON document and the table from each mode's held-out summary (calibrate.held_out)."""
     cases = {}
     table = ["| calibrated on (held out: the rest of each series) | series | rows | TPOT MAPE (by term) | decode "
              "levels (before) | uncalibrated | TPOT bias | TPOT 80% range | coverage (leave one model out) | TTFT MAPE "
              "(calibrated) | TTFT uncalibrated | unreachable series |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, mode in CASES.items():
-        s = held_out(rows, mode).summary()
+        s = summaries[mode]
         table.append(f"| {mode} ({case}) | {s['series']} | {s['rows']:,} | {float(s['tpot_mape']):.1%} | "
                      f"{float(s['level_tpot_mape']):.1%} | {float(s['uncalibrated_tpot_mape']):.1%} | "
                      f"{float(s['tpot_bias']):+.1%} | ×{float(s['tpot_q10']):.2f}–{float(s['tpot_q90']):.2f} | "

@@ -49,6 +49,7 @@ UNSEPARATED = 0.7  # |posterior correlation| of two moved knobs above this: not 
 MAX_THETA = 50.0  # no term 50× slower or faster than modelled
 _H = 1e-3  # numerical-derivative step in ln θ
 _MAX_ITER = 40
+CONVERGED = 1e-7  # relative fall of the objective below which the fit stops (its residuals move < 0.01 %)
 LOAD_METRICS = ("tpot", "output")
 FITTED_METRICS = (*LOAD_METRICS, "ttft")
 
@@ -272,10 +273,16 @@ def fit_terms(sc: Scenario, figures: Sequence[Figure]) -> TermFit:
     return _result(knobs, figures, obs, sc, x, r, jac, tau, lo, hi, sig)
 
 
-def _jacobian(resid: object, x: np.ndarray, r: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def _jacobian(resid: object, x: np.ndarray, r: np.ndarray, hi: np.ndarray,
+              live: np.ndarray | None = None) -> np.ndarray:
+    """d resid / d ln θ by forward differences (backward at the upper bound); columns not `live` are 0 (knobs no
+    figure was sensitive to at the start stay so: every term is monotone in its own knob alone)."""
     f = resid  # type: ignore[assignment]
     cols = []
     for k in range(len(x)):
+        if live is not None and not live[k]:
+            cols.append(np.zeros(len(r)))
+            continue
         h = _H if x[k] + _H <= hi[k] else -_H
         dx = x.copy()
         dx[k] += h
@@ -290,6 +297,7 @@ def _gauss_newton(resid: object, x: np.ndarray, tau: np.ndarray, lo: np.ndarray,
     r = f(x)  # type: ignore[operator]
     cost = float(r @ r + np.sum((x / tau) ** 2))
     jac = _jacobian(f, x, r, hi)
+    live = np.any(np.abs(jac) > 1e-9, axis=0)
     for _ in range(_MAX_ITER):
         free = ~(((x <= lo + 1e-12) & (jac.T @ r + x / tau**2 > 0)) | ((x >= hi - 1e-12) & (jac.T @ r + x / tau**2 < 0)))
         a = jac[:, free]
@@ -308,9 +316,9 @@ def _gauss_newton(resid: object, x: np.ndarray, tau: np.ndarray, lo: np.ndarray,
             size /= 2
         if not improved:
             break
-        done = cost - ct < 1e-10 * max(cost, 1.0)
+        done = cost - ct < CONVERGED * max(cost, 1.0)
         x, r, cost = trial, rt, ct
-        jac = _jacobian(f, x, r, hi)
+        jac = _jacobian(f, x, r, hi, live)
         if done:
             break
     return x, r, jac
