@@ -231,7 +231,8 @@ def parse_size(text: str) -> int:
         raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
     number, prefix, binary = match.groups()
     scale = 1024 ** " kmgt".index(prefix.lower()) if binary and prefix else _SI[prefix.lower()]
-    size = int(float(number) * scale)
+    scaled = float(number) * scale  # a 400-digit number is inf here: refused below, never int(inf)
+    size = int(scaled) if scaled < 2**63 else 0
     if size < 1 or (binary and not prefix):
         raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
     return size

@@ -1,6 +1,8 @@
 """`-o` never names an input: the inputs a command was given (its path parameters, options marked InputOption)
 and the check that refuses an output resolving to one of them (same path, same inode, or a file inside an input
-folder), for every command (GuardedCommand in cli._app calls `refuse_input_as_output`)."""
+folder), for every command (GuardedCommand in cli._app calls `refuse_input_as_output`). Every value that names an
+existing file or folder is an input (`--routing FILE`, `verify --before TRACE`), so is a path after a `KIND:`
+prefix (`--spec-method eagle3:HEAD.json`) and a sidecar read beside an input (`<result>.server.toml`)."""
 
 from __future__ import annotations
 
@@ -41,14 +43,39 @@ def input_paths(ctx: click.Context) -> list[tuple[str, Path]]:
             if not isinstance(v, str | os.PathLike) or not str(v):
                 continue
             declared = isinstance(param.type, click.Path) or isinstance(param, InputOption)
-            if declared or (param.type is click.STRING and _is_dir(Path(v))):
+            if declared or _exists(Path(v)):
                 found.append((_label(param), Path(v)))
-    return found
+            if isinstance(v, str):  # `--spec-method eagle3:HEAD.json`, `--routing FILE`: a path inside a value
+                found += [(_label(param), Path(part)) for part in _embedded(v) if _exists(Path(part))]
+    return found + _sidecars(found)
 
 
-def _is_dir(path: Path) -> bool:
+def _embedded(value: str) -> list[str]:
+    """The pieces of an option value after a `KIND:` or `KEY=` prefix (`eagle3:HEAD.json`, `draft:/m/config.json`)
+    that may name files; the value itself is checked by the caller."""
+    pieces = []
+    for sep in (":", "="):
+        head, _, tail = value.partition(sep)
+        if tail and head:
+            pieces.append(tail)
+    return pieces
+
+
+def _sidecars(found: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """Files a command reads beside an input without being named: `<result>.server.toml` next to a benchmark file
+    (validation.benchfile.sidecar_path), `hf_quant_config.json` next to a config.json."""
+    out = []
+    for label, path in found:
+        for side in (path.with_name(path.name + ".server.toml"),
+                     path.with_name(path.name.replace("config.json", "hf_quant_config.json"))):
+            if side != path and _exists(side):
+                out.append((f"{label} (beside {path.name})", side))
+    return out
+
+
+def _exists(path: Path) -> bool:
     try:
-        return path.is_dir()
+        return path.exists()
     except (OSError, ValueError):
         return False
 

@@ -54,6 +54,11 @@ def verify_command(plan_path: Path | None, before: tuple[str, ...], after: tuple
     from servescope.advise import verify_plan
     from servescope.planner.verify import parse_applied
 
+    if log_path is not None:  # refused before anything is measured or written (report.verify_doc.check_log_target)
+        from servescope.report.verify_doc import check_log_target
+
+        check_log_target(log_path, (plan_path, *before, *after))
+
     checked = verify_plan(read_plan(plan_path), before, after, parse_applied(applied))
     if log_path is not None and log_path.exists():  # the campaign so far: was the plan made for this state?
         from dataclasses import replace
