@@ -7,7 +7,8 @@ Part 2 — a coarse sweep, every bundled curve system × a dense GQA (Llama-3.1-
 MLA models (DeepSeek-V3, Kimi-K2.5) × each engine × context 0–128k × batch 1–512: every decode-attention and
 dense-GEMM curve time lies between its shape's physical floor and 3× its priced roofline (both written out here
 from the model config, the datasheet and efficiency.toml [roofline]); an fp8 KV cache never prices a decode step or
-its attention above a bf16 one; and no lookup answers for another engine or a version outside its window.
+its attention above a bf16 one; every routed-expert curve too (uniform routing, its touched experts written here);
+and no lookup answers for another engine or a version outside its window.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from servescope.perfmodel.attention_curve import (
     describe_decode,
 )
 from servescope.perfmodel.combine import combine_step
-from servescope.perfmodel.measured_ops import dense_gemm_curve
+from servescope.perfmodel.measured_ops import dense_gemm_curve, moe_layer_s
+from servescope.perfmodel.routing import Routing
 from servescope.perfmodel.step import model_for, step_parts
 from servescope.specs import opcurves as oc_specs
 from servescope.specs import tables
@@ -209,6 +211,33 @@ def _gemms_bounded(sc: Scenario) -> None:
         hi += g.count * 3.0 * (np.maximum(nbytes / (bw_ach * EFF["gemm_bw_eff"]),
                                           2 * m * g.n * g.k / (peak * EFF["compute_eff"])) + k_s)
     assert np.all(dense.time_s >= lo * (1 - 1e-9)) and np.all(dense.time_s <= hi * (1 + 1e-9)), sc
+
+
+def test_every_expert_curve_between_its_floor_and_three_rooflines() -> None:
+    """Routed experts (uniform routing, so the touched experts are E·(1 − (1 − k/E)^T), written here): each
+    measured layer time within [floor, 3 × roofline] at 1–512 tokens; bytes = touched / ep × 3·H·I / moe_tp × the
+    experts' bytes per parameter, FLOPs = T · 2 · k · 3·H·I / (tp · dp)."""
+    tokens = np.array([1.0, 3.0, 8.0, 40.0, 64.0, 200.0, 512.0])
+    priced = 0
+    for system, model, engine in _deployments():
+        if model == "llama-3.1-8b":
+            continue
+        sc = _build(system, model, engine, "bf16").with_(routing=Routing("uniform"))
+        t = moe_layer_s(sc, tokens)
+        if t is None:
+            continue
+        priced += 1
+        m, q = sc.model, sc.quant.experts
+        e, k, per_expert = m.n_routed_experts, m.top_k, 3.0 * m.hidden_size * m.moe_intermediate_size
+        nbytes = e * (1 - (1 - k / e) ** tokens) / sc.ep * per_expert / sc.moe_tp * q.bytes_per_param
+        fl = sc.gpu.flops_per_s
+        peak = float(fl.get({"fp8": "fp8", "fp4": "fp4", "int8": "int8"}.get(q.gemm_dtype, "bf16")) or fl["bf16"])
+        comp = tokens * 2 * k * per_expert / (sc.tp * sc.dp) / peak
+        bw = float(sc.gpu.hbm_bw_bytes_per_s)
+        floor = np.maximum(nbytes / bw, comp)
+        roof = np.maximum(nbytes / (bw * float(sc.gpu.hbm_bw_efficiency or 0.8)), comp)
+        assert np.all(t >= floor * (1 - 1e-9)) and np.all(t <= 3 * roof * (1 + 1e-9)), (system, model, engine)
+    assert priced > 10
 
 
 def test_no_lookup_answers_outside_its_engine_or_version_window() -> None:

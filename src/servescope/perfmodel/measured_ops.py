@@ -63,6 +63,8 @@ from servescope.perfmodel.curve_bounds import (
 from servescope.perfmodel.curve_match import Match
 from servescope.perfmodel.efficiency import has_op_curves
 from servescope.perfmodel.gemm_shapes import Gemm
+from servescope.perfmodel.ops import achieved_bw_bytes_per_s, peak_flops
+from servescope.perfmodel.routing import touched_experts
 from servescope.specs.opcurves import opcurve_systems
 
 if TYPE_CHECKING:
@@ -82,8 +84,17 @@ def _distribution(sc: Deployment) -> str | None:
 
 
 def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
-    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring); the
-    caller refuses a reference path first (curve_over_roofline above MAX_CURVE_OVER_ROOFLINE; step.py)."""
+    """Seconds of one MoE layer's routed experts on one GPU at `tokens` tokens in the step (module docstring), held
+    in [floor, 3 × roofline] (moe_bounds); the caller refuses a reference path first (curve_over_roofline above
+    MAX_CURVE_OVER_ROOFLINE; step.py)."""
+    t = _moe_raw(sc, tokens)
+    if t is None:
+        return None
+    floor, roof = moe_bounds(sc, np.maximum(np.asarray(tokens, dtype=float), 1.0))
+    return bounded(t, floor, roof)
+
+
+def _moe_raw(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     m, dist = sc.model, _distribution(sc)
     if not m.n_moe_layers or dist is None or not family_on(sc, "moe"):
         return None
@@ -94,9 +105,23 @@ def moe_layer_s(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
     return None if t is None or not np.all(np.isfinite(t)) else np.asarray(t, dtype=float)
 
 
+def moe_bounds(sc: Deployment, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(floor, roof) in seconds of one MoE layer's routed experts on one GPU for `tokens` routed tokens (all ranks):
+    bytes = touched experts (routing.py, the scenario's routing) / ep × one expert's bytes on this GPU, FLOPs per GPU
+    = tokens · 2 · top_k · expert params / (tp · dp); floor at the datasheet BW and the experts' dtype peak, roof at
+    the achieved BW and that peak — step.py's layer roofline for the refusal (at 100 %, no kernel term: stricter than
+    the other classes' priced roofline)."""
+    m, q = sc.model, sc.quant.experts
+    touched = touched_experts(sc.routing, m.model_type, m.n_routed_experts, m.top_k, tokens)
+    nbytes = touched / sc.ep * (m.params.per_expert / sc.moe_tp * q.bytes_per_param)
+    comp = tokens * 2.0 * m.top_k * m.params.per_expert / (sc.tp * sc.dp) / peak_flops(sc.gpu, q.gemm_dtype)
+    return (np.maximum(nbytes / float(sc.gpu.hbm_bw_bytes_per_s), comp),
+            np.maximum(nbytes / achieved_bw_bytes_per_s(sc.gpu), comp))
+
+
 def curve_over_roofline(sc: Deployment, roofline_s: np.ndarray) -> float:
     """The largest ratio over `PROBE_TOKENS` of the measured expert curve to its layer's roofline (nan: no curve)."""
-    probe = moe_layer_s(sc, PROBE_TOKENS)
+    probe = _moe_raw(sc, PROBE_TOKENS)
     if probe is None:
         return float("nan")
     return over_roofline(probe, np.asarray(roofline_s, dtype=float))
