@@ -113,7 +113,7 @@ def one_line_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except ServescopeError as exc:
             _NOTES.clear()  # an error is one line: notes about how the options were read would only add lines
-            click.echo(f"servescope: {exc}", err=True)
+            click.echo(f"servescope: {_inert(str(exc))}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
             interrupted()
@@ -128,6 +128,13 @@ def one_line_errors(fn: F) -> F:
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _inert(text: str) -> str:
+    """An error or warning line with control characters from inputs shown as \\xNN (report.inert), never obeyed."""
+    from servescope.report.inert import terminal_safe
+
+    return terminal_safe(text, one_line=True)
 
 
 def interrupted() -> NoReturn:
@@ -162,7 +169,7 @@ class OneLineGroup(click.Group):
         try:
             code = super().main(*args, **kwargs)
         except click.ClickException as exc:
-            click.echo(f"servescope: {exc.format_message()}", err=True)
+            click.echo(f"servescope: {_inert(exc.format_message())}", err=True)
             sys.exit(1)
         except click.Abort as exc:  # Click turns a KeyboardInterrupt outside a command's body into Abort
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
@@ -425,9 +432,10 @@ class Output:
                 click.echo(body.rstrip("\n"))
         if self.format != "text" or text is None:
             for w in warnings:
-                click.echo(f"servescope: warning: {w}", err=True)
+                click.echo(f"servescope: warning: {_inert(w)}", err=True)
         for n in dict.fromkeys(_NOTES):  # what the command read its options as: said once the result is out
-            click.echo(f"servescope: {n}" if n.startswith("warning: ") else f"servescope: note: {n}", err=True)
+            click.echo(f"servescope: {_inert(n)}" if n.startswith("warning: ") else f"servescope: note: {_inert(n)}",
+                       err=True)
         _NOTES.clear()
 
     def _write_pieces(self, pieces: Iterable[str]) -> None:

@@ -3,7 +3,8 @@
 Each schema names the list that is its main table (trace: one row per rank × step × class or collective; model:
 one row per concurrency; validate: one row per modelled row; plan: one row per track); nested dicts become
 dotted columns (`terms_ms.weights`), lists become `; `-joined cells. A document of an unknown schema falls back
-to its first list of objects. Other modules add a schema by adding an entry to TABLES.
+to its first list of objects. Other modules add a schema by adding an entry to TABLES. Every cell and header is
+made inert for spreadsheets (report.inert.csv_safe: text starting with = + - @ tab CR gets a leading ').
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from servescope.report.diff_doc import diff_csv_rows
+from servescope.report.inert import csv_safe
 
 Rows = list[dict[str, Any]]
 
@@ -97,7 +99,7 @@ def document_csv(doc: dict[str, Any]) -> str:
     for r in rows:
         columns.update(dict.fromkeys(r))
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([csv_safe(c) for c in columns])
+    w.writerows([csv_safe(r.get(c)) if r.get(c) is not None else "" for c in columns] for r in rows)
     return buf.getvalue()

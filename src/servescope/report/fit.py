@@ -13,12 +13,20 @@ through. Does not: choose what a table shows (each renderer does) or colour anyt
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Column, Table
+from rich.text import Text
+
+from servescope.report.inert import terminal_safe
+
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 NAME_MIN_WIDTH = 16
 
@@ -120,8 +128,21 @@ def fit(renderable: Any, console: Console) -> list[Any]:
 
 
 class FittingConsole(Console):
-    """A Console whose print() refits tables (see the module docstring) before Rich lays them out."""
+    """A Console whose print() refits tables (see the module docstring) before Rich lays them out, and whose text
+    is inert: control characters from inputs (a kernel or file name holding ESC ]0;… BEL) are shown as `\\xNN`
+    (report.inert.terminal_safe), in strings before Rich measures them and in any other segment as drawn; Rich's
+    own control segments (styles, cursor moves) pass."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
         fitted: list[RenderableType] = [x for o in objects for x in fit(o, self)]
         super().print(*fitted, **kwargs)
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(terminal_safe(text), **kwargs)
+
+    def render(self, renderable: Any, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control is None and seg.text and _UNSAFE.search(seg.text):
+                yield Segment(terminal_safe(seg.text), seg.style, seg.control)
+            else:
+                yield seg
