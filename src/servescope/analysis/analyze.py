@@ -29,6 +29,7 @@ from servescope.analysis.ranks import (
 )
 from servescope.analysis.roofline import CaptureWork, Peaks
 from servescope.errors import NoGpuEvents, TraceError
+from servescope.progress import stage
 from servescope.trace.folder import rank_files, rank_order
 
 # A rank's GPU peaks and measured references, with notes on where they come from (`advise.rank_peaks` resolves them
@@ -120,7 +121,9 @@ def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, wo
         ranks = [_only_kind(b, kind) for b in ranks]
         if not any(b.steps for b in ranks):
             warnings.append(f"no {kind} steps in the trace (kinds present: {', '.join(present) or 'none'})")
-    resolved = tuple(peaks(b) for b in ranks) if peaks is not None else ()
-    kernels = [f for b, (p, _) in zip(ranks, resolved, strict=True) for f in kernel_headroom(b, p)] if resolved else []
-    return TraceAnalysis(str(path), tuple(ranks), tuple(find_all(ranks, kernels)), tuple(warnings),
+    with stage("findings"):  # the peaks and measured references they are held against included
+        resolved = tuple(peaks(b) for b in ranks) if peaks is not None else ()
+        kernels = [f for b, (p, _) in zip(ranks, resolved, strict=True) for f in kernel_headroom(b, p)] if resolved else []
+        findings = tuple(find_all(ranks, kernels))
+    return TraceAnalysis(str(path), tuple(ranks), findings, tuple(warnings),
                          cross_rank_view(ranks), resolved, str(capture) if capture is not None else None)

@@ -33,6 +33,7 @@ from servescope.analysis.roofline import (
 )
 from servescope.analysis.steps import StepTable, find_steps
 from servescope.analysis.timeline import StepTimeline, step_timelines
+from servescope.progress import stage
 from servescope.trace.types import Trace
 from servescope.units import us_to_s
 
@@ -442,29 +443,34 @@ _DONE_WITH_WORK = ("kind", "external_id", "gpu_bytes")
 
 def _breakdown(trace: Trace, gpu: pl.DataFrame, others: pl.DataFrame, top_n: int,
                capture: CaptureWork | None) -> TraceBreakdown:
-    """The breakdown of `trace` from its GPU rows and its other rows (`gpu_rows`); `trace.events` is not read."""
-    table = find_steps(others, gpu=classify_gpu(gpu, others))
+    """The breakdown of `trace` from its GPU rows and its other rows (`gpu_rows`); `trace.events` is not read.
+    Timed as the stages classify, steps and breakdown (progress.stage)."""
+    with stage("classify"):
+        gpu = classify_gpu(gpu, others)
+    with stage("steps"):
+        table = find_steps(others, gpu=gpu)
     del gpu
-    table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
-    work, work_warnings = attach_work_chunked(others, table.gpu_events.select(_WORK_INPUTS), table.steps, capture)
-    del others
-    gpu = compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
-    del work
-    table = replace(table, gpu_events=gpu)
-    del gpu
-    device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
-    steps = breakdown_steps(table, top_n)
-    table = replace(table, gpu_events=table.gpu_events.drop("correlation", strict=False))  # graph idle only
-    outside = table.gpu_events.lazy().filter(pl.col("step").is_null()).select("dur_us").collect()
-    return TraceBreakdown(
-        file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
-        device_name=device.name if device else None, num_sms=device.num_sms if device else None,
-        method=table.method, steps=steps, kinds=summarize_by_kind(table, steps, top_n),
-        warnings=(*trace.warnings, *work_warnings), outside_steps_events=outside.height,
-        outside_steps_us=float(outside["dur_us"].sum()) if outside.height else 0.0,
-        timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
-                                 {s.index: s.label for s in steps}),
-    )
+    with stage("breakdown"):
+        table = replace(table, gpu_events=table.gpu_events.drop(_DONE_WITH_STEPS, strict=False))
+        work, work_warnings = attach_work_chunked(others, table.gpu_events.select(_WORK_INPUTS), table.steps, capture)
+        del others
+        gpu = compact(table.gpu_events.drop(_DONE_WITH_WORK, strict=False).with_columns(work.select(list(WORK_COLUMNS))))
+        del work
+        table = replace(table, gpu_events=gpu)
+        del gpu
+        device = trace.device_info(_busiest_device(table.gpu_events)) if trace.devices else None
+        steps = breakdown_steps(table, top_n)
+        table = replace(table, gpu_events=table.gpu_events.drop("correlation", strict=False))  # graph idle only
+        outside = table.gpu_events.lazy().filter(pl.col("step").is_null()).select("dur_us").collect()
+        return TraceBreakdown(
+            file=str(trace.path), rank=trace.rank, world_size=trace.world_size,
+            device_name=device.name if device else None, num_sms=device.num_sms if device else None,
+            method=table.method, steps=steps, kinds=summarize_by_kind(table, steps, top_n),
+            warnings=(*trace.warnings, *work_warnings), outside_steps_events=outside.height,
+            outside_steps_us=float(outside["dur_us"].sum()) if outside.height else 0.0,
+            timelines=step_timelines(table.gpu_events, [(s.index, s.kind, s.gpu_busy_us) for s in steps],
+                                     {s.index: s.label for s in steps}),
+        )
 
 
 def _busiest_device(gpu: pl.DataFrame) -> int:

@@ -28,7 +28,7 @@ from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
 from servescope.analysis.roofline import CaptureWork
 from servescope.errors import EmptyTrace, NotATrace, TraceError
-from servescope.progress import report
+from servescope.progress import report, stage
 from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
 from servescope.trace.load import load_rank_file
 
@@ -50,7 +50,8 @@ def analyze_rank_file(path: str, top_n: int = 10, capture: CaptureWork | None = 
     come back as one outcome with `error` set; other servescope errors propagate (a missing file is the
     caller's mistake, not one rank's damage). `capture`: shapes for graph-replayed kernels (analysis.capture)."""
     try:
-        traces = load_rank_file(path)
+        with stage("load"):
+            traces = load_rank_file(path)
     except (NotATrace, EmptyTrace) as exc:
         return [RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)]
     outcomes = []
