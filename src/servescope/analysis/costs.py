@@ -14,14 +14,20 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# Bytes per element by `Input type` spelling; FP4 x2 packs two values per stored element (1 B per element of the
-# shape as recorded). Logical sizes for the cost models: bf16/fp16 2, fp8 1, fp4 0.5, int4 0.5.
-ELEMENT_BYTES: dict[str, float] = {
-    "c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1, "c10::Float4_e2m1fn_x2": 1,
-    "int": 4, "long int": 8, "long": 8, "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+from servescope.units import BYTES_PER_ELEMENT
+
+# `Input type` spelling → its dtype in units.BYTES_PER_ELEMENT; FP4 x2 packs two values per stored element (1 B per
+# element of the shape as recorded). Logical sizes for the cost models (LOGICAL_BYTES): bf16/fp16 2, fp8 1,
+# fp4 0.5, int4 0.5.
+_INPUT_TYPE_DTYPE: dict[str, str] = {
+    "c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
+    "c10::Float8_e8m0fnu": "fp8", "c10::Float4_e2m1fn_x2": "fp4x2", "int": "int32", "long int": "int64",
+    "long": "int64", "short int": "int16", "short": "int16", "signed char": "int8", "unsigned char": "uint8",
+    "bool": "bool",
 }
-LOGICAL_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5, "int4": 0.5, "int8": 1.0, "fp32": 4.0}
+ELEMENT_BYTES: dict[str, float] = {spelling: BYTES_PER_ELEMENT[d] for spelling, d in _INPUT_TYPE_DTYPE.items()}
+LOGICAL_BYTES = {d: float(BYTES_PER_ELEMENT[d]) for d in ("bf16", "fp16", "fp8", "fp4", "int4", "int8", "fp32")}
 # `Input type` → the key of a datasheet peak (GpuSpec.flops_per_s); fp16 runs at the bf16 tensor-core rate.
 PEAK_KEY: dict[str, str] = {
     "c10::BFloat16": "bf16", "c10::Half": "bf16", "float": "fp32", "c10::Float8_e4m3fn": "fp8",

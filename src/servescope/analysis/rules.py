@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from servescope.units import BYTES_PER_ELEMENT
+
 Rule = tuple[str, str, str | None]
 
 # 1. Memory. Copy/fill engines, not compute: first, so nothing below can claim `Memcpy ...` rows
@@ -201,16 +203,18 @@ def op_collective(name: str | None) -> str | None:
     return None
 
 
-# Bytes per element of `dtype` args (PyTorch ScalarType names as record_param_comms writes them, and
-# the lower-case C++ spellings), for message sizes. Source: c10/core/ScalarType.h element sizes.
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2, "bfloat16": 2,
-    "long": 8, "int64": 8, "int": 4, "int32": 4, "short": 2, "int16": 2, "char": 1, "int8": 1,
-    "signed char": 1, "byte": 1, "uint8": 1, "unsigned char": 1, "bool": 1, "uint16": 2, "uint32": 4,
-    "uint64": 8, "complexhalf": 4, "complexfloat": 8, "complexdouble": 16, "float8_e4m3fn": 1,
-    "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
-    "float4_e2m1fn_x2": 1,
+# `dtype` args (PyTorch ScalarType names as record_param_comms writes them, lower-cased, and the C++ spellings) →
+# their dtype in units.BYTES_PER_ELEMENT (element sizes: c10/core/ScalarType.h), for message sizes.
+_DTYPE_NAMES: dict[str, str] = {
+    "float": "fp32", "float32": "fp32", "double": "fp64", "float64": "fp64", "half": "fp16", "float16": "fp16",
+    "bfloat16": "bf16", "long": "int64", "int64": "int64", "int": "int32", "int32": "int32", "short": "int16",
+    "int16": "int16", "char": "int8", "int8": "int8", "signed char": "int8", "byte": "uint8", "uint8": "uint8",
+    "unsigned char": "uint8", "bool": "bool", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "complexhalf": "complex32", "complexfloat": "complex64", "complexdouble": "complex128", "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2fnuz": "fp8", "float8_e8m0fnu": "fp8",
+    "float4_e2m1fn_x2": "fp4x2",
 }
+DTYPE_BYTES: dict[str, int] = {name: int(BYTES_PER_ELEMENT[d]) for name, d in _DTYPE_NAMES.items()}
 
 
 def dtype_bytes(dtype: str | None) -> int | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from servescope.errors import BadConfig, UnknownName
+from servescope.units import BYTES_PER_ELEMENT
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,20 @@ class QuantScheme:
     note: str = ""
 
 
+_B = {d: float(b) for d, b in BYTES_PER_ELEMENT.items()}  # element sizes (units: the one table), as floats
+
 SCHEMES: dict[str, QuantScheme] = {
-    "bf16": QuantScheme("bf16", 2.0, "bf16", "16-bit weights"),
-    "fp16": QuantScheme("fp16", 2.0, "bf16", "16-bit weights"),
-    "fp8": QuantScheme("fp8", 1.0, "fp8", "e4m3, per-tensor/channel scale"),
-    "fp8-block": QuantScheme("fp8-block", 1.0 + 4.0 / (128 * 128), "fp8", "e4m3, fp32 scale per 128x128"),
-    "int4-w4a16": QuantScheme("int4-w4a16", 0.5 + 2.0 / 32, "bf16", "Marlin W4A16, bf16 scale per 32"),
+    "bf16": QuantScheme("bf16", _B["bf16"], "bf16", "16-bit weights"),
+    "fp16": QuantScheme("fp16", _B["fp16"], "bf16", "16-bit weights"),
+    "fp8": QuantScheme("fp8", _B["fp8"], "fp8", "e4m3, per-tensor/channel scale"),
+    "fp8-block": QuantScheme("fp8-block", _B["fp8"] + _B["fp32"] / (128 * 128), "fp8", "e4m3, fp32 scale per 128x128"),
+    "int4-w4a16": QuantScheme("int4-w4a16", _B["int4"] + _B["bf16"] / 32, "bf16", "Marlin W4A16, bf16 scale per 32"),
     "int4-w4a16-g128": QuantScheme(
-        "int4-w4a16-g128", 0.5 + 2.0 / 128, "bf16", "Marlin W4A16, bf16 scale per 128"
+        "int4-w4a16-g128", _B["int4"] + _B["bf16"] / 128, "bf16", "Marlin W4A16, bf16 scale per 128"
     ),
-    "nvfp4": QuantScheme("nvfp4", 0.5 + 1.0 / 16, "fp4", "e2m1, fp8 scale per 16"),
-    "mxfp4": QuantScheme("mxfp4", 0.5 + 1.0 / 32, "fp4", "e2m1, e8m0 scale per 32"),
-    "int8": QuantScheme("int8", 1.0, "int8", "w8a8"),
+    "nvfp4": QuantScheme("nvfp4", _B["fp4"] + _B["fp8"] / 16, "fp4", "e2m1, fp8 scale per 16"),
+    "mxfp4": QuantScheme("mxfp4", _B["fp4"] + _B["fp8"] / 32, "fp4", "e2m1, e8m0 scale per 32"),
+    "int8": QuantScheme("int8", _B["int8"], "int8", "w8a8"),
 }
 
 # Names found in the wild (CSV columns, CLI habits) -> canonical scheme.
