@@ -144,9 +144,6 @@ def significant(before: Iterable[float], after: Iterable[float]) -> bool | None:
     return bool(abs(_median(a) - _median(b)) > K_MAD * (_mad(b) + _mad(a)))
 
 
-VERDICTS = ("improved", "regressed", "no change", "cannot tell")
-
-
 def verdict(before: Iterable[float], after: Iterable[float]) -> str:
     """Of per-step times (lower is better): "improved" / "regressed" (by the sign of Δ median) when the change
     is `significant`, "no change" when it is within the noise, "cannot tell" under MIN_STEPS on a side."""

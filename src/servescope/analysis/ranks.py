@@ -64,11 +64,6 @@ def analyze_rank_file(path: str, top_n: int = 10, capture: CaptureWork | None = 
     return outcomes
 
 
-def default_workers(files: Sequence[str]) -> int:
-    """One worker per core, never more than there are files; 1 (in-process) for small folders."""
-    return parallel_workers(files)
-
-
 RankFn = Callable[[str, int], list[RankOutcome]]
 FILES_DONE = "rank files"  # servescope.progress: files of a folder analysed (a single file reports nothing)
 

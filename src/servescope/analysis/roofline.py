@@ -49,7 +49,6 @@ SHAPE_STATUS_TEXT = {
     "no_lengths": "attention without the step's sequence lengths (vLLM detailed_trace_annotation off)",
     "unsupported": "layout not sized (broadcast, packed or unknown dtype)",
 }
-BYTES_ONLY_MODELS = ("norm", "activation", "rotary", "elementwise", "cast", "memcpy", "memset")
 
 
 # ------------------------------------------------------------------------------------------------ linkage

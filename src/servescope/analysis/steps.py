@@ -19,7 +19,6 @@ from servescope.analysis._series import series
 from servescope.trace.types import GPU_EVENT_KINDS
 
 LAUNCH_KINDS = ("runtime", "driver")
-ANNOTATION_KINDS = ("user_annotation", "gpu_user_annotation")
 CPU_LABEL_KINDS = ("user_annotation", "cpu_op")
 
 # vLLM upstream: execute_context_{nCtxReq}({ctxTok})_generation_{nGenReq}({genTok}); the b200 trace writes

@@ -94,9 +94,6 @@ def sweep_document(sw: Sweep) -> dict[str, Any]:
     return {"schema": SWEEP_SCHEMA, "n_gpus": sw.n_gpus, "points": points, "skipped": list(sw.skipped)}
 
 
-MODEL_SIM_KEYS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_p99_ms")
-
-
 def model_sim_fields(res: SimResult) -> dict[str, Any]:
     """The simulated fields a `servescope.model/1` point gains with `model --simulate`."""
     return {

@@ -47,7 +47,6 @@ from servescope.trace._schema import (
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 MAX_REPAIR_ROUNDS = 12
-INFLATE_PIECE_BYTES = 8 << 20
 # Events decoded at once; bounds the memory held by dropped events (~1-2 MB of JSON).
 CHUNK_EVENTS = 8192
 
