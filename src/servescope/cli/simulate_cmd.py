@@ -209,7 +209,7 @@ def _replay(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, k
 
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
     with _progress(out.format == "text" or out.path is not None) as progress:
-        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit())
+        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit(), time_limit_s=MAX_RUN_S)
     doc = replay_document(res, requests)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     out.emit(doc, text=lambda console: render_replay(title, doc, console), warnings=res.warnings)
@@ -235,7 +235,7 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
     for run in read_bench(path):
         sc_run = sc.with_(isl=max(1, round(run.mean_isl)), osl=max(1, round(run.mean_osl)))
         res = simulate_workload(sc_run, bench_workload(run, seed), engine, kv_cache_tokens,
-                                memory_limit_bytes=memory_limit())
+                                memory_limit_bytes=memory_limit(), time_limit_s=MAX_RUN_S)
         pairs.append((run, res, compare(run, flat_metrics(res))))
     doc = compare_document(pairs)
     out.emit(doc, text=lambda console: render_compare(title, doc, console))

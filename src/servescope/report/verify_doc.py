@@ -156,6 +156,8 @@ def check_log_target(path: str | Path, inputs: tuple[str | Path, ...] = ()) -> N
             first = fh.readline(1 << 20)
     except OSError:
         return  # os.open in append_log says why
+    if first.startswith(f'{{"schema": "{SCHEMA}"'.encode()):
+        return  # what append_log writes first, whole or cut short by a crash (the next entry starts a new line)
     try:
         doc = json.loads(first) if first.strip() else None
     except (ValueError, RecursionError):

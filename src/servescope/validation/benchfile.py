@@ -112,8 +112,8 @@ def _metrics(d: dict[str, object], tool: str) -> dict[str, float]:
     return m
 
 
-MAX_REQUESTS = 10**9  # requests, concurrency: beyond any benchmark run, within what a simulation can size
-MAX_TOKENS = 10**9  # a request's prompt or output length (configured or mean)
+MAX_REQUESTS = 10**6  # requests and concurrency of a run: simulate's --num-prompts ceiling (cli MAX_PROMPTS)
+MAX_TOKENS = 10**7  # a request's prompt or output length (configured or mean): the longest context window (10 M)
 
 
 def _bounded(d: dict[str, object], key: str, path: str, line: int, low: float, high: float,

@@ -110,7 +110,7 @@ def _json_object(path: Path, text: str, error: type[ScenarioError]) -> dict[str,
     return whole if isinstance(whole, dict) else None
 
 
-MAX_TOKENS = 10**9  # a request's prompt or output length: far beyond any context window, within int64 sums
+MAX_TOKENS = 10**7  # a request's prompt or output length: the longest context window (10 M tokens)
 MAX_SECONDS = 10**9  # a latency (s): ~32 years
 MAX_SEND_S = 10**13  # a send time (s, any origin: Unix epoch seconds are ~1.7e9)
 
