@@ -297,10 +297,10 @@ def test_an_os_error_with_a_file_name_is_a_read_error(monkeypatch: pytest.Monkey
     def boom(*args: object, **kwargs: object) -> None:
         raise OSError(5, "Input/output error", "/some/trace.json")
 
-    import servescope.advise as advise
+    import servescope.advise.peaks as peaks
 
     monkeypatch.setattr(analyze, "analyze_trace", boom)
-    monkeypatch.setattr(advise, "analyze_trace", boom)  # `trace` analyses through advise.analyze (peaks resolved)
+    monkeypatch.setattr(peaks, "analyze_trace", boom)  # `trace` analyses through advise.analyze (peaks resolved)
     result = CliRunner().invoke(main, ["trace", str(EXAMPLE)])
     assert result.exit_code == 1
     assert result.stderr == "servescope: cannot read /some/trace.json: Input/output error\n"
