@@ -264,3 +264,134 @@ def repeated_members(path: Path, head: bytes, body: bytes, count: int, tail: byt
             fh.write(one)
         fh.write(gzip_member(tail))
     return path
+
+
+# --- the other input surfaces (issue 32): result files, replays, engine logs, routing, plans, campaign logs ------
+# Each seed is real or made the way its tool writes it; a mutation takes the seed's text and returns bytes. Text-level
+# mutations work on any format (JSON, JSON lines, CSV, logs); value-level ones walk a JSON document and change one
+# value to something hostile (a huge or non-finite number, a string, a list, a deep nesting), written as bare tokens
+# where JSON has none (NaN, 1e400, 5000 digits).
+
+DATA = Path(__file__).parent / "data"
+VLLM_RESULT: dict[str, Any] = {
+    "date": "20250101-120000", "endpoint_type": "openai", "num_prompts": 100, "request_rate": "inf",
+    "max_concurrency": 16, "duration": 50.0, "completed": 100, "total_input_tokens": 102400,
+    "total_output_tokens": 12800, "request_throughput": 2.0, "output_throughput": 256.0, "mean_ttft_ms": 120.0,
+    "median_ttft_ms": 100.0, "p99_ttft_ms": 400.0, "mean_tpot_ms": 20.0, "median_tpot_ms": 19.0, "p99_tpot_ms": 30.0,
+    "mean_itl_ms": 20.0, "median_itl_ms": 18.0, "p99_itl_ms": 60.0, "mean_e2el_ms": 2700.0, "p99_e2el_ms": 3100.0}
+HOSTILE_TOKENS = ("NaN", "Infinity", "-Infinity", "1e400", "-1e400", "1" + "0" * 5000, "9" * 400, "-1", "0", "1e300",
+                  '"abc"', "null", "true", "[]", "[1, [2]]", "{}", '"1.2.3"', "[" * 3000 + "]" * 3000,
+                  '"\\u001b]0;PWNED\\u0007"', '"=HYPERLINK(1)"')
+HOSTILE_LOG_NUMBERS = ("1.2.3", "1,,2", ".", "9" * 60, "-1", "NaN", "1e400", "", "0x10", "1" + ",000" * 30)
+ENGINE_LOGS = (DATA / "engine_logs" / "vllm_kimi_k25_tp8.log", DATA / "engine_logs" / "sglang_deepseek_mtp.log")
+SGLANG_RESULTS = tuple(sorted((DATA / "bench_serve").glob("*.jsonl")))
+
+
+def replay_seed(n: int = 24) -> dict[str, Any]:
+    """A detailed `vllm bench serve --save-detailed` result of n requests (epoch send times, as the tool writes)."""
+    rng = random.Random(n)
+    start, isl, osl = [1.7e9 + i * 0.25 for i in range(n)], [rng.randint(50, 900) for _ in range(n)], \
+        [rng.randint(2, 40) for _ in range(n)]
+    return {"date": "20261201-120000", "backend": "vllm", "completed": n, "start_times": start, "input_lens": isl,
+            "output_lens": osl, "ttfts": [0.05] * n, "itls": [[0.01] * (o - 1) for o in osl]}
+
+
+def routing_seed(layers: int = 2, experts: int = 128) -> list[list[int]]:
+    rng = random.Random(layers)
+    return [[rng.randint(0, 5000) for _ in range(experts)] for _ in range(layers)]
+
+
+def _paths(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside a JSON document (dict keys and list indices), lists sampled to 8 items."""
+    out = [prefix]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i in range(0, len(doc), max(1, len(doc) // 8)):
+            out += _paths(doc[i], (*prefix, i))
+    return out
+
+
+def hostile_value(doc: Any, rng: random.Random) -> bytes:
+    """One to three values of a JSON document replaced by hostile tokens (written bare: NaN, 1e400, 5000 digits)."""
+    doc = copy.deepcopy(doc)
+    marker, tokens = "@@HOSTILE@@", []
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice([p for p in _paths(doc) if p]) if _paths(doc)[1:] else ()
+        if not path:
+            break
+        parent = doc
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = f"{marker}{len(tokens)}"
+        tokens.append(rng.choice(HOSTILE_TOKENS))
+    text = json.dumps(doc)
+    for i, tok in enumerate(tokens):
+        text = text.replace(f'"{marker}{i}"', tok, 1)
+    return text.encode()
+
+
+def _text_damage(data: bytes, rng: random.Random) -> bytes:
+    """Byte-level damage to any text: flips, truncation, invalid UTF-8, a BOM, NULs, one huge line, CR line ends."""
+    buf = bytearray(data) or bytearray(b" ")
+    kind = rng.randrange(8)
+    if kind == 0:
+        for _ in range(rng.randint(1, 20)):
+            buf[rng.randrange(len(buf))] = rng.randrange(256)
+    elif kind == 1:
+        return bytes(buf[: rng.randrange(len(buf))])
+    elif kind == 2:
+        at = rng.randrange(len(buf))
+        buf[at:at] = rng.choice((b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80"))
+    elif kind == 3:
+        return b"\xef\xbb\xbf" + bytes(buf)
+    elif kind == 4:
+        at = rng.randrange(len(buf))
+        buf[at:at] = b"\x00" * rng.randint(1, 64)
+    elif kind == 5:
+        return bytes(buf).replace(b"\n", b" ") + b"x" * rng.choice((1000, 100_000, 400_000))
+    elif kind == 6:
+        return bytes(buf).replace(b"\n", b"\r")
+    else:
+        at = rng.randrange(len(buf))
+        buf[at:at] = rng.choice((b"}", b"]", b",", b"{", b'"', b"\\", b":", b"\n", b"\x1b[2J", b"\x1b]0;T\x07"))
+    return bytes(buf)
+
+
+def duplicate_keys(text: str, rng: random.Random) -> bytes:
+    """A JSON object with a key written twice, the second time hostile."""
+    at = text.find('{"')
+    if at < 0:
+        return text.encode()
+    key = text[at + 1:].split('"', 2)[1]
+    return (text[:at + 1] + f'"{key}": {rng.choice(HOSTILE_TOKENS)}, ' + text[at + 1:]).encode()
+
+
+def mutate_json(doc: Any, rng: random.Random, lines: bool = False) -> bytes:
+    """A JSON (or, `lines`, one-object-per-line) seed mutated at the value, key or byte level."""
+    choice = rng.random()
+    if choice < 0.55:
+        data = hostile_value(doc, rng)
+    elif choice < 0.7:
+        data = duplicate_keys(json.dumps(doc), rng)
+    else:
+        data = _text_damage(json.dumps(doc).encode(), rng)
+    return data + (b"\n" if lines and rng.random() < 0.5 else b"")
+
+
+def mutate_log(text: str, rng: random.Random) -> bytes:
+    """An engine log with numbers after the keys the reader looks for made hostile, keys repeated on one huge
+    line, or the bytes damaged."""
+    choice = rng.random()
+    if choice < 0.5:
+        import re
+
+        numbers = list(re.finditer(r"\d[\d,.]*", text))
+        for m in rng.sample(numbers, min(len(numbers), rng.randint(1, 4))):
+            text = text.replace(m.group(0), rng.choice(HOSTILE_LOG_NUMBERS), 1)
+        return text.encode()
+    if choice < 0.75:
+        line = rng.choice([x for x in text.splitlines() if x.strip()])
+        return ((line + " ") * rng.choice((10, 2000, 8000))).encode()
+    return _text_damage(text.encode(), rng)

@@ -31,7 +31,9 @@ def terminal_safe(text: str, one_line: bool = False) -> str:
 
 
 def csv_safe(cell: Any) -> Any:
-    """A CSV cell a spreadsheet will not run: a string starting with = + - @ tab or CR gets a leading `'`."""
-    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
-        return "'" + cell
-    return cell
+    """A CSV cell a spreadsheet will not run: a string starting with = + - @ tab or CR gets a leading `'`; a CR
+    inside text is written `\r` (the writer ends lines with \n and leaves a bare CR unquoted: a new row)."""
+    if not isinstance(cell, str):
+        return cell
+    text = "'" + cell if cell.startswith(_FORMULA_START) else cell
+    return text.replace("\r", "\\r") if "\r" in text else text

@@ -95,7 +95,7 @@ def render_campaign(doc: dict[str, Any], console: Console) -> None:
     """A campaign log: each change in order, predicted vs measured, the running objective, the hit rate."""
     n = len(doc["entries"])
     _say(console, f"campaign {doc['log']}: {n} verification(s), objective {doc['objective']}", "bold")
-    cells = [(str(r["n"]), " + ".join(str(k) for k in r["tracks"]), _x(r["gain"]),
+    cells: list[tuple[str, ...]] = [(str(r["n"]), " + ".join(str(k) for k in r["tracks"]), _x(r["gain"]),
               f"{r['gain_low']:.2f}–{r['gain_high']:.2f}x", _x(r["measured_gain"]), str(r["verdict"]),
               _num(r["before"], r["unit"]), _num(r["after"], r["unit"]), _x(r["since_start"]))
              for r in doc["entries"]]

@@ -130,8 +130,8 @@ def _floats(p: Path, d: dict[str, object], key: str) -> np.ndarray:
     return arr
 
 
-def _lengths_ok(p: Path, isl: np.ndarray, osl: np.ndarray, what: str) -> None:
-    for name, arr in ((f"{what[0]}", isl), (f"{what[1]}", osl)):
+def _lengths_ok(p: Path, isl: np.ndarray, osl: np.ndarray, what: tuple[str, str]) -> None:
+    for name, arr in ((what[0], isl), (what[1], osl)):
         if (arr < 1).any() or (arr > MAX_TOKENS).any() or (arr != np.round(arr)).any():
             raise ScenarioError(f"{p}: field {name}: expected whole numbers of tokens in [1, {MAX_TOKENS:.0e}]")
 

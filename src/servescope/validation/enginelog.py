@@ -60,7 +60,7 @@ class _Line:
     def bad(self, field_name: str, tok: str, expected: str) -> ScenarioError:
         return ScenarioError(f"{self.path}:{self.no}: field {field_name}: got {tok!r} (expected {expected})")
 
-    def int(self, key: str, start: int = 0) -> tuple[int, int] | None:
+    def as_int(self, key: str, start: int = 0) -> tuple[int, int] | None:
         found = self.token(key, start)
         if found is None:
             return None
@@ -68,7 +68,7 @@ class _Line:
             raise self.bad(key.strip(" :="), found[0], "a whole number such as 449,600")
         return int(found[0].replace(",", "")), found[1]
 
-    def float(self, key: str, start: int = 0) -> tuple[float, int] | None:
+    def as_float(self, key: str, start: int = 0) -> tuple[float, int] | None:
         found = self.token(key, start)
         if found is None:
             return None
@@ -141,13 +141,13 @@ def _vllm(text: str, path: str) -> EngineLog:
     specs: list[tuple[float, int, tuple[float, ...]]] = []
     used: list[str] = []
     for line in _lines(text, path, _KV, _CONC_FOR, _SPEC):
-        kv = line.int(_KV)
-        if kv is not None:
-            kv_values.append(kv[0])
+        found = line.as_int(_KV)
+        if found is not None:
+            kv_values.append(found[0])
             used.append(line.shown(line.text.find(_KV)))
-        tokens = line.int(_CONC_FOR)
+        tokens = line.as_int(_CONC_FOR)
         if tokens is not None and line.text.startswith(_CONC_X, tokens[1]):
-            ratio = line.float(_CONC_X, tokens[1])
+            ratio = line.as_float(_CONC_X, tokens[1])
             if ratio is not None:
                 conc = conc or (tokens[0], ratio[0])
                 used.append(line.shown(line.text.find(_CONC_FOR)))
@@ -167,8 +167,8 @@ def _spec_line(line: _Line) -> tuple[float, int, tuple[float, ...]] | None:
     at = line.text.find(_SPEC)
     if at < 0:
         return None
-    mean = line.float(_SPEC_MEAN, at)
-    drafted = line.int(_SPEC_DRAFTED, mean[1]) if mean else None
+    mean = line.as_float(_SPEC_MEAN, at)
+    drafted = line.as_int(_SPEC_DRAFTED, mean[1]) if mean else None
     if mean is None or drafted is None:
         return None
     begin = line.text.find(_SPEC_RATES, drafted[1])
@@ -200,18 +200,19 @@ def _pooled(specs: list[tuple[float, int, tuple[float, ...]]]) -> tuple[tuple[fl
 
 def _sglang(text: str, path: str) -> EngineLog:
     pools: list[int] = []
-    running = context = None
+    running: tuple[int, int] | None = None
+    context: tuple[int, int] | None = None
     accepts: list[float] = []
     used: list[str] = []
     for line in _lines(text, path, _SGL_POOL, _SGL_ACCEPT):
-        pool = line.int(_SGL_POOL)
+        pool = line.as_int(_SGL_POOL)
         if pool is not None:
             pools.append(pool[0])
-            running = running or line.int(_SGL_RUNNING)
-            context = context or line.int(_SGL_CONTEXT)
+            running = running or line.as_int(_SGL_RUNNING)
+            context = context or line.as_int(_SGL_CONTEXT)
             if len(used) < 2:
                 used.append(line.shown(line.text.find(_SGL_POOL)))
-        accept = line.float(_SGL_ACCEPT)
+        accept = line.as_float(_SGL_ACCEPT)
         if accept is not None:
             accepts.append(accept[0])
             if len(accepts) <= 3:
