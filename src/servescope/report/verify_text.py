@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from servescope.report.inert import terminal_safe
+
 _GAIN_WORDS = {"tpot": "TPOT before / after", "throughput": "output tok/s after / before"}
 _METRIC = {"tpot": "TPOT", "throughput": "output"}
 _STYLE = {"inside": "green", "above": "cyan", "below": "red"}
@@ -76,6 +78,7 @@ def render_verify(doc: dict[str, Any], console: Console) -> None:
         _say(console, f"warning: {w}", "yellow")
 
 
+SHOWN_WARNINGS = 20  # a long campaign's warnings in the text view; --json has every one
 LONG_CAMPAIGN = 200  # more entries than this: one plain line per entry (linear: 20,000 entries in well under 2 s)
 _CAMPAIGN_COLUMNS = ("#", "tracks", "predicted", "80% range", "measured", "verdict", "before", "after", "since start")
 _LEFT = ("tracks", "verdict", "80% range")
@@ -88,7 +91,7 @@ def _plain_table(cells: list[tuple[str, ...]], console: Console) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(_CAMPAIGN_COLUMNS))]
     lines = ["  ".join(c.ljust(w) if name in _LEFT else c.rjust(w)
                        for c, w, name in zip(r, widths, _CAMPAIGN_COLUMNS, strict=True)).rstrip() for r in rows]
-    console.out("\n".join(lines), highlight=False)
+    console.file.write(terminal_safe("\n".join(lines)) + "\n")  # plain text, written as is: no layout to do
 
 
 def render_campaign(doc: dict[str, Any], console: Console) -> None:
@@ -115,5 +118,8 @@ def render_campaign(doc: dict[str, Any], console: Console) -> None:
     rate = "–" if doc["hit_rate"] is None else f"{doc['hit_rate']:.0%}"
     _say(console, f"ranges hit: {doc['inside']} of {doc['scored']} inside ({rate}); {doc['above']} above, "
                   f"{doc['below']} below (an 80% range should hold about 4 in 5)")
-    for w in doc["warnings"]:
+    for w in doc["warnings"][:SHOWN_WARNINGS]:
         _say(console, f"warning: {w}", "yellow")
+    if len(doc["warnings"]) > SHOWN_WARNINGS:
+        _say(console, f"warning: {len(doc['warnings']) - SHOWN_WARNINGS} more warnings (--json lists them all)",
+             "yellow")
