@@ -53,7 +53,7 @@ def test_units_and_frozen() -> None:
 
 
 @pytest.mark.parametrize(("text", "says"), [
-    ("foo=1ms@c1", "known: tpot, ttft, itl, e2e, output, request_rate, <class>_share"),
+    ("foo=1ms@c1", "known: tpot, ttft, itl, e2e, spec_tpot, output, request_rate, spec_gain, <class>_share"),
     ("tpot=12.1@c1", "needs a unit, one of s, ms, us, µs"),
     ("tpot=12.1hr@c1", "unknown unit 'hr' for tpot; known: s, ms, us, µs"),
     ("output=3req/s@c1", "known: tok/s, ktok/s"),

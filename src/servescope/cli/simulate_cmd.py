@@ -34,6 +34,12 @@ MAX_PROMPTS = 1_000_000
 MAX_RUN_S = 3600.0
 
 
+# the benchmark clients whose --random-range-ratio --range-ratio follows (benchmark vocabulary, not engine names)
+RANGE_CONVENTIONS = {
+    "sglang": "uniform in [ratio·len, len]: sglang.bench_serving --random-range-ratio",
+    "vllm": "uniform in [len·(1−ratio), len·(1+ratio)]: vllm bench serve --random-range-ratio",
+}
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """The simulation's `Progress(done, total)` callback when `enabled`: requests done, reported to the command's
@@ -57,7 +63,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
               help="Spread of the drawn lengths, in the convention of --range-convention: sglang (default) draws "
                    "uniformly in [ratio·len, len] (1 = fixed; sglang.bench_serving --random-range-ratio); vllm in "
                    "[len·(1−ratio), len·(1+ratio)] (0 = fixed, ratio < 1; vllm bench serve --random-range-ratio).")
-@click.option("--range-convention", type=click.Choice(["sglang", "vllm"]), default="sglang", show_default=True,
+@click.option("--range-convention", type=click.Choice(list(RANGE_CONVENTIONS)), default="sglang", show_default=True,
               help="Which benchmark's --random-range-ratio --range-ratio follows (their meanings differ).")
 @click.option("--max-num-seqs", type=int, default=None, help="Running sequences per step (engine default).")
 @click.option("--max-num-batched-tokens", type=int, default=None, help="Token budget per step (engine default).")
