@@ -216,6 +216,40 @@ def test_campaign_log_cut_mid_line_keeps_every_whole_entry(tmp_path: Path, plan_
     assert lines[0] == line and lines[1] == line[: len(line) // 2] and json.loads(lines[2])["schema"]
 
 
+def test_campaign_log_damaged_line_is_said_and_the_rest_read(tmp_path: Path, plan_and_log: tuple[Path, str]) -> None:
+    _, line = plan_and_log
+    log = _file(tmp_path, "log.jsonl", line + "\n" + line[:40] + "\n\x00\xff\n" + line + "\n")
+    shown = CliRunner().invoke(main, ["verify", "--log", str(log), "--json"])
+    assert shown.exit_code == 0, shown.output
+    doc = json.loads(shown.stdout)
+    assert len(doc["entries"]) == 2
+    assert [w.split(":")[1] for w in doc["warnings"] if w.startswith(str(log))] == ["2", "3"]
+
+
+def _append_many(log: str, document: dict[str, Any], n: int) -> None:
+    from servescope.report.verify_doc import append_log
+
+    for _ in range(n):
+        append_log(log, document)
+
+
+def test_concurrent_appends_keep_every_entry_whole(tmp_path: Path, plan_and_log: tuple[Path, str]) -> None:
+    """Two writers × 100 appends (report.verify_doc.append_log: one O_APPEND write per line): 200 whole entries."""
+    import multiprocessing
+
+    _, line = plan_and_log
+    document = {k: v for k, v in json.loads(line).items() if k != "logged_at"}
+    log = tmp_path / "log.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    writers = [ctx.Process(target=_append_many, args=(str(log), document, 100)) for _ in range(2)]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join(120)
+    lines = log.read_text().splitlines()
+    assert len(lines) == 200 and all(json.loads(x)["check"] == document["check"] for x in lines)
+
+
 def test_log_inside_a_before_folder_is_refused(tmp_path: Path, plan_and_log: tuple[Path, str]) -> None:
     plan, _ = plan_and_log
     ranks = tmp_path / "ranks"
@@ -489,3 +523,11 @@ def test_cli_surfaces_hold(surface: str, rng_seed: int) -> None:
         problem = check_cli(args)
         assert problem is None, f"{surface}, rng {rng_seed}: {problem}"
         assert path.read_bytes() == data
+
+
+# --- crashers found by the harness, kept as regression tests ---------------------------------------------------
+
+def test_replay_csv_field_over_the_csv_limit(tmp_path: Path) -> None:
+    """FUZZ_SCALE=15, rng 731768: one line of 400 KB made csv raise `field larger than field limit`."""
+    path = _file(tmp_path, "r.csv", "arrival_s,input_len,output_len\n0,10,\"" + "x" * 200_000 + "\n")
+    assert "r.csv:" in _refused(["simulate", *LLAMA, "--replay", str(path)], path)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from servescope._paths import is_device
-from servescope._read import decode_json, json_lines, read_text
+from servescope._read import decode_json, read_text
 from servescope.errors import OutputError, PlanError
 from servescope.planner.verify import (
     BASIS_TEXT,
@@ -193,21 +193,38 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """The verify/1 documents of a campaign log, in order; PlanError naming the file and line of a bad one."""
+class LogEntries(list[dict[str, Any]]):
+    """The whole entries of a campaign log, in order, and what was wrong with each damaged line (`damaged`:
+    "FILE:LINE: why"), which campaign_document turns into warnings."""
+
+    damaged: tuple[str, ...] = ()
+
+
+def read_log(path: str | Path) -> LogEntries:
+    """The verify/1 documents of a campaign log, in order. A damaged line (cut short by a crash, not JSON, not a
+    verify/1 entry) is skipped and said by number (`LogEntries.damaged`), the rest read; PlanError naming the file
+    (and the first damaged line) when no whole entry is left."""
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         raise PlanError(f"{p}: no such campaign log (verify with --log {p.name} to start one)")
-    entries = []
-    for no, doc in json_lines(read_text(p, "campaign log", PlanError), p, PlanError):
+    entries, damaged = LogEntries(), []
+    for no, line in enumerate(read_text(p, "campaign log", PlanError).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = decode_json(line, p, PlanError, no)
+        except PlanError as e:
+            damaged.append(str(e))
+            continue
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-            raise PlanError(f"{p}:{no}: not a {SCHEMA} line (a log holds what `servescope verify --log` appends)")
-        bad = _bad_entry(doc)
-        if bad:
-            raise PlanError(f"{p}:{no}: {bad}")
-        entries.append(doc)
+            damaged.append(f"{p}:{no}: not a {SCHEMA} line (a log holds what `servescope verify --log` appends)")
+        elif bad := _bad_entry(doc):
+            damaged.append(f"{p}:{no}: {bad}")
+        else:
+            entries.append(doc)
     if not entries:
-        raise PlanError(f"{p}: the campaign log is empty")
+        raise PlanError(damaged[0] if damaged else f"{p}: the campaign log is empty")
+    entries.damaged = tuple(damaged)
     return entries
 
 
@@ -246,7 +263,7 @@ def campaign_document(path: str | Path, entries: list[dict[str, Any]]) -> dict[s
     first = entries[0]
     objective = first["objective"]
     rows: list[dict[str, Any]] = []
-    chain, warnings = 1.0, []
+    chain, warnings = 1.0, [f"{d}; the line is skipped" for d in getattr(entries, "damaged", ())]
     prev_after: float | None = None
     for n, e in enumerate(entries, 1):
         c = e["check"]

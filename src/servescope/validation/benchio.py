@@ -187,7 +187,10 @@ def _csv_rows(p: Path, text: str) -> list[dict[str, object]]:
     import csv
 
     reader = csv.DictReader(text.splitlines())
-    return [dict(r) for r in reader]
+    try:
+        return [dict(r) for r in reader]
+    except csv.Error as e:  # a field over the module's 128 KB limit, a NUL: the reader stops at the line
+        raise ScenarioError(f"{p}:{reader.line_num}: not a CSV row this reader takes ({e})") from None
 
 
 def _from_rows(p: Path, rows: list[dict[str, object]]) -> Requests:
