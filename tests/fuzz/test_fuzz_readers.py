@@ -531,3 +531,11 @@ def test_replay_csv_field_over_the_csv_limit(tmp_path: Path) -> None:
     """FUZZ_SCALE=15, rng 731768: one line of 400 KB made csv raise `field larger than field limit`."""
     path = _file(tmp_path, "r.csv", "arrival_s,input_len,output_len\n0,10,\"" + "x" * 200_000 + "\n")
     assert "r.csv:" in _refused(["simulate", *LLAMA, "--replay", str(path)], path)
+
+
+def test_engine_log_warning_then_an_error_is_one_line(tmp_path: Path) -> None:
+    """FUZZ_SCALE=15, rng 26578: KV lines that disagree (a warning) and a capacity too small to run (an error)
+    printed two lines; the warning is a note now, said only after a result."""
+    path = _file(tmp_path, "e.log", "GPU KV cache size: 4 tokens\nGPU KV cache size: 449,600 tokens\n")
+    assert "no KV room" in _refused(["simulate", *LLAMA, "--concurrency", "4", "--num-prompts", "8",
+                                     "--engine-log", str(path)], path, name="KV")

@@ -16,8 +16,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import click
-
 from servescope.cli._app import note
 
 if TYPE_CHECKING:
@@ -26,12 +24,12 @@ if TYPE_CHECKING:
 
 
 def read_log(path: Path) -> EngineLog:
-    """The engine log, its warnings said on stderr."""
+    """The engine log, its warnings said on stderr after the result (notes: an error stays one line)."""
     from servescope.validation.enginelog import read_engine_log
 
     log = read_engine_log(path)
     for w in log.warnings:
-        click.echo(f"servescope: warning: {w}", err=True)
+        note(f"warning: {w}")
     return log
 
 

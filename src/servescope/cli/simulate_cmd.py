@@ -170,8 +170,8 @@ def _logged_kv(path: Path) -> int | None:
     from servescope.validation.enginelog import read_engine_log
 
     log = read_engine_log(path)
-    for w in log.warnings:
-        click.echo(f"servescope: warning: {w}", err=True)
+    for w in log.warnings:  # said after the result (notes): an error stays one line
+        note(f"warning: {w}")
     return log.kv_cache_tokens
 
 
