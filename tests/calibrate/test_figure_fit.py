@@ -1,5 +1,6 @@
 """A deployment calibrated on figures (issue 17 part 2): the reference box (Kimi-K2.5, INT4 experts, 8× RTX PRO 6000
-over PCIe, vLLM TP=8) with `tpot=12.1ms@c1` and `allreduce_share=0.515@c1`. Expectations come from the model's own
+over PCIe, vLLM TP=8) with `tpot=12.1ms@c1` and an all-reduce share at c1 (0.40: reachable by the knobs; the box's
+profiled 0.515 is kept with a residual, tested apart). Expectations come from the model's own
 terms and the bundled collective curves, never from a plan's output: the step model is being refitted, so the
 numbers move and the relations must hold."""
 
@@ -15,8 +16,8 @@ from servescope.planner import plan
 from servescope.specs.collectives import collective_time_s, load_collectives
 from servescope.specs.models import load_model
 
-TPOT, SHARE = 12.1e-3, 0.515
-BOTH = ["tpot=12.1ms@c1", "allreduce_share=0.515@c1"]
+TPOT, SHARE = 12.1e-3, 0.40
+BOTH = ["tpot=12.1ms@c1", "allreduce_share=0.40@c1"]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_the_share_sets_the_collective_latency_and_the_tpot_the_rest(kimi: Scena
     fit = fit_figures(kimi, parse_figures(BOTH))
     terms = {k.knob.name: k for k in fit.terms.knobs}  # type: ignore[union-attr]
     # a share at c1 (14 KB messages, latency-bound) speaks for the per-call latency, not the bandwidth
-    assert "allreduce_share=0.515@c1" in terms["collective_latency"].inputs
+    assert "allreduce_share=0.40@c1" in terms["collective_latency"].inputs
     assert terms["collective_latency"].status == "set" and terms["collective_latency"].theta > 1.0
     assert terms["collective_bw"].status == "prior" and terms["collective_bw"].theta == pytest.approx(1.0, abs=0.02)
     assert fit.status().startswith("fitted, not validated") and not fit.validated
@@ -113,3 +114,14 @@ def test_a_class_share_sets_that_class(kimi: Scenario) -> None:
     assert d.step_time_s == pytest.approx(TPOT, rel=0.01)
     assert d.class_time_s["moe"] / d.step_time_s == pytest.approx(0.2, abs=0.01)
     assert "moe_share=0.2@c1" in {k.name: k for k in fit.knobs}["expert_read"].inputs
+
+
+def test_the_box_s_profiled_share_is_kept_with_its_residual(kimi: Scenario) -> None:
+    """51.5 % of a profiled step beside an unprofiled 12.1 ms TPOT leaves the rest of the step under what its floors
+    allow (weights at the datasheet bandwidth, the routing kernels at their measured floor): the fit keeps both, each
+    residual within twice the ±5 % between-run noise, and names the knobs held at their bounds in none of it."""
+    fit = fit_figures(kimi, parse_figures(["tpot=12.1ms@c1", "allreduce_share=0.515@c1"]))
+    res = dict(fit.residuals)
+    assert 0.0 < abs(res["allreduce_share=0.515@c1"]) / 0.515 <= 0.10
+    assert abs(res["tpot=12.1ms@c1"]) <= 0.10
+    assert any(k.status == "at its physical bound" for k in fit.terms.knobs)  # type: ignore[union-attr]
