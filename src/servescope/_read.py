@@ -53,7 +53,7 @@ def read_bytes(path: str | Path, what: str, error: type[ServescopeError], ceilin
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise error(f"{p}: no such {what}") from None
+        raise error(f"{p}: no such file (expected {_a(what)})") from None
     except (OSError, ValueError) as e:
         raise error(f"{p}: cannot read the {what} ({getattr(e, 'strerror', None) or e})") from None
     if stat.S_ISDIR(st.st_mode):

@@ -539,3 +539,17 @@ def test_engine_log_warning_then_an_error_is_one_line(tmp_path: Path) -> None:
     path = _file(tmp_path, "e.log", "GPU KV cache size: 4 tokens\nGPU KV cache size: 449,600 tokens\n")
     assert "no KV room" in _refused(["simulate", *LLAMA, "--concurrency", "4", "--num-prompts", "8",
                                      "--engine-log", str(path)], path, name="KV")
+
+
+@pytest.mark.parametrize("text", [
+    "[" * 100_000 + "]" * 100_000,
+    '{"run_name": "a", "batch_size": 1' + "0" * 5000 + ', "input_len": 8, "output_len": 8, '
+    '"median_decode_latency": 0.01}',
+    '{"run_name": "a", "batch_size": 1' + "0" * 100 + ', "input_len": 8, "output_len": 8, '
+    '"median_decode_latency": 0.01}',
+    '{"run_name": "a", "batch_size": 8, "input_len": 8, "output_len": 8, "median_decode_latency": Infinity}',
+])
+def test_decode_bench_file(tmp_path: Path, text: str) -> None:
+    """`validate --decode-bench`: the same reader guards (RecursionError, 4,300 digits, a bignum in math.isfinite)."""
+    path = _file(tmp_path, "one_batch.jsonl", text + "\n")
+    _refused(["validate", "--decode-bench", str(path), "--model", "llama-3.1-8b", "--gpu", "h100_sxm"], path)

@@ -23,16 +23,16 @@ What it does not: price rows (validation.decode_only) or read `bench serve` file
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from servescope._paths import is_device
+from servescope._read import decode_json, json_lines, read_text
 from servescope.units import MS_PER_S
 from servescope.validation.decode_only import BATCH, STEP, DecodeRow, DecodeRowError, Deployment
 
 VLLM_KEYS = ("avg_latency", "latencies")
+MAX_VALUE = 1e7  # a batch, a length in tokens, a latency in s: beyond any run (integers > 18 digits decode as floats)
 SGLANG_KEYS = ("batch_size", "input_len", "output_len", "median_decode_latency")
 
 
@@ -49,10 +49,10 @@ def read_decode_bench(path: str | Path, deployment: Deployment,
                       lengths: Lengths | None = None) -> tuple[list[DecodeRow], list[tuple[str, str]]]:
     """(rows, skipped lines with their reasons) of a vLLM latency JSON or an SGLang bench_one_batch JSONL."""
     p = Path(path)
-    text = _text(p)
+    text = read_text(p, "benchmark file", DecodeRowError)
     try:
-        whole = json.loads(text)
-    except json.JSONDecodeError:
+        whole = decode_json(text, p, DecodeRowError)
+    except DecodeRowError:  # JSON lines, read line by line below (each line's error names it)
         whole = None
     if isinstance(whole, dict) and all(k in whole for k in VLLM_KEYS):
         return [_vllm_row(p, whole, deployment, lengths)], []
@@ -71,26 +71,9 @@ def read_decode_bench(path: str | Path, deployment: Deployment,
     return rows, skipped
 
 
-def _text(p: Path) -> str:
-    if is_device(p):
-        raise DecodeRowError(f"{p}: a device, not a benchmark file")
-    try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DecodeRowError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise DecodeRowError(f"{p}: cannot read benchmark file ({e.__class__.__name__})") from None
-
-
 def _lines(p: Path, text: str) -> list[tuple[int, dict[str, object]]]:
     out = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DecodeRowError(f"{p}:{no}: not JSON ({e.msg})") from None
+    for no, obj in json_lines(text, p, DecodeRowError):
         if not isinstance(obj, dict):
             raise DecodeRowError(f"{p}:{no}: expected a JSON object per line")
         out.append((no, obj))
@@ -99,8 +82,8 @@ def _lines(p: Path, text: str) -> list[tuple[int, dict[str, object]]]:
 
 def _positive(where: str, obj: dict[str, object], key: str) -> float:
     v = obj.get(key)
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
-        raise DecodeRowError(f"{where}: key {key}: expected a positive number, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or not 0 < v <= MAX_VALUE:
+        raise DecodeRowError(f"{where}: key {key}: expected a positive number up to {MAX_VALUE:.0e}, got {v!r}")
     return float(v)
 
 
