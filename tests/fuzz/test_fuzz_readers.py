@@ -553,3 +553,14 @@ def test_decode_bench_file(tmp_path: Path, text: str) -> None:
     """`validate --decode-bench`: the same reader guards (RecursionError, 4,300 digits, a bignum in math.isfinite)."""
     path = _file(tmp_path, "one_batch.jsonl", text + "\n")
     _refused(["validate", "--decode-bench", str(path), "--model", "llama-3.1-8b", "--gpu", "h100_sxm"], path)
+
+
+@pytest.mark.parametrize(("key", "value"), [("objective", ["tpot"]), ("concurrency", {"a": 1}), ("plan", [1])])
+def test_campaign_entry_with_a_list_where_a_name_is_expected(tmp_path: Path, plan_and_log: tuple[Path, str],
+                                                             key: str, value: object) -> None:
+    """FUZZ_SCALE=15, rng 779756837: `objective: [...]` reached a dict lookup in the text view (TypeError)."""
+    _, line = plan_and_log
+    doc = json.loads(line)
+    doc[key] = value
+    path = _file(tmp_path, "log.jsonl", json.dumps(doc) + "\n")
+    assert f"log.jsonl:1: {key}" in _refused(["verify", "--log", str(path)], path)

@@ -245,9 +245,20 @@ def _bad_entry(doc: dict[str, Any]) -> str | None:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
             return f"{dotted} must be a positive number, got {v!r}"
     if doc["check"]["verdict"] not in ("inside", "above", "below"):
-        return f"check.verdict must be inside, above or below, got {doc['check']['verdict']!r}"
-    if not isinstance(doc["check"]["tracks"], list):
-        return "check.tracks must be a list"
+        return f"check.verdict must be inside, above or below, got {str(doc['check']['verdict'])[:40]!r}"
+    if not isinstance(doc["check"]["tracks"], list) or not all(isinstance(t, str) for t in doc["check"]["tracks"]):
+        return "check.tracks must be a list of track names"
+    objective = doc["objective"]
+    if (not isinstance(objective, str) or objective not in UNITS
+            or not doc["before"]["unit"] == doc["after"]["unit"] == UNITS[objective]):
+        return f"objective must be tpot (ms) or throughput (tok/s), got {str(objective)[:40]!r}"
+    if not isinstance(doc["check"]["basis"], str) or doc["check"]["basis"] not in BASIS_TEXT:
+        return "check.basis must be track, plan_combined or product"
+    if not isinstance(doc["plan"], str):
+        return "plan must be the plan file's name"
+    conc = doc["concurrency"]
+    if conc is not None and (isinstance(conc, bool) or not isinstance(conc, int | float) or not math.isfinite(conc)):
+        return f"concurrency must be a number, got {str(conc)[:40]!r}"
     return None
 
 
