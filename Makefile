@@ -15,7 +15,8 @@ bench:
 	$(PY) bench/bench_trace.py
 	$(PY) bench/bench_model.py
 	$(PY) bench/bench_speculative.py
-# The fuzzing harness at 28x its CI budget: 10,360 mutated traces + 4,480 arguments, configs and CSVs; and every
+# The fuzzing harness at 28x its CI budget: 10,360 mutated traces + 4,480 arguments, configs and CSVs + 9,072 result
+# files, replays, engine logs, routing files, plans and campaign logs (issue 32); and every
 # command (and a local Ray) traced in a network namespace: no socket beyond loopback; 5 M tiny kernels within 1.5x.
 fuzz:
-	FUZZ_SCALE=28 $(PY) -m pytest tests/fuzz/test_fuzz_trace.py tests/fuzz/test_fuzz_args.py tests/fuzz/test_fuzz_memory.py tests/cli/test_cli_network.py -q
+	FUZZ_SCALE=28 $(PY) -m pytest tests/fuzz/test_fuzz_trace.py tests/fuzz/test_fuzz_args.py tests/fuzz/test_fuzz_memory.py tests/fuzz/test_fuzz_readers.py tests/cli/test_cli_network.py -q

@@ -564,3 +564,11 @@ def test_campaign_entry_with_a_list_where_a_name_is_expected(tmp_path: Path, pla
     doc[key] = value
     path = _file(tmp_path, "log.jsonl", json.dumps(doc) + "\n")
     assert f"log.jsonl:1: {key}" in _refused(["verify", "--log", str(path)], path)
+
+
+@pytest.mark.parametrize("figure", ["tpot=12ms@c" + "9" * 5000, "output=100tok/s@c4,isl=" + "9" * 5000,
+                                    "tpot=1e300s@c1", "tpot=1e400s@c1", "tpot=nanms@c1"])
+def test_typed_figure_beyond_reach_is_one_line(figure: str) -> None:
+    """A concurrency of 5,000 digits reached int() (ValueError); 1e300 s was accepted after ~50 s (2026-12-03)."""
+    assert check_cli(["model", *LLAMA, "--measured", figure]) is None
+    assert CliRunner().invoke(main, ["model", *LLAMA, "--measured", figure]).exit_code == 1

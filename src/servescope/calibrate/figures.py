@@ -164,7 +164,7 @@ def _value(text: str, metric: str, raw: str) -> tuple[float, float | None]:
 
 def _positive_int(text: str, what: str, raw: str) -> int:
     raw = raw.strip()
-    if not raw.isascii() or not raw.isdigit() or int(raw) < 1:
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18 or int(raw) < 1:  # 18 digits: no 4,300-digit int()
         raise _fail(text, f"{what} must be a positive integer, got {raw!r}")
     return int(raw)
 
