@@ -36,7 +36,7 @@ from servescope.validation.spec_pairs import (  # noqa: E402
     share_within,
 )
 
-PAIRS = ROOT / "tests" / "data" / "planner" / "spec_pairs.csv"
+PAIRS = ROOT / "tests" / "data" / "planner" / "pairs_ledger.csv"
 DOC = ROOT / "docs" / "plan.md"
 BEGIN, END = "<!-- spec-pairs:begin -->", "<!-- spec-pairs:end -->"
 SYNC_TRACE = Path("/work/shared/traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")

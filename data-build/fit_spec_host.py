@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from servescope.validation.spec_fit import BOUNDS, FitReport, fit_report  # noqa: E402
 from servescope.validation.spec_pairs import all_terms, load_pairs, source_key  # noqa: E402
 
-PAIRS = ROOT / "tests" / "data" / "planner" / "spec_pairs.csv"
+PAIRS = ROOT / "tests" / "data" / "planner" / "pairs_ledger.csv"
 HOST_TOML = ROOT / "src" / "servescope" / "specs" / "data" / "spec_host.toml"
 
 
@@ -33,7 +33,7 @@ def host_toml(rep: FitReport) -> str:
     sources = sorted({source_key(r.pair) for r in rep.out_of_fold})
     return "\n".join([
         "# The speculative model's fitted numbers (perfmodel.speculative.HostCosts) and its cross-validated error.",
-        f"# Written by data-build/fit_spec_host.py on {date.today().isoformat()} from tests/data/planner/spec_pairs.csv:",
+        f"# Written by data-build/fit_spec_host.py on {date.today().isoformat()} from tests/data/planner/pairs_ledger.csv:",
         "# least squares on log(predicted/measured gain) over the scored rows (validation/spec_fit.py); docs/plan.md",
         "# lists the rows, the in-sample and the leave-one-source-out predictions.",
         "",

@@ -31,7 +31,7 @@ from servescope.validation.spec_pairs import (
 )
 
 DATA = Path(__file__).parents[1] / "data" / "planner"
-PAIRS = load_pairs(DATA / "spec_pairs.csv")
+PAIRS = load_pairs(DATA / "pairs_ledger.csv")
 LINES = (DATA / "speculative-decoding-measured.md").read_text(encoding="utf-8").splitlines()
 _QWEN_MOE = Scenario.build("qwen3-30b-a3b", "h100_sxm", tp=2)
 ACHIEVED_CV = 18  # rows within ±20 % (or on the right side of a bound) out of fold, bench/bench_speculative.py
@@ -261,9 +261,9 @@ def test_iteration_properties(batch: int, k: int, al: float) -> None:
 def test_a_malformed_pairs_file_names_the_file_and_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from servescope.errors import BadConfig
 
-    src = (DATA / "spec_pairs.csv").read_text(encoding="utf-8").splitlines()
+    src = (DATA / "pairs_ledger.csv").read_text(encoding="utf-8").splitlines()
     bad = tmp_path / "pairs.csv"
-    bad.write_text("\n".join([src[0], src[1].replace(",512,1.81,", ",512,lots,")]) + "\n", encoding="utf-8")
+    bad.write_text("\n".join([src[0], src[1].replace(",1.81,", ",lots,")]) + "\n", encoding="utf-8")
     with pytest.raises(BadConfig, match=r"pairs\.csv: line 2") as err:
         load_pairs(bad)
     assert "\n" not in str(err.value)

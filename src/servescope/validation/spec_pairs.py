@@ -1,7 +1,8 @@
 """Predicted vs measured speculative-decoding gains on published with/without pairs.
 
-Does: read a pairs CSV (tests/data/planner/spec_pairs.csv: one row per published pair that the model can
-price, each citing its line in /work/shared/reference/speculative-decoding-measured.md) and predict each row's
+Does: read the speculative rows of the pair ledger (tests/data/planner/pairs_ledger.csv, validation.pairs; rows
+with a `spec_kind`: one per published pair that the model can price, each citing its line in
+/work/shared/reference/speculative-decoding-measured.md; the older spec_pairs.csv layout is still read) and predict each row's
 gain with perfmodel.speculative. Each row is priced once into `PairTerms` (plain step, iteration without the
 fitted host costs, and what those costs multiply), so a gain under any HostCosts is closed-form:
     gain = t_base · AL / (iteration + per_seq_s · B + per_forward_s · drafter forwards)
@@ -23,8 +24,10 @@ from pathlib import Path
 from servescope.errors import BadConfig
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.speculative import HOST_COSTS, HostCosts, SpecShape, spec_gain
+from servescope.validation.pairs import Pair
 
 KINDS = ("gain", "anchor", "ratio", "below")
+SPEC_TRACK = "speculative_decoding"  # the plan's track name, as the pair ledger spells it
 TOLERANCE = 0.20  # the issue's target: predicted within ±20 % of measured
 
 
@@ -63,8 +66,13 @@ class PairResult:
 
 
 def load_pairs(path: str | Path) -> list[SpecPair]:
-    """Rows of a pairs CSV; BadConfig naming the file and row when a field is missing or malformed."""
+    """Rows of a pairs CSV — the pair ledger (validation.pairs: its speculative rows that carry a `spec_kind`) or
+    this module's own layout; BadConfig naming the file and row when a field is missing or malformed."""
+    from servescope.validation.pairs import is_ledger, read_ledger
+
     p = Path(path)
+    if is_ledger(p):
+        return [spec_pair(x, p) for x in read_ledger(p) if x.track == SPEC_TRACK and x.cell("spec_kind")]
     out = []
     with p.open(newline="", encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh), start=2):
@@ -84,6 +92,27 @@ def load_pairs(path: str | Path) -> list[SpecPair]:
                 raise BadConfig(f"{p}: line {i}: kind {pair.kind!r} needs one of {KINDS} (gain/below need al)")
             out.append(pair)
     return out
+
+
+def spec_pair(x: Pair, path: Path) -> SpecPair:
+    """A ledger row as a SpecPair: the speculative columns (validation.pairs SPEC_COLUMNS) and the measured gain
+    (the ledger's after / before of a rate, or before / after of a time)."""
+    r = x.cell
+    try:
+        pair = SpecPair(
+            x.id, int(r("ref_row") or 0), int(r("source_line") or 0), x.source, r("spec_method"), r("model_path"),
+            r("system"), int(r("tp_size")), r("precision"), r("backend"), r("spec_engine") or r("backend"),
+            x.concurrency, int(r("spec_k")), int(r("spec_depth") or 0), int(r("spec_width") or 1),
+            int(r("spec_draft_vocab")) if r("spec_draft_vocab") else None,
+            float(r("acceptance")) if r("acceptance") else None, float(r("context_len") or r("isl")),
+            x.measured_gain, r("spec_kind"), r("spec_relative_to"), r("note"),
+        )
+    except ValueError as e:
+        raise BadConfig(f"{path}: line {x.line}: {e}") from None
+    if pair.kind not in KINDS or (pair.kind in ("gain", "below") and pair.al is None):
+        raise BadConfig(f"{path}: line {x.line}: spec_kind {pair.kind!r} needs one of {KINDS} (gain/below need "
+                        "acceptance)")
+    return pair
 
 
 @dataclass(frozen=True)
