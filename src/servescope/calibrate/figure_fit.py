@@ -215,7 +215,8 @@ def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
     prob = Problem(sc, at, [], [], [], [f for f in figures if f.metric == "output"],
                    [f for f in figures if f.metric == "ttft"])
     for f in figures:
-        value = f.value_si if f.metric == "tpot" else implied(f)[0] if f.metric == "output" and implied(f) else None
+        got = implied(f) if f.metric == "output" else None
+        value = f.value_si if f.metric == "tpot" else got[0] if got is not None else None
         if f.metric == "tpot" and value is not None:
             _check_floor(f, value, at[f.concurrency])
             prob.tpot.append((f, value))

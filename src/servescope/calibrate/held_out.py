@@ -167,4 +167,5 @@ def held_out(rows: list[Row], mode: str) -> HeldOut:
             cols["level_tpot"].append(lv.tpot_s(float(fixed[i]), float(tpot[i] - fixed[i])))
             cols["cal_ttft"].append(float(cal_ttft[i]))
     keys = ("meas_tpot", "pred_tpot", "model_tpot", "meas_ttft", "model_ttft", "level_ttft", "level_tpot", "cal_ttft")
-    return HeldOut(mode, len(groups), tuple(model), *(np.asarray(cols[k], dtype=float) for k in keys), unreachable)
+    arrays = {k: np.asarray(cols[k], dtype=float) for k in keys}
+    return HeldOut(mode, len(groups), tuple(model), unreachable=unreachable, **arrays)

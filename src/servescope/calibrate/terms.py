@@ -266,7 +266,8 @@ def fit_terms(sc: Scenario, figures: Sequence[Figure]) -> TermFit:
 
     def resid(x: np.ndarray) -> np.ndarray:
         eff = set_knobs(sc.efficiency, {k.name: math.exp(v) for k, v in zip(knobs, x, strict=True)})
-        return (fit_space(figures, obs.model(eff)) - y) / sig
+        out: np.ndarray = (fit_space(figures, obs.model(eff)) - y) / sig
+        return out
 
     x = np.clip(np.zeros(len(knobs)), lo, hi)
     x, r, jac = _gauss_newton(resid, x, tau, lo, hi)
