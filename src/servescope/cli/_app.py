@@ -49,8 +49,10 @@ from servescope.errors import OutputError, ServescopeError
 # 531 -> 367 MB), for ~10 % more wall time (page faults) — which on a 68 MB file is the difference between ~10x
 # and ~9x HTA's speed for 22 MB less. So: immediate return only when one input file holds >= BIG_INPUT_BYTES (one
 # process loads one file at a time, rank folders included, so the largest file sets the peak; bench/RESULTS.md,
-# "allocator"). A user's own setting wins; library users are not touched.
-BIG_INPUT_BYTES = 256 << 20
+# "allocator"). A user's own setting wins; library users are not touched. 128 MiB, not 256: a 143 MB file of 1 M
+# tiny kernels peaked at 562-606 MB for `trace --json` (3.9-4.2x) and 480-495 MB for `export` with the stock
+# setting, 449 and 290 MB freeing at once (bench/RESULTS.md, "start fast (issue 30)").
+BIG_INPUT_BYTES = 128 << 20
 FREE_AT_ONCE = "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
