@@ -6,11 +6,16 @@ or passes the figures on (plan and report: advise, which fits on a trace's calib
 what was set aside are notes, said after the result. A result file whose run states another model, engine or GPU
 count than the scenario (calibrate.inputs.identity_problems) is refused in one line naming the file and the field
 with both values, unless `--force` (added with `--measured`), and then said in a note.
+A file that reads as Prometheus text (a scrape of the engine's /metrics: validation.metrics) becomes typed figures
+here (`metrics_figures`): tpot from the ITL histogram's mean, ttft from the TTFT histogram's mean, at the
+concurrency the running-requests gauge shows at the scrape (vllm:num_requests_running / sglang:num_running_reqs),
+with the mean request lengths when the scrape has them; each figure's source names the file and the series.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -53,7 +58,13 @@ def measured_figures(values: Sequence[str], scenario: Scenario | None = None) ->
     if not values:
         return ()
     from servescope.calibrate.inputs import read_measured
+    from servescope.validation.metrics import looks_like_metrics
 
+    scrapes = [v for v in values if "=" not in v and Path(v).is_file() and looks_like_metrics(v)]
+    from_scrapes = tuple(f for v in scrapes for f in metrics_figures(v))
+    values = [v for v in values if v not in scrapes]
+    if not values:
+        return from_scrapes
     inputs = read_measured(values)
     for n in inputs.notes:
         note(n)
@@ -62,7 +73,41 @@ def measured_figures(values: Sequence[str], scenario: Scenario | None = None) ->
         ctx.meta[_IDENTITIES] = inputs.identities
     if scenario is not None:
         check_measured(scenario)
-    return inputs.figures
+    return from_scrapes + inputs.figures
+
+
+def metrics_figures(path: str) -> list[Figure]:
+    """Typed figures of a /metrics scrape (module docstring); MeasurementError in one line when it has no running
+    requests to state a concurrency, or neither an ITL nor a TTFT histogram."""
+    from servescope.calibrate.figures import Figure
+    from servescope.errors import MeasurementError
+    from servescope.units import s_to_ms
+    from servescope.validation.metrics import read_metrics
+
+    m = read_metrics(path)
+    if m.running is None or m.running < 1:
+        gauge = m.series.get("running", "no vllm:num_requests_running / sglang:num_running_reqs")
+        raise MeasurementError(f"{path}: no running requests at the scrape ({gauge}: {m.running}); scrape during "
+                               "the run to state its concurrency")
+    c = max(1, round(m.running))
+    isl = None if m.mean_isl is None else max(1, round(m.mean_isl))
+    osl = None if m.mean_osl is None else max(1, round(m.mean_osl))
+    lengths = "" if isl is None or osl is None else f",isl={isl},osl={osl}"
+    out = []
+    for metric, boundary in (("tpot", "itl"), ("ttft", "ttft")):
+        b = m.boundaries.get(boundary)
+        if b is None or not b.mean_s > 0:
+            continue
+        out.append(Figure(metric, b.mean_s, c, isl if lengths else None, osl if lengths else None,
+                          f"{metric}={s_to_ms(b.mean_s):.4g}ms@c{c}{lengths}",
+                          source=f"{path} ({b.series} mean of {b.count:g}; concurrency {c} from "
+                                 f"{m.series['running']} at the scrape)"))
+    if not out:
+        raise MeasurementError(f"{path}: neither an inter-token latency nor a time-to-first-token histogram with "
+                               "observations (vllm:inter_token_latency_seconds, vllm:time_to_first_token_seconds)")
+    note(f"{path}: " + ", ".join(f.text for f in out) + f" (means of the {m.engine} histograms; concurrency from "
+         f"{m.series['running']} at the scrape)")
+    return out
 
 
 def check_measured(sc: Scenario) -> None:

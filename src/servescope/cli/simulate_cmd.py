@@ -83,14 +83,19 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
                    "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
                    "max_num_batched_tokens, max_model_len, kv_cache_tokens) from FILE.server.toml when present; "
                    "flags override it.")
+@click.option("--metrics", "metrics_file", type=click.Path(path_type=Path), default=None,
+              help="A Prometheus text scrape of the engine's /metrics (vLLM vllm:*, SGLang sglang:*; curl "
+                   "HOST:PORT/metrics > FILE after the run): its measured TTFT, queue, prefill, decode, ITL and "
+                   "E2E (mean, p50/p90/p99 from the histograms) are shown beside the simulated ones. Without "
+                   "--concurrency a closed loop runs at the running requests the scrape shows.")
 @measured_option
 @output_options
 @one_line_errors
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
              range_ratio: float | None, range_convention: str, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
-             replay_file: Path | None, compare_file: Path | None, measured: tuple[str, ...], out: Output,
-             **kw: Any) -> None:
+             replay_file: Path | None, compare_file: Path | None, metrics_file: Path | None,
+             measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
     --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
     the model's at --concurrency, else at the first measured concurrency)."""
@@ -101,6 +106,9 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.validation.benchio import read_lengths
 
     sc = _scenario(kw)
+    metrics = _read_metrics(metrics_file)
+    if metrics is not None and concurrency is None and arrival == "closed" and compare_file is None:
+        concurrency = _metrics_concurrency(metrics)
     if engine_log is not None and kv_cache_tokens is None:
         kv_cache_tokens = _logged_kv(engine_log)
     given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
@@ -119,10 +127,10 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         engine = engine.with_(decode_level=level[0])
     title = scenario_title(sc, backend=True)
     if compare_file is not None:
-        _compare(sc, engine, compare_file, kv, seed, title, out)
+        _compare(sc, engine, compare_file, kv, seed, title, out, metrics)
         return
     if replay_file is not None and requests is not None:
-        _replay(sc, engine, requests, concurrency, kv, title, out)
+        _replay(sc, engine, requests, concurrency, kv, title, out, metrics)
         return
     from servescope.report.simulate_doc import simulate_document
     from servescope.report.simulate_text import render_run
@@ -138,7 +146,42 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     if level is not None:
         doc["measured"] = level[1]
-    out.emit(doc, text=lambda console: render_run(title, doc, console), warnings=res.warnings)
+    _add_metrics(doc, metrics, [res])
+    out.emit(doc, text=lambda console: _with_metrics(render_run, title, doc, console), warnings=res.warnings)
+
+
+def _read_metrics(path: Path | None) -> Any:
+    """The scrape of `--metrics` (validation.metrics.EngineMetrics), or None."""
+    if path is None:
+        return None
+    from servescope.validation.metrics import read_metrics
+
+    return read_metrics(path)
+
+
+def _metrics_concurrency(metrics: Any) -> int | None:
+    """The closed loop's concurrency from the scrape's running-requests gauge (said in a note), or None."""
+    if metrics.running is None or metrics.running < 1:
+        return None
+    c = max(1, round(metrics.running))
+    note(f"--metrics: closed loop at concurrency {c}, the running requests {metrics.series['running']} shows at "
+         "the scrape (--concurrency sets another)")
+    return c
+
+
+def _add_metrics(doc: dict[str, Any], metrics: Any, results: list[Any]) -> None:
+    if metrics is not None:
+        from servescope.report.simulate_doc import engine_metrics_document
+
+        doc["engine_metrics"] = engine_metrics_document(metrics, results)
+
+
+def _with_metrics(render: Callable[..., None], title: str, doc: dict[str, Any], console: Any) -> None:
+    render(title, doc, console)
+    if "engine_metrics" in doc:
+        from servescope.report.simulate_text import render_engine_metrics
+
+        render_engine_metrics(doc["engine_metrics"], console)
 
 
 def _measured_level(sc: Scenario, values: tuple[str, ...], concurrency: int | None) -> tuple[float, Any] | None:
@@ -207,7 +250,7 @@ def _at_file_lengths(sc: Scenario, requests: Any, path: Path | None) -> Scenario
 
 
 def _replay(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, kv_cache_tokens: int | None,
-            title: str, out: Output) -> None:
+            title: str, out: Output, metrics: Any = None) -> None:
     from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import replay_document
     from servescope.report.simulate_text import render_replay
@@ -218,7 +261,8 @@ def _replay(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, k
         res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit(), time_limit_s=MAX_RUN_S)
     doc = replay_document(res, requests)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
-    out.emit(doc, text=lambda console: render_replay(title, doc, console), warnings=res.warnings)
+    _add_metrics(doc, metrics, [res])
+    out.emit(doc, text=lambda console: _with_metrics(render_replay, title, doc, console), warnings=res.warnings)
 
 
 def _sidecar(bench: Path) -> dict[str, int | None]:
@@ -229,7 +273,7 @@ def _sidecar(bench: Path) -> dict[str, int | None]:
 
 
 def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
-             out: Output) -> None:
+             out: Output, metrics: Any = None) -> None:
     from servescope.report.simulate_doc import compare_document
     from servescope.report.simulate_text import render_compare
     from servescope.simulate import simulate_workload
@@ -244,7 +288,8 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
                                 memory_limit_bytes=memory_limit(), time_limit_s=MAX_RUN_S)
         pairs.append((run, res, compare(run, flat_metrics(res))))
     doc = compare_document(pairs)
-    out.emit(doc, text=lambda console: render_compare(title, doc, console))
+    _add_metrics(doc, metrics, [res for _, res, _ in pairs])
+    out.emit(doc, text=lambda console: _with_metrics(render_compare, title, doc, console))
 
 
 @main.command()

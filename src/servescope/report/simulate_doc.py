@@ -11,6 +11,7 @@ from servescope.simulate import SimResult, Stats
 from servescope.units import MS_PER_S
 from servescope.validation.benchfile import BenchRun, MetricComparison
 from servescope.validation.benchio import Requests
+from servescope.validation.metrics import EngineMetrics
 
 SCHEMA = "servescope.simulate/1"
 
@@ -76,6 +77,35 @@ def compare_document(pairs: Sequence[tuple[BenchRun, SimResult, Sequence[MetricC
                               "error_pct": r.error_frac * 100.0} for r in rows]
         runs.append(doc)
     return {"schema": SCHEMA, "runs": runs}
+
+
+BOUNDARY_ORDER = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
+
+
+def engine_metrics_document(m: EngineMetrics, sims: Sequence[SimResult]) -> dict[str, Any]:
+    """`--metrics FILE`: the scrape's measured boundaries (ms: mean/p50/p90/p99, the series each came from, its
+    sample count) beside the simulated ones — the runs' per-request samples pooled — with the error of each mean
+    ((simulated − measured) / measured), and the scrape's gauges beside the simulation's."""
+    import numpy as np
+
+    rows = []
+    for name in BOUNDARY_ORDER:
+        b = m.boundaries.get(name)
+        pooled = [r.samples[name] for r in sims if name in r.samples]
+        sim = Stats.of(np.concatenate(pooled)) if pooled else None
+        meas = None if b is None else Stats(b.mean_s, b.p50_s, b.p90_s, b.p99_s)
+        ok = meas is not None and sim is not None and meas.mean_s > 0 and sim.mean_s == sim.mean_s
+        rows.append({"boundary": name, "series": None if b is None else b.series,
+                     "count": None if b is None else b.count,
+                     "measured_ms": None if meas is None else _ms(meas),
+                     "simulated_ms": None if sim is None else _ms(sim),
+                     "error_pct": (sim.mean_s - meas.mean_s) / meas.mean_s * 100.0
+                     if ok and sim is not None and meas is not None else None})
+    mean_in_flight = (sum(r.mean_in_flight for r in sims) / len(sims)) if sims else None
+    return {"file": m.path, "engine": m.engine, "source": m.source, "boundaries": rows,
+            "gauges": {"running": m.running, "kv_usage": m.kv_usage, "prefix_hit_rate": m.prefix_hit_rate,
+                       "series": m.series, "simulated_mean_in_flight": mean_in_flight},
+            "mean_isl": m.mean_isl, "mean_osl": m.mean_osl, "runs_pooled": len(sims)}
 
 
 SWEEP_SCHEMA = "servescope.sweep/1"

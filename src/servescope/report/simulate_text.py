@@ -79,6 +79,35 @@ def render_compare(title: str, doc: dict[str, Any], console: Console) -> None:
         console.print()
 
 
+def _cell(st: dict[str, float] | None, key: str) -> str:
+    return "–" if st is None else f"{st[key]:,.1f}"
+
+
+def render_engine_metrics(em: dict[str, Any], console: Console) -> None:
+    """`--metrics FILE`: the engine's measured boundaries beside the simulated ones (ms)."""
+    from rich.text import Text
+
+    pooled = f", the simulated runs pooled ({em['runs_pooled']})" if em["runs_pooled"] > 1 else ""
+    console.print(Text(f"engine metrics of {em['file']} ({em['engine']} /metrics) vs simulated{pooled}"))
+    t = Table(box=None, pad_edge=False)
+    for col in ("boundary (ms)", "measured mean", "p50", "p90", "p99", "simulated mean", "p50", "p90", "p99",
+                "error"):
+        t.add_column(col, justify="left" if col.startswith("boundary") else "right")
+    for r in em["boundaries"]:
+        m, s = r["measured_ms"], r["simulated_ms"]
+        err = "not in the scrape" if m is None else ("–" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%")
+        t.add_row(r["boundary"].upper(), *(_cell(m, k) for k in ("mean", "p50", "p90", "p99")),
+                  *(_cell(s, k) for k in ("mean", "p50", "p90", "p99")), err)
+    console.print(t)
+    g = em["gauges"]
+    parts = [f"{k.replace('_', ' ')} {g[k]:.3g} ({g['series'][k]})" for k in ("running", "kv_usage", "prefix_hit_rate")
+             if g[k] is not None]
+    if g["simulated_mean_in_flight"] is not None:
+        parts.append(f"simulated mean in flight {g['simulated_mean_in_flight']:.3g}")
+    if parts:
+        console.print(Text("at the scrape: " + "; ".join(parts) + " (gauges: the instant of the scrape)"))
+
+
 def render_sweep(title: str, doc: dict[str, Any], console: Console, all_points: bool = False) -> None:
     """The Pareto front (or every point) of tok/s per GPU against tok/s per user."""
     console.print(f"[bold]{title}[/bold]: {doc['n_gpus']} GPUs, closed form")

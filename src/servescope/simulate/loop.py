@@ -57,6 +57,7 @@ class RawRun:
     step_kv_blocks: np.ndarray
     total_blocks: int
     block_size_tokens: int
+    setup_s: float = 0.0  # front end per request (stepcost.setup_s): sent → schedulable
 
 
 def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
@@ -239,5 +240,5 @@ class _Loop:
             step_t_s=r[:, 0], step_dur_s=r[:, 1], step_running=r[:, 2].astype(np.int64),
             step_waiting=r[:, 3].astype(np.int64), step_tokens=r[:, 4].astype(np.int64),
             step_kv_blocks=r[:, 5].astype(np.int64), total_blocks=st.total_blocks,
-            block_size_tokens=self.cfg.block_size_tokens,
+            block_size_tokens=self.cfg.block_size_tokens, setup_s=self.cost.setup_s,
         )

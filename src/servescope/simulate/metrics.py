@@ -7,6 +7,11 @@ Definitions follow `vllm bench serve` / `sglang.bench_serving` (docs/simulate.md
   E2E    finish − send
   request throughput = requests / duration, output tok/s = Σ output tokens / duration, duration = first send to
   last finish. Percentiles: numpy linear interpolation, as the benchmarks compute them.
+Boundaries, as the engines' own histograms split a request (vLLM /metrics; validation.metrics):
+  queue    first scheduled − schedulable (sent + the front end's set-up; vllm:request_queue_time_seconds)
+  prefill  first token − first scheduled (vllm:request_prefill_time_seconds; chunks and any re-prefill included)
+  decode   last token − first token (vllm:request_decode_time_seconds)
+  ttft, itl, e2e as above (the simulation has no network: client and engine times coincide but for the set-up)
 Queueing: a request is queued when it was schedulable at a step start but was not admitted in that step; the
 wait is first admission − becoming schedulable.
 What it does not: run the simulation (loop.py) or render anything (report/simulate_*.py).
@@ -68,6 +73,8 @@ class SimResult:
     timeline: dict[str, list[float]]
     settings: dict[str, object] = field(default_factory=dict)  # engine knobs and workload, as used
     warnings: tuple[str, ...] = ()
+    boundaries: dict[str, Stats] = field(default_factory=dict)  # queue, prefill, decode, ttft, itl, e2e (above)
+    samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)  # per boundary
 
 
 def per_request(raw: RawRun) -> dict[str, np.ndarray]:
@@ -76,6 +83,14 @@ def per_request(raw: RawRun) -> dict[str, np.ndarray]:
     e2e = raw.finish_s - raw.sent_s
     tpot = np.where(raw.osl > 1, (e2e - ttft) / np.maximum(raw.osl - 1, 1), np.nan)
     return {"ttft": ttft, "e2e": e2e, "tpot": tpot}
+
+
+def boundary_samples(raw: RawRun) -> dict[str, np.ndarray]:
+    """Per-request seconds of each boundary (module docstring); ITL pooled over requests."""
+    r = per_request(raw)
+    return {"ttft": r["ttft"], "queue": np.maximum(raw.first_sched_s - raw.sent_s - raw.setup_s, 0.0),
+            "prefill": raw.first_token_s - raw.first_sched_s, "decode": raw.finish_s - raw.first_token_s,
+            "itl": raw.itl_s, "tpot": r["tpot"], "e2e": r["e2e"]}
 
 
 def queueing(raw: RawRun) -> Queueing:
@@ -108,6 +123,7 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
     start, end = float(np.nanmin(raw.sent_s)), float(np.nanmax(raw.finish_s))
     dur = max(end - start, 1e-12)
     q = queueing(raw)
+    samples = boundary_samples(raw)
     warnings = []
     if q.queued:
         warnings.append(f"{q.queued} of {len(raw.isl)} requests queued in the engine before their first step: "
@@ -121,6 +137,7 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         max_step_s=float(raw.step_dur_s.max()) if len(raw.step_dur_s) else 0.0,
         kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
         settings=dict(settings or {}), warnings=tuple(warnings),
+        boundaries={k: Stats.of(v) for k, v in samples.items()}, samples=samples,
     )
 
 
