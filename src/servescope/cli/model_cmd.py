@@ -150,11 +150,15 @@ def specs_show(name: str, out: Output) -> None:
 @click.option("--calibrate-on", "calibrate_on", default=None,
               help="lowest | ends | lowest,ends: calibrate each measured series on its lowest (and highest) "
                    "concurrency and predict the rest of the series (the error of calibrating on your own points).")
+@click.option("--pairs", "pairs", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="A pair ledger (measured before/after pairs, one mitigation each; docs/plan.md): the plan's "
+                   "predicted gain and range per pair against the measured gain; sign hit rate, gain MAPE and "
+                   "range coverage per track.")
 @decode_bench_options
 @output_options
 @one_line_errors
-def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None, out: Output,
-             **bench: Any) -> None:
+def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_on: str | None,
+             pairs: Path | None, out: Output, **bench: Any) -> None:
     """Predicted against measured TPOT and TTFT for a CSV of measured serving results. Rows with an `arrival`
     column (closed, poisson:RATE, burst:N) are simulated under it; rows with mode=decode_only and --decode-bench
     files are priced on the decode-only path and reported as their own slice."""
@@ -165,6 +169,9 @@ def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_
     from servescope.validation.validate import ValidationResult, validate_csv
 
     calibrate_modes(calibrate_on)  # a bad value is refused before the rows are priced
+    if pairs is not None:
+        _validate_pairs(pairs, csv, out)
+        return
     if csv is None and (with_sim or not bench["decode_bench"]):
         from servescope.errors import BadConfig
 
@@ -193,6 +200,21 @@ def validate(csv: Path | None, cv: bool, with_sim: bool, stride: int, calibrate_
     document = validate_document(result, cross_validation=cross, calibrated=_calibrated(csv, calibrate_on),
                                  decode_only=decode)
     out.emit(document, text=lambda console: render_validation(document, console))
+
+
+def _validate_pairs(ledger: Path, csv: Path | None, out: Output) -> None:
+    """`validate --pairs FILE`: the pair ledger checked (planner.pair_check), alone."""
+    from servescope.errors import BadConfig
+    from servescope.planner.pair_check import check_pairs
+    from servescope.report.pairs_doc import pairs_document
+    from servescope.report.pairs_text import render_pairs
+
+    if csv is not None:
+        raise BadConfig("validate: --pairs FILE is checked alone; give the measured-rows CSV in another run")
+    if not ledger.is_file():
+        raise BadConfig(f"{ledger}: no such pair ledger")
+    document = pairs_document(check_pairs(ledger), str(ledger))
+    out.emit(document, text=lambda console: render_pairs(document, console))
 
 
 def _calibrated(csv: Path | None, modes: str | None) -> dict[str, dict[str, float | int]] | None:

@@ -10,6 +10,8 @@ gain and its range, made by planner.pair_check), it scores each row and summaris
                    counts as right: "no change" predicted and seen)
     error          |predicted − measured| / measured (the row's absolute percentage error; MAPE is its mean)
     in range       gain_low ≤ measured ≤ gain_high (only rows whose prediction carries a range)
+    a row whose source gives only an upper bound (speculative `below`) is sign-right when predicted under the
+    bound and has no error.
 Columns (docs/plan.md, "The pair ledger"): required `id`, DEPLOYMENT, `track`, `setting`, `metric`, `before`,
 `after`, `source`; optional `noise` (the source's run-to-run spread, in the metric's unit), `interconnect`
 (nvlink | pcie_p2p | pcie_no_p2p), `pcie_topology`, `spec_method`, `spec_k`, `acceptance` (mean accepted length,
@@ -68,6 +70,11 @@ class Pair:
     @property
     def concurrency(self) -> int:
         return max(1, int(float(self.row.get("batch_size") or 1)))
+
+    @property
+    def upper_bound(self) -> bool:
+        """The source only says the gain is below `after / before` (a speculative `below` row)."""
+        return self.cell("spec_kind") == "below"
 
     @property
     def end_to_end(self) -> bool:
@@ -202,12 +209,14 @@ class PairCheck:
         g = self.prediction.gain
         if g is None:
             return None
+        if self.pair.upper_bound:  # a loss below the stated bound: right when predicted under it
+            return g < self.measured
         return _side(g) == _side(self.measured)
 
     @property
     def error(self) -> float | None:
         g = self.prediction.gain
-        return None if g is None else abs(g - self.measured) / self.measured
+        return None if g is None or self.pair.upper_bound else abs(g - self.measured) / self.measured
 
     @property
     def in_range(self) -> bool | None:

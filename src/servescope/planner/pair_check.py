@@ -1,0 +1,69 @@
+"""The plan held against the pair ledger: each measured before/after pair predicted by the plan's own track.
+
+Does: read a ledger (validation.pairs, tracks checked against TRACK_KINDS), build every row's deployment first
+(a row that does not describe one stops the run with one line), then predict each row:
+  * speculative rows with a `spec_kind` — the existing speculative pricing (validation.spec_pairs: ratio rows
+    against their anchor, `below` rows as bounds; anchors are not scored), no range;
+  * any other row — `plan(deployment, objective tpot, concurrency = batch_size)` with every other track
+    forbidden, read as the track's gain / gain_low / gain_high. At a fixed concurrency a rate's gain
+    (output tok/s after / before) equals the TPOT gain (tok/s = concurrency / TPOT), so tpot_ms and
+    output_tok_s rows read the same number;
+  * kernel_us rows — a per-call ratio where the track states one (custom_allreduce, nccl_tuning: the all-reduce
+    call before / after, details `all_reduce_ratio`); otherwise unpriced, saying that the plan prices the
+    track end to end.
+A track the plan finds not applicable (e.g. the engine refuses it) is unpriced with the plan's reason.
+Does not: fit anything to the pairs (no constant here or in the plan is set from them), or render.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servescope.errors import PlanError, ScenarioError
+from servescope.perfmodel.scenario import Scenario
+from servescope.planner.plan import plan
+from servescope.planner.tracks import TRACK_KINDS
+from servescope.validation.pairs import Pair, PairCheck, Prediction, deployment, read_ledger
+from servescope.validation.spec_pairs import SPEC_TRACK, evaluate, spec_pair
+
+PER_CALL_RATIO = {"custom_allreduce": "all_reduce_ratio"}  # track -> details key of new / old time per call
+
+
+def check_pairs(path: str | Path) -> list[PairCheck]:
+    """Every ledger row with its prediction, in file order (module docstring)."""
+    p = Path(path)
+    pairs = read_ledger(p, TRACK_KINDS)
+    scenarios = {x.id: deployment(x, p) for x in pairs}  # every bad deployment said before any pricing
+    spec_rows = [x for x in pairs if x.track == SPEC_TRACK and x.cell("spec_kind")]
+    spec = {r.pair.id: r for r in evaluate([spec_pair(x, p) for x in spec_rows])} if spec_rows else {}
+    out = []
+    for x in pairs:
+        if x.id in spec:
+            r = spec[x.id]
+            pred = (Prediction(None, why_not="anchor: the reference of its ratio rows, not scored")
+                    if r.pair.kind == "anchor" else
+                    Prediction(r.predicted, how=f"speculative pricing ({r.pair.kind} row, validation.spec_pairs)"))
+        else:
+            pred = predict(x, scenarios[x.id])
+        out.append(PairCheck(x, pred))
+    return out
+
+
+def predict(x: Pair, sc: Scenario) -> Prediction:
+    """The plan's gain for one row's track at its concurrency (module docstring)."""
+    if x.track == SPEC_TRACK:
+        return Prediction(None, why_not="a speculative row is priced by the speculative pricing: give spec_kind")
+    others = tuple(k for k in TRACK_KINDS if k != x.track)
+    try:
+        t = plan(sc, "tpot", x.concurrency, forbid=others).track(x.track)
+    except (PlanError, ScenarioError) as exc:
+        return Prediction(None, why_not=f"the plan cannot be made: {str(exc).splitlines()[0]}")
+    if not t.applicable or t.gain is None:
+        return Prediction(None, why_not=f"not applicable: {t.why_not}")
+    if x.metric == "kernel_us":
+        key = PER_CALL_RATIO.get(x.track)
+        ratio = t.details.get(key) if key else None
+        if not ratio:
+            return Prediction(None, why_not="the plan prices this track end to end, not per kernel")
+        return Prediction(1.0 / float(ratio), how=f"the track's per-call ratio ({key})")
+    return Prediction(t.gain, t.gain_low, t.gain_high, how=f"plan {x.track} at concurrency {x.concurrency}")
