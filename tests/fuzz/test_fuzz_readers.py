@@ -572,3 +572,14 @@ def test_typed_figure_beyond_reach_is_one_line(figure: str) -> None:
     """A concurrency of 5,000 digits reached int() (ValueError); 1e300 s was accepted after ~50 s (2026-12-03)."""
     assert check_cli(["model", *LLAMA, "--measured", figure]) is None
     assert CliRunner().invoke(main, ["model", *LLAMA, "--measured", figure]).exit_code == 1
+
+
+@pytest.mark.parametrize("value", [1.5, "quantization", {"a": 1}])
+def test_plan_file_applied_not_a_list(tmp_path: Path, plan_and_log: tuple[Path, str], value: object) -> None:
+    """FUZZ_SCALE=15, rng 33268: `applied: 1.5` in a plan file was iterated (TypeError)."""
+    from servescope.report.verify_doc import read_plan
+
+    doc = json.loads(plan_and_log[0].read_text())
+    doc["applied"] = value
+    path = _file(tmp_path, "plan.json", json.dumps(doc))
+    assert read_plan(path).applied == ()

@@ -330,7 +330,12 @@ def plan_prediction(doc: Mapping[str, Any], source: str) -> PlanPrediction:
         baseline_output_tok_s=_required(baseline, "output_tok_s", source, "baseline."),
         range_basis=str(basis), range_ratio_q=None if q10 is None or q90 is None else (q10, q90), range_r=r,
         baseline_basis=_baseline_basis(doc, baseline, source), baseline_tpot_range_s=_baseline_range(rng, source),
-        applied=tuple(k for k in doc.get("applied") or () if isinstance(k, str)))
+        applied=tuple(k for k in _list(doc.get("applied")) if isinstance(k, str)))
+
+
+def _list(value: Any) -> list[Any]:
+    """A list field of a plan file, [] when absent or not a list (a number there is no track)."""
+    return value if isinstance(value, list) else []
 
 
 def _baseline_range(rng: Mapping[str, Any], source: str) -> tuple[float, float] | None:
