@@ -6,15 +6,72 @@ What it does not: build parts (step.py) or know about scenarios.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.step_types import Arr, StepParts
 
 
+@dataclass(frozen=True)
+class ClassTimes:
+    """Each kernel class's memory and compute time under the efficiencies (or as a measured curve prices it), and
+    the kernels the curves price (left out of the per-kernel overhead in a graph replay)."""
+
+    m_gemm: Arr
+    c_gemm: Arr
+    m_moe: Arr
+    c_moe: Arr
+    m_attn: Arr
+    c_attn: Arr
+    curve_kernels: Arr | float
+    moe_on: bool  # the measured routed-expert curve is switched on
+
+
 def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     """Apply efficiencies to a step's parts: {step, TERMS..., gemm, moe, attention, kernels, cpu, floor, tokens}
-    plus `coll:<name>` with each collective's time (all arrays)."""
+    plus `coll:<name>` with each collective's time (all arrays). `kernels` is the kernel overhead (launches,
+    graph-replay cost, MoE routing kernels), `cpu` the host time exposed (after any overlap), `cpu_raw` before."""
+    k = class_times(p, eff)
+    idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
+    rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
+    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
+    out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
+    comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
+    kern = kernel_overhead(p, eff, k)
+    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
+    w = np.where(k.m_gemm >= k.c_gemm, k.m_gemm, 0.0) + np.where(k.m_moe >= k.c_moe, k.m_moe, 0.0)
+    kv = np.where(k.m_attn >= k.c_attn, k.m_attn, 0.0)
+    comp = (np.where(k.m_gemm < k.c_gemm, k.c_gemm, 0.0) + np.where(k.m_moe < k.c_moe, k.c_moe, 0.0)
+            + np.where(k.m_attn < k.c_attn, k.c_attn, 0.0))
+    gpu = w + kv + comp + comm + kern + idx + rec
+    eager = eager_launches(p, eff, gpu)
+    kern, gpu = kern + eager, gpu + eager
+    cpu_raw = cpu
+    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
+    exposed = eff.overlap_exposed_frac * cpu
+    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
+    over = kern + cpu
+    out.update({
+        "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
+        "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec,
+        "gemm": np.maximum(k.m_gemm, k.c_gemm), "moe": np.maximum(k.m_moe, k.c_moe),
+        "attention": np.maximum(k.m_attn, k.c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw,
+        "floor": p.floor_s, "tokens": p.tokens,
+        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
+        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
+        # decode step's already
+        "marginal:compute": k.c_gemm + k.c_moe + np.where(k.m_attn < k.c_attn, k.c_attn, 0.0),
+        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
+    })
+    return out
+
+
+def class_times(p: StepParts, eff: Efficiency) -> ClassTimes:
+    """t_c = max(memory_c / bw_eff_c, compute_c / compute_eff_c) per class c ∈ {gemm, moe, attention}, its memory
+    and compute parts kept apart; a measured GEMM ratio (no fitted efficiency on top), expert curve or per-op
+    curve replaces the part it prices."""
     m_gemm, c_gemm = p.mem_gemm_s / eff.gemm_bw_eff, p.comp_gemm_s / eff.compute_eff
     if eff.gemm_curve > 0.5 and np.any(p.gemm_comp_ratio > 0):  # measured curve: no fitted efficiency on top
         has = p.gemm_comp_ratio > 0
@@ -34,45 +91,28 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         m_gemm, c_gemm = _measured_gemm(p, eff, m_gemm, c_gemm)
         m_attn, c_attn = _measured_attention(p, eff, m_attn, c_attn)
         curve_kernels = curve_kernels + p.gemm_op_kernels + p.attn_op_kernels
-    idx = np.maximum(p.mem_idx_s / eff.attn_bw_eff, p.comp_idx_s / eff.attn_compute_eff)
-    rec = np.maximum(p.mem_rec_s / eff.attn_bw_eff, p.comp_rec_s / eff.attn_compute_eff)
-    lat, bws = eff.collective_latency_scale, eff.collective_bw_scale
-    out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
-    comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
+    return ClassTimes(m_gemm, c_gemm, m_moe, c_moe, m_attn, c_attn, curve_kernels, moe_on)
+
+
+def kernel_overhead(p: StepParts, eff: Efficiency, k: ClassTimes) -> Arr:
+    """kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager), less the kernels a measured curve
+    prices in a graph replay, + the MoE routing kernels at their measured floor (moe_host.py) unless the measured
+    MoE curve prices the layer."""
     per_kernel = np.where(p.graphed > 0.5, eff.kernel_overhead_s, eff.launch_overhead_s)
     # in a graph replay a measured curve's kernels carry their own cost; eager launches still cost the CPU each
-    kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, curve_kernels, 0.0), 0.0) * per_kernel
-    # MoE routing kernels at their measured floor (moe_host.py), unless the measured MoE curve prices the layer
-    kern = kern + np.where(moe_on & (p.moe_curve_s > 0), 0.0, p.routing_s)
-    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
-    w = np.where(m_gemm >= c_gemm, m_gemm, 0.0) + np.where(m_moe >= c_moe, m_moe, 0.0)
-    kv = np.where(m_attn >= c_attn, m_attn, 0.0)
-    comp = (np.where(m_gemm < c_gemm, c_gemm, 0.0) + np.where(m_moe < c_moe, c_moe, 0.0)
-            + np.where(m_attn < c_attn, c_attn, 0.0))
-    gpu = w + kv + comp + comm + kern + idx + rec
+    kern = np.maximum(p.kernels - np.where(p.graphed > 0.5, k.curve_kernels, 0.0), 0.0) * per_kernel
+    out: Arr = kern + np.where(k.moe_on & (p.moe_curve_s > 0), 0.0, p.routing_s)
+    return out
+
+
+def eager_launches(p: StepParts, eff: Efficiency, gpu: Arr) -> Arr:
+    """max(eager kernels · (launch_overhead_s − kernel_overhead_s) − the step's GPU time, 0) in a graphed step."""
     # kernels a graphed step still launches eagerly between its graph pieces (a verify block on the MLA prefill
     # path): their launches' CPU time beyond a replay's runs while the GPU works through the pieces, so only what
     # exceeds the step's GPU time is exposed
     eager = p.eager_kernels * np.where(p.graphed > 0.5,
                                        np.maximum(eff.launch_overhead_s - eff.kernel_overhead_s, 0.0), 0.0)
-    eager = np.maximum(eager - gpu, 0.0)
-    kern, gpu = kern + eager, gpu + eager
-    cpu_raw = cpu
-    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
-    exposed = eff.overlap_exposed_frac * cpu
-    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
-    over = kern + cpu
-    out.update({
-        "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
-        "communication": comm, "overhead": over, "indexer": idx, "recurrent": rec, "gemm": np.maximum(m_gemm, c_gemm),
-        "moe": np.maximum(m_moe, c_moe), "attention": np.maximum(m_attn, c_attn) + idx + rec, "kernels": kern, "cpu": cpu, "cpu_raw": cpu_raw, "floor": p.floor_s,
-        "tokens": p.tokens,
-        # what a prefill adds when it rides in a decode step (serving.py interference): its GEMM and expert FLOPs,
-        # its attention, and the bandwidth part of its collectives; the weights and the collectives' latency are the
-        # decode step's already
-        "marginal:compute": c_gemm + c_moe + np.where(m_attn < c_attn, c_attn, 0.0),
-        "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
-    })
+    out: Arr = np.maximum(eager - gpu, 0.0)
     return out
 
 
