@@ -228,7 +228,7 @@ class PairCheck:
 
 def _side(gain: float) -> int:
     """+1 gains, −1 loses, 0 within ±NEUTRAL of no change."""
-    return 0 if abs(gain - 1.0) <= NEUTRAL else (1 if gain > 1.0 else -1)
+    return 0 if abs(gain - 1.0) <= NEUTRAL + 1e-9 else (1 if gain > 1.0 else -1)  # 1.01 is inside (float)
 
 
 @dataclass(frozen=True)
