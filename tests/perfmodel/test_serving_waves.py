@@ -9,10 +9,17 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from servescope.specs.engines import engine
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.serving import predict_arrays, ttft_s, wave_wait
+from servescope.perfmodel.serving import (
+    TtftEfficiency,
+    TtftQueue,
+    TtftTimes,
+    predict_arrays,
+    ttft_s,
+    wave_wait,
+)
 from servescope.perfmodel.step import step_parts
+from servescope.specs.engines import engine
 from servescope.validation.validate import Row, _concurrency, below_floor
 
 
@@ -64,14 +71,17 @@ def test_engine_prefill_budgets_follow_their_sources() -> None:
 
 def test_lockstep_ttft_is_the_whole_wave_and_mixed_share_scales_it() -> None:
     # a 1 s prefill alone, 4 requests per step costing 3 s (batching helps), 16 requests per rank, no overheads
-    kw = dict(pf_step=1.0, pf_overhead=0.0, dec_step=0.0, c=16.0, cap=100.0, tpot=0.01, osl=100.0, dp=1.0,
-              prefill_eff=1.0, prefill_overhead_s=0.0, wave_step=3.0, wave_overhead=0.0, per_step=4.0, in_step=4.0)
-    lock = ttft_s(queue_frac=0.3, lockstep=1.0, **kw)
-    mixed = ttft_s(queue_frac=0.3, lockstep=0.0, **kw)
+    times = TtftTimes(pf_step=1.0, pf_overhead=0.0, wave_step=3.0, dec_step=0.0, tpot=0.01)
+
+    def queue(lockstep: float) -> TtftQueue:
+        return TtftQueue(c=16.0, cap=100.0, osl=100.0, dp=1.0, per_step=4.0, in_step=4.0, lockstep=lockstep)
+
+    lock = ttft_s(times, queue(1.0), TtftEfficiency(queue_frac=0.3))
+    mixed = ttft_s(times, queue(0.0), TtftEfficiency(queue_frac=0.3))
     # 4 steps of 3 s; request j's first token at the end of step j // 4: mean (3 + 6 + 9 + 12) / 4 = 7.5 s
     assert lock == pytest.approx(7.5)
     assert mixed == pytest.approx(1.0 + 0.3 * (7.5 - 1.0))  # own prefill + the fitted share of the wave's excess
-    assert ttft_s(queue_frac=0.0, lockstep=0.0, **kw) == pytest.approx(1.0)  # staggered: no queue
+    assert ttft_s(times, queue(0.0), TtftEfficiency(queue_frac=0.0)) == pytest.approx(1.0)  # staggered: no queue
 
 
 def test_sglang_ttft_grows_faster_with_concurrency_than_vllm() -> None:

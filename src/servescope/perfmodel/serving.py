@@ -113,21 +113,68 @@ def wave_wait(n: Any, k: Any) -> Any:
     return (k * k * m * (m + 1.0) / 2.0 + r * n) / n - 1.0
 
 
-def ttft_s(pf_step: Any, pf_overhead: Any, dec_step: Any, c: Any, cap: Any, tpot: Any, osl: Any, dp: Any,
-           prefill_eff: Any, prefill_overhead_s: Any, queue_frac: Any, wave_step: Any, wave_overhead: Any,
-           per_step: Any, in_step: Any, lockstep: Any, n_mla: Any = 0, mla_prefill_layer_s: Any = 0.0,
-           n_lin: Any = 0, linear_prefill_layer_s: Any = 0.0) -> Any:
-    """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every argument so the
-    efficiency fit can evaluate many candidate constants at once. `wave_step` is one prefill step of `in_step`
-    requests per rank (min(k, n)), `per_step` = k."""
-    ce = np.minimum(c, cap)
-    t_pf = pf_step / prefill_eff + prefill_overhead_s + n_mla * mla_prefill_layer_s + n_lin * linear_prefill_layer_s
-    t_marg = (pf_step - pf_overhead) / prefill_eff
-    u = wave_step / prefill_eff / in_step  # one request's share of a wave's prefill step (its overhead included)
-    share = lockstep + (1.0 - lockstep) * queue_frac
-    ttft = t_pf + dec_step + share * (u * (wave_wait(ce / dp, per_step) + 1.0) - t_marg)
-    over = np.maximum(c - cap, 0.0) / cap
-    return ttft + over * (ttft + (osl - 1) * tpot)
+@dataclass(frozen=True)
+class TtftTimes:
+    """The step times TTFT reads (s, numpy-broadcasting; before prefill_eff): one request's prefill on each
+    attention-DP rank (`pf_step`) and its launch/CPU overhead (`pf_overhead`), one prefill step of a synchronised
+    wave (`wave_step`: in_step requests per rank, its overhead included), the decode step, and TPOT."""
+
+    pf_step: Any
+    pf_overhead: Any
+    wave_step: Any
+    dec_step: Any
+    tpot: Any
+
+
+@dataclass(frozen=True)
+class TtftQueue:
+    """What a new request queues behind (numpy-broadcasting): c requests, `cap` of them running, osl, dp ranks; a
+    wave prefilled `per_step` = k per step, `in_step` = min(k, ⌈c_eff/dp⌉) in the wave's step, `lockstep` 1.0 where
+    waves stay synchronised; `n_mla` / `n_lin` layers whose prefill pays a per-layer set-up."""
+
+    c: Any
+    cap: Any
+    osl: Any
+    dp: Any
+    per_step: Any
+    in_step: Any
+    lockstep: Any
+    n_mla: Any = 0
+    n_lin: Any = 0
+
+    @classmethod
+    def of(cls, p: ServingParts) -> TtftQueue:
+        return cls(p.concurrency, p.cap, p.osl, p.dp, p.per_step, p.in_step, p.lockstep, p.n_mla, p.n_lin)
+
+
+@dataclass(frozen=True)
+class TtftEfficiency:
+    """The efficiency fields TTFT reads (Efficiency's, scalars or per-candidate arrays)."""
+
+    prefill_eff: Any = 1.0
+    prefill_overhead_s: Any = 0.0
+    queue_frac: Any = 0.0  # Efficiency.ttft_queue_frac
+    mla_prefill_layer_s: Any = 0.0
+    linear_prefill_layer_s: Any = 0.0
+
+    @classmethod
+    def of(cls, eff: Efficiency) -> TtftEfficiency:
+        return cls(eff.prefill_eff, eff.prefill_overhead_s, eff.ttft_queue_frac, eff.mla_prefill_layer_s,
+                   eff.linear_prefill_layer_s)
+
+
+def ttft_s(t: TtftTimes, q: TtftQueue, e: TtftEfficiency) -> Any:
+    """TTFT (s) from its parts (formula in the module docstring); numpy-broadcasting in every field so the
+    efficiency fit can evaluate many candidate constants at once."""
+    ce = np.minimum(q.c, q.cap)
+    t_pf = (t.pf_step / e.prefill_eff + e.prefill_overhead_s + q.n_mla * e.mla_prefill_layer_s
+            + q.n_lin * e.linear_prefill_layer_s)
+    t_marg = (t.pf_step - t.pf_overhead) / e.prefill_eff
+    u = t.wave_step / e.prefill_eff / q.in_step  # one request's share of a wave's prefill step (its overhead included)
+    share = q.lockstep + (1.0 - q.lockstep) * e.queue_frac
+    ttft = t_pf + t.dec_step + share * (u * (wave_wait(ce / q.dp, q.per_step) + 1.0) - t_marg)
+    over = np.maximum(q.c - q.cap, 0.0) / q.cap
+    return ttft + over * (ttft + (q.osl - 1) * t.tpot)
 
 
 @dataclass(frozen=True)
@@ -195,10 +242,8 @@ def combine_serving(p: ServingParts, eff: Efficiency) -> dict[str, np.ndarray]:
     share = p.mixed * eff.prefill_interference * ((1.0 - p.lockstep) * (ce - 1.0) / (p.osl * p.dp) + p.lockstep * lock_share)
     terms = {k: dec[k] + share * _marginal(pf, k) / eff.prefill_eff for k in TERMS}
     tpot = sum((terms[k] for k in TERMS), np.zeros_like(ce))
-    ttft = ttft_s(pf["step"], pf["overhead"], dec["step"], p.concurrency, p.cap, tpot, p.osl, p.dp, eff.prefill_eff,
-                  eff.prefill_overhead_s, eff.ttft_queue_frac, wave["step"], wave["overhead"], p.per_step, p.in_step,
-                  p.lockstep, p.n_mla, eff.mla_prefill_layer_s,
-                  p.n_lin, eff.linear_prefill_layer_s)
+    ttft = ttft_s(TtftTimes(pf["step"], pf["overhead"], wave["step"], dec["step"], tpot), TtftQueue.of(p),
+                  TtftEfficiency.of(eff))
     out = {"tpot_s": tpot, "ttft_s": ttft, "batch": ce, "step": dec["step"], "floor": dec["floor"],
            "pf_step": pf["step"], "pf_overhead": pf["overhead"],
            "interference_share": share / eff.prefill_eff}  # prefills per decode step, times the marginal terms
