@@ -83,6 +83,12 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
                    "with its client settings and compare every metric it has. Server settings (max_num_seqs, "
                    "max_num_batched_tokens, max_model_len, kv_cache_tokens) from FILE.server.toml when present; "
                    "flags override it.")
+@click.option("--prefix-hit-rate", type=float, default=0.0, show_default=True,
+              help="Prefix caching: the share of each prompt found in the KV cache (0–1; whole KV blocks, at most "
+                   "all but the last token), e.g. the rate the engine's /metrics shows.")
+@click.option("--workload", "workload", default=None,
+              help="random (default) | shared-prefix:LEN: every prompt starts with the same LEN tokens, computed "
+                   "once and held once in the KV cache (prefix caching on).")
 @click.option("--metrics", "metrics_file", type=click.Path(path_type=Path), default=None,
               help="A Prometheus text scrape of the engine's /metrics (vLLM vllm:*, SGLang sglang:*; curl "
                    "HOST:PORT/metrics > FILE after the run): its measured TTFT, queue, prefill, decode, ITL and "
@@ -94,8 +100,8 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_file: Path | None,
              range_ratio: float | None, range_convention: str, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
-             replay_file: Path | None, compare_file: Path | None, metrics_file: Path | None,
-             measured: tuple[str, ...], out: Output, **kw: Any) -> None:
+             replay_file: Path | None, compare_file: Path | None, prefix_hit_rate: float, workload: str | None,
+             metrics_file: Path | None, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
     --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
     the model's at --concurrency, else at the first measured concurrency)."""
@@ -103,8 +109,11 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
     from servescope.simulate import simulate as run_simulation
+    from servescope.simulate.prefix import check_hit_rate, parse_workload
     from servescope.validation.benchio import read_lengths
 
+    shared_prefix = parse_workload(workload)
+    check_hit_rate(prefix_hit_rate)
     sc = _scenario(kw)
     metrics = _read_metrics(metrics_file)
     if metrics is not None and concurrency is None and arrival == "closed" and compare_file is None:
@@ -141,7 +150,8 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     range_ratio = 1.0 if range_ratio is None or range_convention == "vllm" else range_ratio
     with _progress(out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
-                             kv, progress, memory_limit(), time_limit_s=MAX_RUN_S)
+                             kv, progress, memory_limit(), time_limit_s=MAX_RUN_S, prefix_hit_rate=prefix_hit_rate,
+                             shared_prefix_tokens=shared_prefix)
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     if level is not None:

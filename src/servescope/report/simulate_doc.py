@@ -41,6 +41,9 @@ def run_dict(res: SimResult) -> dict[str, Any]:
         "settings": res.settings,
         "timeline": res.timeline,
         "warnings": list(res.warnings),
+        **({"prefix_cache": {"prefix_hit_rate": res.settings.get("prefix_hit_rate", 0.0),
+                             "shared_prefix_tokens": res.settings.get("shared_prefix_tokens", 0), **res.prefix}}
+           if res.prefix else {}),
     }
 
 

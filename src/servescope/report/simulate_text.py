@@ -42,6 +42,12 @@ def render_run(title: str, doc: dict[str, Any], console: Console) -> None:
                   "on average")
     console.print(_latency_table(doc))
     console.print(_over_time(doc))
+    if doc.get("prefix_cache"):
+        pc = doc["prefix_cache"]
+        how = (f"a shared prefix of {pc['shared_prefix_tokens']:,} tokens" if pc["shared_prefix_tokens"]
+               else f"hit rate {pc['prefix_hit_rate']:.2f}")
+        console.print(f"prefix cache ({how}): {pc['cached_frac']:.1%} of prompt tokens found cached; prefill "
+                      f"{pc['mean_prefill_tokens']:,.0f} of {pc['mean_prompt_tokens']:,.0f} tokens per request")
     for w in doc["warnings"]:
         console.print(f"[yellow]note[/yellow] {w}")
 

@@ -5,7 +5,9 @@ record, specs.engines — engine, release and GPU memory, a source per value —
 blocks with preemption by recompute, a benchmark client (closed loop / Poisson / burst, workload.py), each step
 timed by the analytical step model for its exact composition (stepcost.py, the one adapter to perfmodel.step), then
 percentiles and a timeline (metrics.py).
-What it does not: model the network or the HTTP server, prefix caching, speculative decoding, disaggregated
+Prefix caching (prefix.py): a hit rate or a shared prefix skips whole KV blocks of prefill; shared blocks are
+counted once.
+What it does not: model the network or the HTTP server, KV offload, speculative decoding, disaggregated
 prefill/decode, or several engine instances behind a router.
 
     res = simulate(Scenario.build(...), arrival="closed", concurrency=64, num_prompts=1000)
@@ -15,7 +17,7 @@ prefill/decode, or several engine instances behind a router.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,7 @@ from servescope.simulate.budget import check_memory, check_time, run_shape
 from servescope.simulate.engine import EngineConfig, scheduler_config
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
+from servescope.simulate.prefix import check_hit_rate
 from servescope.simulate.workload import (
     Arrival,
     Workload,
@@ -65,6 +68,8 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
     knobs = {k: v for k, v in asdict(cfg).items() if k != "sources"}
     settings: dict[str, object] = {"engine": knobs, "arrival": wl.arrival.label(), "concurrency": wl.max_in_flight,
                 "num_prompts": wl.n, "mean_isl": float(np.mean(wl.isl)), "mean_osl": float(np.mean(wl.osl))}
+    if wl.prefix_hit_rate or wl.shared_prefix_tokens:
+        settings.update(prefix_hit_rate=wl.prefix_hit_rate, shared_prefix_tokens=wl.shared_prefix_tokens)
     return summarise(raw, settings)
 
 
@@ -72,8 +77,10 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
              lengths: tuple[np.ndarray, np.ndarray] | None = None, range_ratio: float = 1.0, seed: int = 0,
              engine: EngineConfig | None = None, kv_cache_tokens: int | None = None,
              progress: Progress | None = None, memory_limit_bytes: int | None = None,
-             time_limit_s: float | None = None) -> SimResult:
-    """One simulated benchmark run. Lengths: the given (isl, osl) arrays (cycled), else sc.isl/sc.osl, drawn
+             time_limit_s: float | None = None, prefix_hit_rate: float = 0.0,
+             shared_prefix_tokens: int = 0) -> SimResult:
+    """One simulated benchmark run, with prefix caching at a hit rate or a prefix every prompt shares (prefix.py).
+     Lengths: the given (isl, osl) arrays (cycled), else sc.isl/sc.osl, drawn
     uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory and time are estimated
     before any per-request array exists (simulate.budget; `burst:1000000000` is refused here, not by NumPy; a run
     estimated above `time_limit_s` too)."""
@@ -92,7 +99,8 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
     check_time(shape, time_limit_s)
     if lengths is None:
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
-    wl = build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed)
+    wl = replace(build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed),
+                 prefix_hit_rate=check_hit_rate(prefix_hit_rate), shared_prefix_tokens=int(shared_prefix_tokens))
     return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s)
 
 

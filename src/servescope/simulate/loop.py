@@ -5,7 +5,8 @@ and, with a cap, a free in-flight slot: a finished request frees its slot at the
 it), requests become schedulable `setup_s` after they are sent (stepcost.py), the scheduler picks the step's
 composition (scheduler.py), the step takes the model's time for that composition (stepcost.py), and tokens are
 emitted at the step's end. With nothing to run the clock jumps to the next send.
-Recorded per request: sent, first scheduled, first token, last token, finish, preemptions; the pooled
+Recorded per request: sent, first scheduled, first token, last token, finish, preemptions, prefill tokens and
+prefix-cache hits (prefix.py); the pooled
 inter-token gaps; per step: time, running, queued, KV blocks in use, tokens.
 What it does not: summarise (metrics.py) or pick defaults (engine.py).
 """
@@ -27,6 +28,7 @@ from servescope.perfmodel.memory import (
 from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
+from servescope.simulate.prefix import PrefixCache
 from servescope.simulate.scheduler import SchedState
 from servescope.simulate.stepcost import StepCost
 from servescope.simulate.workload import Workload
@@ -58,6 +60,8 @@ class RawRun:
     total_blocks: int
     block_size_tokens: int
     setup_s: float = 0.0  # front end per request (stepcost.setup_s): sent → schedulable
+    prefill_tokens: np.ndarray | None = None  # per request: tokens run through prefill (recompute included)
+    cached_tokens: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache (None: off)
 
 
 def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
@@ -133,7 +137,8 @@ class _Loop:
 
     def __init__(self, sc: Scenario, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None):
         self.wl, self.progress, self.cfg = wl, progress, cfg
-        self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)))
+        prefix = PrefixCache(wl.isl, cfg.block_size_tokens, wl.prefix_hit_rate, wl.shared_prefix_tokens)
+        self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)), prefix)
         max_tokens = max(self.st.budget, self.st.max_seqs) + 1
         longest = int((wl.isl + wl.osl).max())
         reach = step_tokens(self.st.budget, self.st.max_seqs, wl.n, longest) + 1  # no step carries more tokens
@@ -241,4 +246,5 @@ class _Loop:
             step_waiting=r[:, 3].astype(np.int64), step_tokens=r[:, 4].astype(np.int64),
             step_kv_blocks=r[:, 5].astype(np.int64), total_blocks=st.total_blocks,
             block_size_tokens=self.cfg.block_size_tokens, setup_s=self.cost.setup_s,
+            prefill_tokens=st.prefilled.copy(), cached_tokens=None if st.pc is None else st.pc.cached.copy(),
         )

@@ -75,6 +75,7 @@ class SimResult:
     warnings: tuple[str, ...] = ()
     boundaries: dict[str, Stats] = field(default_factory=dict)  # queue, prefill, decode, ttft, itl, e2e (above)
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)  # per boundary
+    prefix: dict[str, float] = field(default_factory=dict)  # prefix caching: prompt / prefill / cached tokens
 
 
 def per_request(raw: RawRun) -> dict[str, np.ndarray]:
@@ -91,6 +92,17 @@ def boundary_samples(raw: RawRun) -> dict[str, np.ndarray]:
     return {"ttft": r["ttft"], "queue": np.maximum(raw.first_sched_s - raw.sent_s - raw.setup_s, 0.0),
             "prefill": raw.first_token_s - raw.first_sched_s, "decode": raw.finish_s - raw.first_token_s,
             "itl": raw.itl_s, "tpot": r["tpot"], "e2e": r["e2e"]}
+
+
+def prefix_summary(raw: RawRun) -> dict[str, float]:
+    """Mean prompt, prefill (recompute included) and cached tokens per request, and the cached share of the
+    prompt tokens; empty when prefix caching was off."""
+    if raw.cached_tokens is None or raw.prefill_tokens is None:
+        return {}
+    prompt = float(raw.isl.sum())
+    return {"mean_prompt_tokens": float(raw.isl.mean()), "mean_prefill_tokens": float(raw.prefill_tokens.mean()),
+            "mean_cached_tokens": float(raw.cached_tokens.mean()),
+            "cached_frac": float(raw.cached_tokens.sum()) / prompt if prompt else 0.0}
 
 
 def queueing(raw: RawRun) -> Queueing:
@@ -137,7 +149,7 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         max_step_s=float(raw.step_dur_s.max()) if len(raw.step_dur_s) else 0.0,
         kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
         settings=dict(settings or {}), warnings=tuple(warnings),
-        boundaries={k: Stats.of(v) for k, v in samples.items()}, samples=samples,
+        boundaries={k: Stats.of(v) for k, v in samples.items()}, samples=samples, prefix=prefix_summary(raw),
     )
 
 

@@ -28,6 +28,7 @@ from collections import deque
 import numpy as np
 
 from servescope.simulate.engine import EngineConfig
+from servescope.simulate.prefix import PrefixCache
 
 CLIP_NEW_TOKENS = 4096  # SGLang schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATION: output reserved per request
 
@@ -35,8 +36,13 @@ CLIP_NEW_TOKENS = 4096  # SGLang schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATI
 class SchedState:
     """Mutable state of every request (arrays indexed by request id) plus the running list and the queue."""
 
-    def __init__(self, isl: np.ndarray, osl: np.ndarray, total_blocks: int, cfg: EngineConfig, dp: int):
+    def __init__(self, isl: np.ndarray, osl: np.ndarray, total_blocks: int, cfg: EngineConfig, dp: int,
+                 prefix: PrefixCache | None = None):
         n = len(isl)
+        # prefix caching (prefix.py): hits on admission, shared blocks counted once; off = shared blocks referenced
+        self.pc = prefix if prefix is not None and prefix.enabled else None
+        self.off = self.pc.off if self.pc is not None else np.zeros(n, dtype=np.int64)
+        self.prefilled = np.zeros(n, dtype=np.int64)  # prompt (and recomputed) tokens run through prefill
         self.cfg, self.bs = cfg, cfg.block_size_tokens
         self.max_seqs = cfg.max_num_seqs * dp
         self.budget = cfg.max_num_batched_tokens * dp
@@ -113,7 +119,7 @@ class SchedState:
         """Allocate blocks for n tokens of each running request; preempt from the tail until they fit.
         Returns whether anything was preempted (self.run shrinks; n's prefix stays aligned with it)."""
         run = self.run
-        need = np.maximum(self._blocks_for(self.computed[run] + n) - self.blocks[run], 0)
+        need = np.maximum(self._blocks_for(self.computed[run] + n) - self.blocks[run] - self.off[run], 0)
         total = int(need.sum())
         preempted = False
         while total > self.free_blocks and len(run) > 1:
@@ -130,7 +136,7 @@ class SchedState:
         return preempted
 
     def _fit_kv_subset(self, ids: np.ndarray, n: np.ndarray) -> None:
-        need = np.maximum(self._blocks_for(self.computed[ids] + n) - self.blocks[ids], 0)
+        need = np.maximum(self._blocks_for(self.computed[ids] + n) - self.blocks[ids] - self.off[ids], 0)
         take = int(need.sum())
         if take <= self.free_blocks:
             self.blocks[ids] += need
@@ -145,7 +151,7 @@ class SchedState:
             self.free_blocks -= k
 
     def _preempt(self, i: int) -> None:
-        self.free_blocks += int(self.blocks[i])
+        self.free_blocks += int(self.blocks[i]) + (self.pc.leave(i) if self.pc is not None else 0)
         self.blocks[i] = 0
         self.computed[i] = 0
         self.preemptions[i] += 1
@@ -171,17 +177,21 @@ class SchedState:
         future = self.ratio * float(left.sum()) / self.bs  # blocks held back for the running requests' output
         while self.waiting and budget > 0 and len(admitted) < room:
             i = self.waiting[0]
-            pend = int(self.prompt[i] + self.generated[i] - self.computed[i])
+            hit, off, claim = self.pc.hit(i) if self.pc is not None and not self.computed[i] else (0, 0, 0)
+            pend = int(self.prompt[i] + self.generated[i] - self.computed[i]) - hit
             chunk = min(pend, budget) if self.cfg.chunked_prefill else (pend if pend <= budget else 0)
             if chunk <= 0:
                 break
-            want = int(self.prompt[i] + self.out[i]) if reserve else int(self.computed[i]) + chunk
-            need = int(-(-want // self.bs)) - int(self.blocks[i])
+            want = int(self.prompt[i] + self.out[i]) if reserve else int(self.computed[i]) + hit + chunk
+            need = int(-(-want // self.bs)) - int(self.blocks[i]) - off + claim
             own = self.ratio * float(min(self.out[i] - self.generated[i], CLIP_NEW_TOKENS)) / self.bs
             if need > self.free_blocks or (need + future + own > self.free_blocks and (len(self.run) or admitted)):
                 break
             future += own
             self.waiting.popleft()
+            if self.pc is not None and not self.computed[i]:
+                self.computed[i] = hit
+                self.pc.admitted(i, hit, off, claim)
             self.blocks[i] += need
             self.free_blocks -= need
             admitted.append(i)
@@ -195,7 +205,11 @@ class SchedState:
     def advance(self, ids: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Apply a step: computed += n. Returns (ids that emitted a token, ids that finished); finished ones
         leave the running list and free their blocks."""
+        pend = self.prompt[ids] + self.generated[ids] - self.computed[ids]
+        self.prefilled[ids] += np.where((self.generated[ids] == 0) | (pend > 1), n, 0)
         self.computed[ids] += n
+        if self.pc is not None:
+            self.pc.computed_prefix(ids, self.computed, self.prompt, self.blocks)
         self.decay(1)
         emit = ids[self.computed[ids] == self.prompt[ids] + self.generated[ids]]
         self.generated[emit] += 1
@@ -205,6 +219,8 @@ class SchedState:
         """Finished requests among ids leave the running list and free their blocks; returns them."""
         done: np.ndarray = ids[self.generated[ids] >= self.out[ids]]
         self.freed_last = int(self.blocks[done].sum()) if len(done) else 0
+        if self.pc is not None:
+            self.freed_last += sum(self.pc.leave(int(i)) for i in done)
         if len(done):
             self.free_blocks += self.freed_last
             self.blocks[done] = 0
@@ -217,7 +233,7 @@ class SchedState:
         request i needs a new block after s_i = blocks·bs − computed − 1 more steps, then every bs steps."""
         if self.cfg.admission == "reserve_full" or k <= 1:
             return k
-        slack = self.blocks[ids] * self.bs - self.computed[ids] - 1
+        slack = (self.blocks[ids] + self.off[ids]) * self.bs - self.computed[ids] - 1
 
         def extra(steps: int) -> int:  # blocks needed beyond those held to run `steps` steps
             over = steps - 1 - slack
@@ -234,7 +250,7 @@ class SchedState:
         Returns the ids that finished."""
         c = self.computed[ids] + k
         if self.cfg.admission != "reserve_full":
-            need = np.maximum(-(-c // self.bs) - self.blocks[ids], 0)
+            need = np.maximum(-(-c // self.bs) - self.blocks[ids] - self.off[ids], 0)
             self.blocks[ids] += need
             self.free_blocks -= int(need.sum())
         self.computed[ids] = c

@@ -7,6 +7,7 @@ Arrivals (client side, as `vllm bench serve` / `sglang.bench_serving` send them)
   burst:N     N requests at t = 0, no cap (request rate inf, no --max-concurrency)
 Lengths: fixed (isl, osl); uniform with a range ratio r (each length drawn from [r·len, len], as the benchmarks'
 `--random-range-ratio`); or given as arrays (a file of `isl,osl` lines: validation.benchio.read_lengths).
+Prefix reuse: a hit rate or a prefix every prompt shares (the workload's fields; prefix.py prices them).
 What it does not: run anything (loop.py).
 """
 
@@ -54,6 +55,8 @@ class Workload:
     osl: np.ndarray
     max_in_flight: int | None
     arrival: Arrival
+    prefix_hit_rate: float = 0.0  # prefix caching (prefix.py): share of each prompt found cached, in whole blocks
+    shared_prefix_tokens: int = 0  # ... or tokens every prompt shares (`--workload shared-prefix:LEN`)
 
     @property
     def n(self) -> int:
