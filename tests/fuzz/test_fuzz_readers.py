@@ -583,3 +583,12 @@ def test_plan_file_applied_not_a_list(tmp_path: Path, plan_and_log: tuple[Path, 
     doc["applied"] = value
     path = _file(tmp_path, "plan.json", json.dumps(doc))
     assert read_plan(path).applied == ()
+
+
+def test_model_config_with_an_integer_over_4300_digits(tmp_path: Path) -> None:
+    """`--model config.json` caught JSONDecodeError and RecursionError, not the ValueError of a 5,000-digit int."""
+    doc = json.loads((Path(__file__).parents[1] / "data/planner/openai--gpt-oss-20b_config.json").read_text())
+    text = json.dumps(doc).replace(f'"num_hidden_layers": {doc["num_hidden_layers"]}',
+                                   '"num_hidden_layers": 1' + "0" * 5000)
+    path = _file(tmp_path, "config.json", text)
+    _refused(["model", "--model", str(path), "--gpu", "h100_sxm"], path)

@@ -438,6 +438,8 @@ def _read_json(text: str, path: str) -> dict[str, Any]:
         raise BadConfig(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:  # the json module recurses once per nesting level (the trace loader guards the same)
         raise BadConfig(f"{path}: JSON nested too deeply to read (over ~1,000 levels); not a model config") from None
+    except ValueError as e:  # an integer of over 4,300 digits (int conversion limit); never a model config
+        raise BadConfig(f"{path}: not a model config ({str(e).split(';')[0]})") from None
     if not isinstance(data, dict):
         raise BadConfig(f"{path}: top level is not a JSON object")
     return data
