@@ -151,7 +151,7 @@ def test_decode_step_under_cuda_graphs() -> None:
     assert cal.knobs["moe"] == "moe_bw_eff"  # decode: the bandwidth knob first
     p = plan(sc, concurrency=32, calibration=cal)
     assert p.uncertainty == pytest.approx(0.3)  # one decode step: fitted, not validated
-    step_s = p.baseline.step.step_time_s - p.baseline.step.class_time_s["other"]  # GPU part, no CPU time
+    step_s = p.baseline.step.step_time_s - p.baseline.step.class_time_s["host"]  # GPU part, no CPU time
     assert step_s == pytest.approx(step.gpu_span_us / 1e6, rel=0.05)
     with pytest.raises(PlanError, match="world size 1"):
         calibrate(b, Scenario.build(str(GPT_OSS_20B), "mi300x", tp=2, quant="native", efficiency=Efficiency()))

@@ -30,7 +30,7 @@ def _evidence(saved_share: float = 0.5, gemm_us: float = 1000.0) -> KernelEviden
 def test_the_adjustment_gives_back_the_measured_share_of_the_class() -> None:
     ev = _evidence(0.5)
     assert fractions(ev) == (("decode", "gemm", 0.5),)
-    view = StepView(0.010, {"weights": 0.006, "compute": 0.002, "overhead": 0.002}, {"gemm": 0.006, "norm": 0.002},
+    view = StepView(0.010, {"weights": 0.006, "compute": 0.002, "overhead": 0.002}, {"gemm": 0.006, "kernel_overhead": 0.002},
                     {}, "weights", 0.005)
     after = KernelTuning(fractions(ev))(None, view)  # type: ignore[arg-type]
     assert after.class_time_s["gemm"] == pytest.approx(0.003) and after.step_time_s == pytest.approx(0.007)

@@ -119,7 +119,7 @@ class FigureFit:
 
     def class_multipliers(self) -> dict[str, float]:
         """Decode level per kernel class: 1 (the knobs are in the scenario)."""
-        return {c: 1.0 for c in (COMM, "gemm", "moe", "attention", "norm", "other")}
+        return {c: 1.0 for c in (COMM, "gemm", "moe", "attention", "kernel_overhead", "host")}
 
     def measured_at(self, concurrency: int) -> MeasuredPoint | None:
         """The measured point at this concurrency when the calibration reproduces it (its figures within

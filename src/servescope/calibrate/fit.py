@@ -51,10 +51,10 @@ class StepPricer:
 
 
 def step_classes(pred: StepPrediction) -> dict[str, float]:
-    """Model seconds per class as a trace sees them: the per-step CPU time (perfmodel class `other`: scheduler,
+    """Model seconds per class as a trace sees them: the per-step CPU time (perfmodel class `host`: scheduler,
     sampling) happens between GPU spans, so it is left out of `overhead` and `step`."""
     out = {c: float(pred.class_time_s.get(c, 0.0)) for c in CLASSES[:4]}
-    cpu = float(pred.class_time_s.get("other", 0.0))
+    cpu = float(pred.class_time_s.get("host", 0.0))
     out["overhead"] = max(0.0, float(pred.terms_s.get("overhead", 0.0)) - cpu)
     out["step"] = float(pred.step_time_s) - cpu
     return out

@@ -85,6 +85,8 @@ from servescope.perfmodel.step_terms import (
     weights_parts,
 )
 from servescope.perfmodel.step_types import (
+    HOST,
+    KERNEL_OVERHEAD,
     TERMS,
     Arr,
     ArrayLike,
@@ -99,7 +101,7 @@ from servescope.perfmodel.step_types import (
 if TYPE_CHECKING:
     from servescope.perfmodel.deployment import Deployment
 
-__all__ = ["MLA_PREFILL_PATH_KERNELS_PER_LAYER", "TERMS", "CollParts", "CollectiveCost", "StepParts",
+__all__ = ["HOST", "KERNEL_OVERHEAD", "MLA_PREFILL_PATH_KERNELS_PER_LAYER", "TERMS", "CollParts", "CollectiveCost", "StepParts",
            "StepPrediction", "collective_costs", "combine_step", "decode_step", "dispatch_mode", "map_parts",
            "measured_attention", "model_for", "moe_curve_over_roofline", "moe_imbalance", "per_scenario",
            "prefill_step", "public_name", "stack_parts", "step_arrays", "step_parts", "verify_as_prefill"]
@@ -148,7 +150,7 @@ def _to_prediction(sc: Deployment, p: StepParts, batch: int, ctx: int, kind: str
     a = combine_step(p, sc.efficiency)
     terms = {k: float(a[k].ravel()[0]) for k in TERMS}
     classes = {k: float(a[k].ravel()[0]) for k in ("gemm", "moe", "attention", "communication")}
-    classes.update({"norm": float(a["kernels"].ravel()[0]), "other": float(a["cpu"].ravel()[0])})
+    classes.update({KERNEL_OVERHEAD: float(a["kernels"].ravel()[0]), HOST: float(a["cpu"].ravel()[0])})
     return StepPrediction(
         step_time_s=float(a["step"].ravel()[0]), terms_s=terms, dominant=max(terms, key=lambda k: terms[k]),
         collectives=collective_costs(p, a), floor_s=float(a["floor"].ravel()[0]), class_time_s=classes,

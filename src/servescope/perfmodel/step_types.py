@@ -11,6 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 TERMS = ("weights", "kv", "compute", "communication", "overhead", "indexer", "recurrent")
+# The step's time by model class (`StepPrediction.class_time_s`): the kernel classes the model prices (gemm, moe,
+# attention, communication; a trace's classes of the same names), the per-kernel launch / graph-replay overhead
+# and MoE routing kernels (KERNEL_OVERHEAD: a trace's small kernels, norms among them, and its launch gaps), and
+# the per-step host (CPU) time the GPU does not hide (HOST: between a trace's GPU spans). They sum to the step.
+KERNEL_OVERHEAD, HOST = "kernel_overhead", "host"
+STEP_CLASSES = ("gemm", "moe", "attention", "communication", KERNEL_OVERHEAD, HOST)
 Arr = np.ndarray
 ArrayLike = float | int | Arr | list[int] | list[float]
 
@@ -29,7 +35,7 @@ class StepPrediction:
     dominant: str
     collectives: dict[str, CollectiveCost]
     floor_s: float
-    class_time_s: dict[str, float]  # trace kernel classes: gemm, moe, attention, communication, norm, other
+    class_time_s: dict[str, float]  # STEP_CLASSES; they add up to step_time_s
     batch: int
     tokens: int  # tokens processed in the step (all dp ranks)
     context_len: int

@@ -141,11 +141,11 @@ class Plan:
     @property
     def dominant_class(self) -> str:
         """Largest kernel class of the baseline step: gemm, moe, attention, communication, or overhead (the
-        perfmodel's launch gaps, class `norm`, plus its per-step CPU time, class `other`)."""
+        perfmodel's kernel overhead, class `kernel_overhead`, plus its per-step CPU time, class `host`)."""
         classes = dict(self.baseline.step.class_time_s)
         if not classes:
             return self.baseline.step.dominant
-        classes["overhead"] = classes.pop("norm", 0.0) + classes.pop("other", 0.0)
+        classes["overhead"] = classes.pop("kernel_overhead", 0.0) + classes.pop("host", 0.0)
         return max(classes, key=lambda k: classes[k])
 
     def track(self, kind: str) -> Track:

@@ -140,7 +140,7 @@ class NormFusion:
         if ar is None or ar.calls_per_step == 0:
             return view
         per_call = sc.efficiency.kernel_overhead_s + self.norm_call_s
-        return view.shifted("overhead", -per_call * ar.calls_per_step, cls="norm")
+        return view.shifted("overhead", -per_call * ar.calls_per_step, cls="kernel_overhead")
 
 
 def custom_allreduce_track(ctx: Context) -> Proposal:

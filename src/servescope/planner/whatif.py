@@ -313,7 +313,7 @@ class Evaluator:
 
         def step(scen: Scenario, b: int, tokens_per_seq: int) -> tuple[float, float]:
             view = self.step(scen, b, tokens_per_seq, fns)
-            return view.step_time_s, view.class_time_s.get("other", 0.0)
+            return view.step_time_s, view.class_time_s.get("host", 0.0)
 
         return iteration(sc, self._draft_of(spec, sc), batch, spec.shape, step)
 
@@ -345,7 +345,7 @@ class Evaluator:
                   context_len: float | None = None) -> float:
         """GPU-visible seconds of one measured-like step (prefill of `tokens`, or decode of `batch` sequences)
         under the what-ifs' scenario changes and step adjustments (speculation does not apply to one step).
-        The model's per-step CPU time (class `other`) is left out, as a trace's GPU span leaves it out."""
+        The model's per-step CPU time (class `host`) is left out, as a trace's GPU span leaves it out."""
         sc = self.scenario_of(whatifs)
         if kind == "prefill":
             pred = self.model.prefill(sc, tokens, batch=batch)
@@ -356,7 +356,7 @@ class Evaluator:
         view = StepView.of(pred)
         for fn in (*self.base_adjusts, *(w.adjust for w in (*self.applied, *whatifs) if w.adjust is not None)):
             view = fn(sc, view)
-        return view.step_time_s - view.class_time_s.get("other", 0.0)
+        return view.step_time_s - view.class_time_s.get("host", 0.0)
 
     def objective_value(self, whatifs: tuple[WhatIf, ...]) -> Outcome:
         """TPOT objective: the outcome at `concurrency`. Throughput: the best concurrency whose TPOT stays
