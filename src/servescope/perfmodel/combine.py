@@ -7,6 +7,7 @@ What it does not: build parts (step.py) or know about scenarios.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     out = {"coll:" + name: c.latency_s * lat + c.bandwidth_s / bws for name, c in p.colls.items()}
     comm = p.coll_latency_s * lat + p.coll_bandwidth_s / bws
     kern = kernel_overhead(p, eff, k)
-    cpu = eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * p.batch
+    cpu = host_cpu_s(eff, p.batch)
     w = np.where(k.m_gemm >= k.c_gemm, k.m_gemm, 0.0) + np.where(k.m_moe >= k.c_moe, k.m_moe, 0.0)
     kv = np.where(k.m_attn >= k.c_attn, k.m_attn, 0.0)
     comp = (np.where(k.m_gemm < k.c_gemm, k.c_gemm, 0.0) + np.where(k.m_moe < k.c_moe, k.c_moe, 0.0)
@@ -49,9 +50,7 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
     eager = eager_launches(p, eff, gpu)
     kern, gpu = kern + eager, gpu + eager
     cpu_raw = cpu
-    # overlapped: the exposed share, plus what of the rest the GPU step is too short to hide
-    exposed = eff.overlap_exposed_frac * cpu
-    cpu = np.where(p.overlap > 0.5, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
+    cpu = exposed_host_s(cpu, gpu, p.overlap > 0.5, eff.overlap_exposed_frac)
     over = kern + cpu
     out.update({
         "step": gpu + cpu, "weights": w, "kv": kv, "compute": comp,
@@ -65,6 +64,24 @@ def combine_step(p: StepParts, eff: Efficiency) -> dict[str, Arr]:
         "marginal:compute": k.c_gemm + k.c_moe + np.where(k.m_attn < k.c_attn, k.c_attn, 0.0),
         "marginal:kv": kv, "marginal:communication": p.coll_bandwidth_s / bws,
     })
+    return out
+
+
+def host_cpu_s(eff: Efficiency, batch: Any) -> Any:
+    """Host (CPU) seconds of one engine step of `batch` sequences (all dp ranks): cpu_overhead_s +
+    cpu_overhead_per_seq_s · batch (scheduler, sampling, detokenise; fitted: specs/data/efficiency.toml). The one
+    scheduling cost between steps, charged by the closed form here and by the simulation (simulate/stepcost.py)."""
+    return eff.cpu_overhead_s + eff.cpu_overhead_per_seq_s * batch
+
+
+def exposed_host_s(cpu: Any, gpu: Any, overlap: Any, exposed_frac: float) -> Arr:
+    """The seconds of host time `cpu` a step adds to its GPU time `gpu`: all of it, or, where the engine prepares
+    the next step on the CPU while the GPU runs this one (`overlap`: Scenario.overlaps_cpu, the engine record's
+    overlap.enabled), the exposed share f · cpu plus what of the rest the GPU step is too short to hide:
+    f·cpu + max((1 − f)·cpu − gpu, 0), f = exposed_frac (overlap_exposed_frac, fitted). Shared with
+    simulate/stepcost.py."""
+    exposed = exposed_frac * cpu
+    out: Arr = np.where(overlap, exposed + np.maximum(cpu - exposed - gpu, 0.0), cpu)
     return out
 
 

@@ -146,7 +146,7 @@ class _Loop:
         if cfg.decode_level != 1.0:  # a measured decode level: decode tables and the step's CPU time × it
             c, lv = self.cost, cfg.decode_level
             c.tok_dec_s, c.attn1 = c.tok_dec_s * lv, c.attn1 * lv
-            c.cpu_s, c.cpu_per_seq_s = c.cpu_s * lv, c.cpu_per_seq_s * lv
+            c.host_scale = lv
         self.cl = _Client(wl, self.cost.setup_s)
         n = wl.n
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)

@@ -22,7 +22,8 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
                launched once per forward pass, whatever the number of prompts batched in it)
   cpu(b)       cpu_overhead_s + cpu_overhead_per_seq_s · b; on an engine that overlaps scheduling with execution
                (specs.engines overlap.enabled) f·cpu(b) + max((1 − f)·cpu(b) − the step's GPU time, 0),
-               f = overlap_exposed_frac (step.py)
+               f = overlap_exposed_frac: perfmodel.combine's host_cpu_s and exposed_host_s themselves (issue 29.6:
+               one definition of the scheduling cost between steps for the closed form and the simulation)
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step (under attention-DP,
 the closed form's at decode_only: its busiest-rank context-spread factor, dp_balance.py, is not applied here).
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from servescope.perfmodel.combine import exposed_host_s, host_cpu_s
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.step import measured_attention, step_arrays
@@ -76,11 +78,9 @@ class StepCost:
         # decode_only turns off step.py's statistical busiest-rank factor, dp_balance.py)
         self.attn1 = _f(step_arrays(replace(sc, decode_only=True), self.dp, self.grid, 1), "attention")
         self._measured_attention_table(replace(sc, decode_only=True), top)
-        cpu1, cpu2 = (float(np.ravel(step_arrays(sc, k * self.dp, 0, 1)["cpu_raw"])[0]) for k in (1, 2))
-        self.overlap = bool(sc.overlaps_cpu)
-        self.exposed_frac = sc.efficiency.overlap_exposed_frac
-        self.cpu_per_seq_s = (cpu2 - cpu1) / self.dp
-        self.cpu_s = cpu1 - self.cpu_per_seq_s * self.dp
+        # the host time between steps: the closed form's own functions (perfmodel.combine), not a copy
+        self.eff, self.overlap = eff, bool(sc.overlaps_cpu)
+        self.host_scale = 1.0  # a measured decode level scales it with the decode tables (loop.py)
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
         # the fitted per-layer prefill set-up of MLA / linear-attention models is a per-request TTFT cost in the
         # closed form (fitted there, on TTFT): charged once per request here too, not to every step that carries a
@@ -159,14 +159,15 @@ class StepCost:
         run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b)
         return run_s
 
+    def host_s(self, gpu_s: Any, seqs: int) -> Any:
+        """The host time a step of `seqs` sequences adds to its GPU time: combine.host_cpu_s (× host_scale) exposed
+        as combine.exposed_host_s says — the closed form's functions, so both charge the same cost between steps."""
+        cpu = self.host_scale * host_cpu_s(self.eff, seqs)
+        return exposed_host_s(cpu, gpu_s, self.overlap, self.eff.overlap_exposed_frac)
+
     def _plus_cpu(self, gpu_s: Any, seqs: int) -> Any:
-        """GPU time plus the step's CPU time cpu(b), or only the part of it the GPU step cannot hide on an
-        engine that overlaps scheduling with execution (step.py)."""
-        cpu = self.cpu_s + self.cpu_per_seq_s * seqs
-        if not self.overlap:
-            return gpu_s + cpu
-        exposed = self.exposed_frac * cpu
-        return gpu_s + exposed + np.maximum(cpu - exposed - gpu_s, 0.0)
+        """GPU time plus the step's host time (host_s)."""
+        return gpu_s + self.host_s(gpu_s, seqs)
 
     def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
