@@ -88,8 +88,8 @@ def read_requests(path: str | Path) -> Requests:
     whole = _json_object(p, text, ScenarioError)
     if whole is not None:
         return _vllm_detailed(p, whole)
-    rows = _jsonl_rows(p, text) if text.lstrip().startswith("{") else _csv_rows(p, text)
-    return _from_rows(p, rows)
+    columns, n = _jsonl_columns(p, text) if text.lstrip().startswith("{") else _csv_columns(p, text)
+    return _from_columns(p, columns, n)
 
 
 def _json_object(path: Path, text: str, error: type[ScenarioError]) -> dict[str, object] | None:
@@ -169,8 +169,14 @@ def _vllm_detailed(p: Path, d: dict[str, object]) -> Requests:
     return Requests(str(p), send, isl.astype(np.int64), osl.astype(np.int64), measured, "vllm detailed result")
 
 
-def _jsonl_rows(p: Path, text: str) -> list[dict[str, object]]:
-    return [obj for _, obj in _jsonl_objects(p, text, ScenarioError)]
+_WANTED = (*_REPLAY_COLUMNS, *_MEASURED_COLUMNS)
+
+
+def _jsonl_columns(p: Path, text: str) -> tuple[dict[str, list[object]], int]:
+    """The replay columns of a JSON-lines requests file (a column is present when the first request has it), and
+    the number of requests."""
+    rows = [obj for _, obj in _jsonl_objects(p, text, ScenarioError)]
+    return ({c: [r.get(c) for r in rows] for c in _WANTED if c in rows[0]} if rows else {}), len(rows)
 
 
 def _jsonl_objects(path: Path, text: str, error: type[ScenarioError]) -> list[tuple[int, dict[str, object]]]:
@@ -183,24 +189,37 @@ def _jsonl_objects(path: Path, text: str, error: type[ScenarioError]) -> list[tu
     return out
 
 
-def _csv_rows(p: Path, text: str) -> list[dict[str, object]]:
+def _csv_columns(p: Path, text: str) -> tuple[dict[str, list[object]], int]:
+    """The replay columns of a CSV requests file, read row by row into one list per column (no dict per row:
+    a million requests hold ~3 lists of strings), and the number of requests."""
     import csv
+    import io
 
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.reader(io.StringIO(text))
     try:
-        return [dict(r) for r in reader]
+        header = [h.strip() for h in next(reader, [])]
+        where = [(c, header.index(c)) for c in _WANTED if c in header]
+        columns: dict[str, list[object]] = {c: [] for c, _ in where}
+        n = 0
+        for row in reader:
+            if not row:
+                continue
+            n += 1
+            for c, i in where:
+                columns[c].append(row[i] if i < len(row) else None)
     except csv.Error as e:  # a field over the module's 128 KB limit, a NUL: the reader stops at the line
         raise ScenarioError(f"{p}:{reader.line_num}: not a CSV row this reader takes ({e})") from None
+    return columns, n
 
 
-def _from_rows(p: Path, rows: list[dict[str, object]]) -> Requests:
-    if not rows:
+def _from_columns(p: Path, columns: dict[str, list[object]], n: int) -> Requests:
+    if not n:
         raise ScenarioError(f"{p}: no requests (expected columns {', '.join(_REPLAY_COLUMNS)})")
-    missing = [c for c in _REPLAY_COLUMNS if c not in rows[0]]
+    missing = [c for c in _REPLAY_COLUMNS if c not in columns]
     if missing:
         raise ScenarioError(f"{p}: missing columns {', '.join(missing)} (expected {', '.join(_REPLAY_COLUMNS)}"
                             f", optional {', '.join(_MEASURED_COLUMNS)})")
-    cols = {c: _column(p, rows, c) for c in (*_REPLAY_COLUMNS, *(m for m in _MEASURED_COLUMNS if m in rows[0]))}
+    cols = {c: _column(p, values, c) for c, values in columns.items()}
     isl, osl = cols["input_len"], cols["output_len"]
     _lengths_ok(p, isl, osl, ("input_len", "output_len"))
     measured = {m: cols[m] for m in _MEASURED_COLUMNS if m in cols}
@@ -208,15 +227,28 @@ def _from_rows(p: Path, rows: list[dict[str, object]]) -> Requests:
                     "requests file")
 
 
-def _column(p: Path, rows: list[dict[str, object]], name: str) -> np.ndarray:
-    out = []
-    for i, r in enumerate(rows, 1):
-        v = r.get(name)
+def _column(p: Path, values: list[object], name: str) -> np.ndarray:
+    """One column as floats (NaN where empty); ScenarioError naming the first request whose cell is no number."""
+    if values and all(type(v) is str for v in values):  # CSV text: NumPy parses it (the loop below says where not)
         try:
-            out.append(float(v) if v not in (None, "") else np.nan)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise ScenarioError(f"{p}: request {i}: {name} {v!r} is not a number") from None
-    arr = np.asarray(out, dtype=float)
+            return _bounded_column(p, np.asarray(values, dtype=float), name)
+        except ValueError:
+            pass
+    out = []
+    for i, v in enumerate(values, 1):
+        if v is None or v == "":
+            out.append(np.nan)
+            continue
+        if isinstance(v, bool) or not isinstance(v, str | int | float):
+            raise ScenarioError(f"{p}: request {i}: {name} {str(v)[:40]!r} is not a number")
+        try:
+            out.append(float(v))
+        except ValueError:
+            raise ScenarioError(f"{p}: request {i}: {name} {str(v)[:40]!r} is not a number") from None
+    return _bounded_column(p, np.asarray(out, dtype=float), name)
+
+
+def _bounded_column(p: Path, arr: np.ndarray, name: str) -> np.ndarray:
     bound = MAX_SEND_S if name == "arrival_s" else MAX_SECONDS
     if name in _REPLAY_COLUMNS and not (np.isfinite(arr).all() and (np.abs(arr) <= bound).all()):
         raise ScenarioError(f"{p}: {name} is missing, not finite or beyond {bound:.0e} in some requests")
