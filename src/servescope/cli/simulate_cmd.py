@@ -327,19 +327,10 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, measured: tupl
     n = n_gpus if n_gpus is not None else kw["tp"] * kw["dp"]
     fit = measured_fit(base, measured_figures(measured))
     concs = _int_list(concurrency)
-    restate = None
-    if fit is not None and fit.calibrated:
-        from servescope.calibrate.measured import restate_points
-
-        concs = sorted({*concs, *(p.concurrency for p in fit.points)})  # the curves pass through the points
-
-        def restate(sc: Any, points: Any) -> Any:
-            return restate_points(sc, points, fit)
-
-    def build(tp: int, ep: int, dp: int) -> Any:
-        return _scenario({**kw, "tp": tp, "ep": ep, "dp": dp, "pp": 1})
-
-    doc = sweep_document(run_sweep(build, n, concs, base.model.is_moe, restate))
+    calibrated = fit if fit is not None and fit.calibrated else None
+    if calibrated is not None:
+        concs = sorted({*concs, *(p.concurrency for p in calibrated.points)})  # the curves pass through the points
+    doc = sweep_document(run_sweep(base, n, concs, base.model.is_moe, calibrated))
     doc["scenario"] = scenario_document(base)  # the model and GPU swept (layouts vary per point)
     if fit is not None:
         from servescope.perfmodel.memory import max_concurrency
