@@ -19,7 +19,7 @@ MAX_MEMORY_ENV = "SERVESCOPE_MAX_MEMORY"  # bytes; set by `--max-memory` (inheri
 def memory_override_bytes() -> int | None:
     """The memory budget the user set (`--max-memory`, or SERVESCOPE_MAX_MEMORY in bytes), None when unset."""
     text = os.environ.get(MAX_MEMORY_ENV, "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else None
+    return int(text) if text.isdigit() and len(text) <= 19 and int(text) > 0 else None  # 19 digits: no bignum
 
 
 def available_memory_bytes() -> int | None:

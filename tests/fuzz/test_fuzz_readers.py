@@ -592,3 +592,16 @@ def test_model_config_with_an_integer_over_4300_digits(tmp_path: Path) -> None:
                                    '"num_hidden_layers": 1' + "0" * 5000)
     path = _file(tmp_path, "config.json", text)
     _refused(["model", "--model", str(path), "--gpu", "h100_sxm"], path)
+
+
+@pytest.mark.parametrize("name", ["SERVESCOPE_MAX_MEMORY", "COLUMNS"])
+def test_environment_numbers_of_5000_digits(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """An environment variable of 5,000 digits reached int() (ValueError): now read as unset."""
+    monkeypatch.setenv(name, "9" * 5000)
+    assert check_cli(["model", *LLAMA]) is None
+
+
+def test_usage_text_keeps_its_lines() -> None:
+    """Errors are escaped to one line; Click's usage text (a group without a command) keeps its line breaks."""
+    result = CliRunner().invoke(main, ["specs"])
+    assert "\\x0a" not in result.output and result.output.count("\n") > 1

@@ -132,11 +132,11 @@ def one_line_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _inert(text: str) -> str:
+def _inert(text: str, one_line: bool = True) -> str:
     """An error or warning line with control characters from inputs shown as \\xNN (report.inert), never obeyed."""
     from servescope.report.inert import terminal_safe
 
-    return terminal_safe(text, one_line=True)
+    return terminal_safe(text, one_line=one_line)
 
 
 def interrupted() -> NoReturn:
@@ -171,7 +171,7 @@ class OneLineGroup(click.Group):
         try:
             code = super().main(*args, **kwargs)
         except click.ClickException as exc:
-            click.echo(f"servescope: {_inert(exc.format_message())}", err=True)
+            click.echo(f"servescope: {_inert(exc.format_message(), one_line=False)}", err=True)  # usage: lines
             sys.exit(1)
         except click.Abort as exc:  # Click turns a KeyboardInterrupt outside a command's body into Abort
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
@@ -614,4 +614,5 @@ def _console() -> Console:
     if console.is_terminal:
         return console
     columns = os.environ.get("COLUMNS", "")
-    return FittingConsole(width=int(columns) if columns.isdigit() and int(columns) > 0 else 120)
+    return FittingConsole(width=int(columns) if columns.isdigit() and 0 < len(columns) <= 6 and int(columns) > 0
+                          else 120)

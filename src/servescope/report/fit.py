@@ -13,6 +13,7 @@ through. Does not: choose what a table shows (each renderer does) or colour anyt
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -132,6 +133,13 @@ class FittingConsole(Console):
     is inert: control characters from inputs (a kernel or file name holding ESC ]0;… BEL) are shown as `\\xNN`
     (report.inert.terminal_safe), in strings before Rich measures them and in any other segment as drawn; Rich's
     own control segments (styles, cursor moves) pass."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        env = os.environ
+        if "_environ" not in kwargs and any(len(env.get(k, "")) > 6 for k in ("COLUMNS", "LINES")):
+            # Rich int()s COLUMNS / LINES when all digits: 5,000 of them is a ValueError; such a size is unset
+            kwargs["_environ"] = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES") or len(v) <= 6}
+        super().__init__(*args, **kwargs)
 
     def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
         fitted: list[RenderableType] = [x for o in objects for x in fit(o, self)]
