@@ -89,6 +89,10 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
 @click.option("--workload", "workload", default=None,
               help="random (default) | shared-prefix:LEN: every prompt starts with the same LEN tokens, computed "
                    "once and held once in the KV cache (prefix caching on).")
+@click.option("--kv-offload", "kv_offload", default=None,
+              help="cpu:SIZE (GB; GiB or TB may be written): a host KV tier of SIZE; a request preempted for KV room "
+                   "is copied there and back over the GPU's PCIe link (its bandwidth from the GPU spec) instead of "
+                   "recomputed; the copies stall their steps. The GPU KV capacity is unchanged.")
 @click.option("--metrics", "metrics_file", type=click.Path(path_type=Path), default=None,
               help="A Prometheus text scrape of the engine's /metrics (vLLM vllm:*, SGLang sglang:*; curl "
                    "HOST:PORT/metrics > FILE after the run): its measured TTFT, queue, prefill, decode, ITL and "
@@ -101,7 +105,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
              range_ratio: float | None, range_convention: str, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
              replay_file: Path | None, compare_file: Path | None, prefix_hit_rate: float, workload: str | None,
-             metrics_file: Path | None, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
+             kv_offload: str | None, metrics_file: Path | None, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
     --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
     the model's at --concurrency, else at the first measured concurrency)."""
@@ -109,9 +113,11 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     from servescope.report.titles import scenario_title
     from servescope.simulate import engine_for
     from servescope.simulate import simulate as run_simulation
+    from servescope.simulate.offload import parse_offload
     from servescope.simulate.prefix import check_hit_rate, parse_workload
     from servescope.validation.benchio import read_lengths
 
+    offload_bytes = parse_offload(kv_offload)
     shared_prefix = parse_workload(workload)
     check_hit_rate(prefix_hit_rate)
     sc = _scenario(kw)
@@ -151,7 +157,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     with _progress(out.format == "text" or out.path is not None) as progress:
         res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
                              kv, progress, memory_limit(), time_limit_s=MAX_RUN_S, prefix_hit_rate=prefix_hit_rate,
-                             shared_prefix_tokens=shared_prefix)
+                             shared_prefix_tokens=shared_prefix, kv_offload_bytes=offload_bytes)
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     if level is not None:

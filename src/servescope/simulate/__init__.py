@@ -7,7 +7,8 @@ timed by the analytical step model for its exact composition (stepcost.py, the o
 percentiles and a timeline (metrics.py).
 Prefix caching (prefix.py): a hit rate or a shared prefix skips whole KV blocks of prefill; shared blocks are
 counted once.
-What it does not: model the network or the HTTP server, KV offload, speculative decoding, disaggregated
+KV offload (offload.py): a host tier that swaps preempted requests' KV over PCIe instead of recomputing.
+What it does not: model the network or the HTTP server, speculative decoding, disaggregated
 prefill/decode, or several engine instances behind a router.
 
     res = simulate(Scenario.build(...), arrival="closed", concurrency=64, num_prompts=1000)
@@ -27,6 +28,7 @@ from servescope.simulate.budget import check_memory, check_time, run_shape
 from servescope.simulate.engine import EngineConfig, scheduler_config
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
 from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
+from servescope.simulate.offload import offload_for
 from servescope.simulate.prefix import check_hit_rate
 from servescope.simulate.workload import (
     Arrival,
@@ -53,8 +55,10 @@ def engine_for(sc: Scenario, max_num_seqs: int | None = None, max_num_batched_to
 
 def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = None,
                       kv_cache_tokens: int | None = None, progress: Progress | None = None,
-                      memory_limit_bytes: int | None = None, time_limit_s: float | None = None) -> SimResult:
-    """Simulate a prepared workload (sc: perfmodel Scenario). kv_cache_tokens overrides the modelled KV
+                      memory_limit_bytes: int | None = None, time_limit_s: float | None = None,
+                      kv_offload_bytes: float = 0.0) -> SimResult:
+    """Simulate a prepared workload (sc: perfmodel Scenario), with a host KV tier of `kv_offload_bytes`
+    (offload.py: preemptions copy KV out and back over PCIe instead of recomputing). kv_cache_tokens overrides the modelled KV
     capacity (e.g. the 'GPU KV cache size: N tokens' an engine logs). A run whose estimated memory
     (simulate.budget) is above `memory_limit_bytes` (None: budget.DEFAULT_LIMIT_BYTES), or whose estimated time
     is above `time_limit_s` (None: no limit), is refused first."""
@@ -64,12 +68,17 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
     check_memory(shape, memory_limit_bytes)
     check_time(shape, time_limit_s)
     blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
-    raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks)
+    offload = offload_for(sc, cfg.block_size_tokens, kv_offload_bytes)
+    raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks, offload=offload)
     knobs = {k: v for k, v in asdict(cfg).items() if k != "sources"}
     settings: dict[str, object] = {"engine": knobs, "arrival": wl.arrival.label(), "concurrency": wl.max_in_flight,
                 "num_prompts": wl.n, "mean_isl": float(np.mean(wl.isl)), "mean_osl": float(np.mean(wl.osl))}
     if wl.prefix_hit_rate or wl.shared_prefix_tokens:
         settings.update(prefix_hit_rate=wl.prefix_hit_rate, shared_prefix_tokens=wl.shared_prefix_tokens)
+    if offload is not None:
+        settings["kv_offload"] = {"size_bytes": offload.size_bytes, "host_blocks": offload.host_blocks,
+                                  "pcie_bw_bytes_per_s": offload.pcie_bw_bytes_per_s,
+                                  "pcie_bw_source": sc.gpu.sources.get("pcie_bw", "")}
     return summarise(raw, settings)
 
 
@@ -78,7 +87,7 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
              engine: EngineConfig | None = None, kv_cache_tokens: int | None = None,
              progress: Progress | None = None, memory_limit_bytes: int | None = None,
              time_limit_s: float | None = None, prefix_hit_rate: float = 0.0,
-             shared_prefix_tokens: int = 0) -> SimResult:
+             shared_prefix_tokens: int = 0, kv_offload_bytes: float = 0.0) -> SimResult:
     """One simulated benchmark run, with prefix caching at a hit rate or a prefix every prompt shares (prefix.py).
      Lengths: the given (isl, osl) arrays (cycled), else sc.isl/sc.osl, drawn
     uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory and time are estimated
@@ -101,7 +110,8 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
     wl = replace(build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed),
                  prefix_hit_rate=check_hit_rate(prefix_hit_rate), shared_prefix_tokens=int(shared_prefix_tokens))
-    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s)
+    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s,
+                             kv_offload_bytes)
 
 
 def points_prompts(concurrency: int) -> int:

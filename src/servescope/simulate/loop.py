@@ -28,6 +28,7 @@ from servescope.perfmodel.memory import (
 from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
+from servescope.simulate.offload import Offload
 from servescope.simulate.prefix import PrefixCache
 from servescope.simulate.scheduler import SchedState
 from servescope.simulate.stepcost import StepCost
@@ -62,6 +63,8 @@ class RawRun:
     setup_s: float = 0.0  # front end per request (stepcost.setup_s): sent → schedulable
     prefill_tokens: np.ndarray | None = None  # per request: tokens run through prefill (recompute included)
     cached_tokens: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache (None: off)
+    swap_blocks: int = 0  # KV blocks copied between GPU and host (offload.py), out and in
+    swap_s: float = 0.0  # seconds of steps those copies took
 
 
 def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
@@ -125,20 +128,24 @@ class _Client:
 
 
 def simulate_raw(sc: Scenario, cfg: EngineConfig, wl: Workload, progress: Progress | None = None,
-                 total_blocks: int | None = None) -> RawRun:
-    """Run the workload to completion on one engine instance (sc: perfmodel Scenario)."""
+                 total_blocks: int | None = None, offload: Offload | None = None) -> RawRun:
+    """Run the workload to completion on one engine instance (sc: perfmodel Scenario), with a host KV tier
+    when `offload` (offload.py)."""
     blocks = kv_blocks(sc, cfg) if total_blocks is None else int(total_blocks)
     check_fits(sc, cfg, wl, blocks)
-    return _Loop(sc, cfg, wl, blocks, progress).run()
+    return _Loop(sc, cfg, wl, blocks, progress, offload).run()
 
 
 class _Loop:
     """The simulation state outside the scheduler: clock, client, per-request times, records."""
 
-    def __init__(self, sc: Scenario, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None):
+    def __init__(self, sc: Scenario, cfg: EngineConfig, wl: Workload, blocks: int, progress: Progress | None,
+                 offload: Offload | None = None):
         self.wl, self.progress, self.cfg = wl, progress, cfg
+        self.s_per_block = offload.s_per_block if offload is not None else 0.0
+        self.swap_s = 0.0
         prefix = PrefixCache(wl.isl, cfg.block_size_tokens, wl.prefix_hit_rate, wl.shared_prefix_tokens)
-        self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)), prefix)
+        self.st = SchedState(wl.isl, wl.osl, blocks, cfg, max(1, int(sc.dp)), prefix, offload)
         max_tokens = max(self.st.budget, self.st.max_seqs) + 1
         longest = int((wl.isl + wl.osl).max())
         reach = step_tokens(self.st.budget, self.st.max_seqs, wl.n, longest) + 1  # no step carries more tokens
@@ -173,18 +180,20 @@ class _Loop:
             if not len(ids):  # nothing fits (cannot happen with capacity checked): wait for the next arrival
                 self.now = max(self.now, cl.next_event_s())
                 continue
+            swap_s = st.take_swaps() * self.s_per_block  # copies to and from the host stall this step
+            self.swap_s += swap_s
             pure = not admitted and len(ids) == len(st.run) and bool((toks == 1).all())
             if pure and bool((st.generated[ids] >= 1).all()):
-                self._decode_run(ids)
+                self._decode_run(ids, swap_s)
             else:
-                self._step(ids, toks)
+                self._step(ids, toks, swap_s)
         return self._raw()
 
-    def _step(self, ids: np.ndarray, toks: np.ndarray) -> None:
+    def _step(self, ids: np.ndarray, toks: np.ndarray, swap_s: float = 0.0) -> None:
         st = self.st
         ctx = st.computed[ids]
         dec = toks == 1
-        dt = self.cost.step_s(ctx[dec] + 1, toks[~dec], ctx[~dec])
+        dt = self.cost.step_s(ctx[dec] + 1, toks[~dec], ctx[~dec]) + swap_s
         self.now += dt
         emit, done = st.advance(ids, toks)
         seen = emit[~np.isnan(self.last_tok[emit])]
@@ -195,7 +204,7 @@ class _Loop:
         self._record(np.array([self.now]), np.array([dt]), int(toks.sum()), np.array([st.used_blocks]))
         self._finish(done)
 
-    def _decode_run(self, ids: np.ndarray) -> None:
+    def _decode_run(self, ids: np.ndarray, swap_s: float = 0.0) -> None:
         """k identical-membership decode steps at once: up to the first finish, the KV limit, or the next
         client event (a request becoming schedulable), whichever comes first."""
         st = self.st
@@ -204,6 +213,7 @@ class _Loop:
             k = min(k, RATIO_RUN_STEPS)
         k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
         durs = self.cost.decode_run_s(st.computed[ids].astype(float) + 1.0, k)
+        durs[0] += swap_s
         ends = self.now + np.cumsum(durs)
         starts = np.concatenate([[self.now], ends[:-1]])
         k = max(1, int(np.count_nonzero(starts < self.cl.next_event_s())))
@@ -247,4 +257,5 @@ class _Loop:
             step_kv_blocks=r[:, 5].astype(np.int64), total_blocks=st.total_blocks,
             block_size_tokens=self.cfg.block_size_tokens, setup_s=self.cost.setup_s,
             prefill_tokens=st.prefilled.copy(), cached_tokens=None if st.pc is None else st.pc.cached.copy(),
+            swap_blocks=st.swap_total, swap_s=self.swap_s,
         )

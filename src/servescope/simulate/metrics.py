@@ -141,7 +141,11 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         warnings.append(f"{q.queued} of {len(raw.isl)} requests queued in the engine before their first step: "
                         f"mean wait {q.mean_wait_s:.3g} s, longest {q.max_wait_s:.3g} s")
     if q.preemptions:
-        warnings.append(f"KV cache full: {q.preemptions} preemptions (recompute) of {q.preempted_requests} requests")
+        how = "recompute" if not raw.swap_blocks else "swapped to the host tier where it had room, else recompute"
+        warnings.append(f"KV cache full: {q.preemptions} preemptions ({how}) of {q.preempted_requests} requests")
+    if raw.swap_blocks:
+        warnings.append(f"KV offload: {raw.swap_blocks:,} blocks copied between GPU and host (out and back), "
+                        f"{raw.swap_s:.3g} s of steps spent copying")
     return SimResult(
         requests=len(raw.isl), duration_s=dur, request_throughput_per_s=len(raw.isl) / dur,
         output_tok_s=float(raw.osl.sum()) / dur, ttft=Stats.of(r["ttft"]), tpot=Stats.of(r["tpot"]),

@@ -15,7 +15,7 @@ Policies (engine.py; the engine record, specs/data/engines/<engine>.toml schedul
                  otherwise every running request decodes one token (SGLang without mixed chunks)
 KV: blocks of block_size_tokens. on_demand allocates as tokens are computed; when a step needs more than are
 free the most recently admitted running request is preempted (blocks freed, back to the head of the queue,
-recomputed later). reserve_full admits a request only when blocks for prompt + output are free. reserve_ratio
+recomputed later; with a host tier, offload.py, its blocks are copied out and back instead). reserve_full admits a request only when blocks for prompt + output are free. reserve_ratio
 (SGLang) is on_demand with admission only when the free blocks also hold ratio × the remaining output of the
 running requests and of the candidate; the ratio decays per step and resets on a preemption.
 What it does not: time steps (stepcost.py) or generate arrivals (workload.py, loop.py).
@@ -28,6 +28,7 @@ from collections import deque
 import numpy as np
 
 from servescope.simulate.engine import EngineConfig
+from servescope.simulate.offload import Offload
 from servescope.simulate.prefix import PrefixCache
 
 CLIP_NEW_TOKENS = 4096  # SGLang schedule_policy.py CLIP_MAX_NEW_TOKENS_ESTIMATION: output reserved per request
@@ -37,8 +38,13 @@ class SchedState:
     """Mutable state of every request (arrays indexed by request id) plus the running list and the queue."""
 
     def __init__(self, isl: np.ndarray, osl: np.ndarray, total_blocks: int, cfg: EngineConfig, dp: int,
-                 prefix: PrefixCache | None = None):
+                 prefix: PrefixCache | None = None, offload: Offload | None = None):
         n = len(isl)
+        # KV offload (offload.py): a preempted request's blocks go to the host tier instead of being dropped
+        self.host_free = offload.host_blocks if offload is not None else 0
+        self.swapped = np.zeros(n, dtype=np.int64)  # blocks of each request held on the host
+        self.swap_moved = 0  # blocks copied (out + in) since the loop last took them (take_swaps)
+        self.swap_total = 0
         # prefix caching (prefix.py): hits on admission, shared blocks counted once; off = shared blocks referenced
         self.pc = prefix if prefix is not None and prefix.enabled else None
         self.off = self.pc.off if self.pc is not None else np.zeros(n, dtype=np.int64)
@@ -151,13 +157,25 @@ class SchedState:
             self.free_blocks -= k
 
     def _preempt(self, i: int) -> None:
-        self.free_blocks += int(self.blocks[i]) + (self.pc.leave(i) if self.pc is not None else 0)
+        own = int(self.blocks[i])
+        swap = 0 < own <= self.host_free and not self.off[i]
+        self.free_blocks += own + (self.pc.leave(i) if self.pc is not None else 0)
         self.blocks[i] = 0
-        self.computed[i] = 0
+        if swap:  # kept on the host: computed stays, the copy is priced (take_swaps)
+            self.swapped[i], self.host_free = own, self.host_free - own
+            self.swap_moved += own
+        else:
+            self.computed[i] = 0
         self.preemptions[i] += 1
         self.waiting.appendleft(i)
         if self.ratio:
             self.ratio = self.cfg.reserve_init_ratio
+
+    def take_swaps(self) -> int:
+        """Blocks copied between GPU and host since the last call (the loop prices them into the step)."""
+        moved, self.swap_moved = self.swap_moved, 0
+        self.swap_total += moved
+        return moved
 
     def decay(self, steps: int) -> None:
         """reserve_ratio: the reserved share of future output falls linearly per step to its floor."""
@@ -192,6 +210,10 @@ class SchedState:
             if self.pc is not None and not self.computed[i]:
                 self.computed[i] = hit
                 self.pc.admitted(i, hit, off, claim)
+            if self.swapped[i]:  # copied back from the host tier
+                self.swap_moved += int(self.swapped[i])
+                self.host_free += int(self.swapped[i])
+                self.swapped[i] = 0
             self.blocks[i] += need
             self.free_blocks -= need
             admitted.append(i)
