@@ -126,3 +126,13 @@ def test_validate_pairs_json_scores_every_row_of_the_shipped_ledger() -> None:
     assert total["track"] == "all" and total["rows"] == len(raw)
     priced = [r for r in doc["rows"] if r["gain"] is not None]
     assert total["sign_hit_rate"] == pytest.approx(sum(bool(r["sign_right"]) for r in priced) / len(priced))
+
+
+def test_every_key_of_the_document_is_in_docs_json() -> None:
+    import json
+
+    section = (Path(__file__).parents[2] / "docs" / "json.md").read_text(encoding="utf-8")
+    section = section.split("## `servescope.pairs/1`", 1)[1].split("\n## ", 1)[0]
+    doc = json.loads(CliRunner().invoke(main, ["validate", "--pairs", str(LEDGER), "--json"]).stdout)
+    for key in [*doc, *doc["rows"][0], *doc["tracks"][0]]:
+        assert f'"{key}"' in section, key
