@@ -113,7 +113,7 @@ def decode_json(text: str, path: str | Path, error: type[ServescopeError], line:
         raise error(f"{path}:{line or 1}: not JSON this reader takes ({str(e).split(';')[0]})") from None
 
 
-def json_lines(text: str, path: str | Path, error: type[ServescopeError]) -> Iterator[tuple[int, Any]]:
+def each_json_line(text: str, path: str | Path, error: type[ServescopeError]) -> Iterator[tuple[int, Any]]:
     """(line number, value) of each non-blank line of a JSON-lines text, linear in the text."""
     for no, line in enumerate(text.splitlines(), 1):
         if line.strip():

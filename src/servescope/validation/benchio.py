@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servescope._read import decode_json, json_lines, read_text
+from servescope._read import decode_json, each_json_line, read_text
 from servescope.errors import ScenarioError
 from servescope.validation.benchfile import BenchFileError, BenchRun, read_runs
 
@@ -182,7 +182,7 @@ def _jsonl_columns(p: Path, text: str) -> tuple[dict[str, list[object]], int]:
 def _jsonl_objects(path: Path, text: str, error: type[ScenarioError]) -> list[tuple[int, dict[str, object]]]:
     """(line number, object) of each non-blank line of a JSONL text; `error` naming the file and line otherwise."""
     out = []
-    for no, obj in json_lines(text, path, error):
+    for no, obj in each_json_line(text, path, error):
         if not isinstance(obj, dict):
             raise error(f"{path}:{no}: expected a JSON object per line")
         out.append((no, obj))

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from servescope._read import decode_json, json_lines, read_text
+from servescope._read import decode_json, each_json_line, read_text
 from servescope.units import MS_PER_S
 from servescope.validation.decode_only import BATCH, STEP, DecodeRow, DecodeRowError, Deployment
 
@@ -73,7 +73,7 @@ def read_decode_bench(path: str | Path, deployment: Deployment,
 
 def _lines(p: Path, text: str) -> list[tuple[int, dict[str, object]]]:
     out = []
-    for no, obj in json_lines(text, p, DecodeRowError):
+    for no, obj in each_json_line(text, p, DecodeRowError):
         if not isinstance(obj, dict):
             raise DecodeRowError(f"{p}:{no}: expected a JSON object per line")
         out.append((no, obj))
