@@ -1,5 +1,5 @@
 """Every input surface holds (issue 32): benchmark result files, replays, request lengths, engine logs, routing
-histograms, plan files and campaign logs, read through servescope._read, fuzzed like traces; plus one regression
+histograms, plan files and campaign logs, read through the guarded reader in servescope._paths, fuzzed like traces; plus one regression
 test per class of failure found by hand (2026-12-03).
 
 Each reproducer drives the CLI in-process and asserts: exit 1, exactly one `servescope: …` line naming the file,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from servescope._read import decode_json, read_text
+from servescope._paths import decode_json, read_text
 from servescope.errors import BadConfig
 
 MAX_BYTES = 64 * 1024 * 1024  # a histogram is small; anything bigger is not one

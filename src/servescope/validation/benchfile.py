@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servescope._read import finite_number, read_text
+from servescope._paths import finite_number, read_text
 from servescope.errors import ScenarioError
 from servescope.simulate.workload import Arrival, Workload, build_workload, draw_lengths
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servescope._read import decode_json, each_json_line, read_text
+from servescope._paths import decode_json, each_json_line, read_text
 from servescope.errors import ScenarioError
 from servescope.validation.benchfile import BenchFileError, BenchRun, read_runs
 

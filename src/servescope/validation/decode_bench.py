@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from servescope._read import decode_json, each_json_line, read_text
+from servescope._paths import decode_json, each_json_line, read_text
 from servescope.units import MS_PER_S
 from servescope.validation.decode_only import BATCH, STEP, DecodeRow, DecodeRowError, Deployment
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servescope._read import read_text
+from servescope._paths import read_text
 from servescope.errors import ScenarioError
 
 # Linear time in the log (issue 32): each line is searched for fixed keys with str.find, the number after a key is
