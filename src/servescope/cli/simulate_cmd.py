@@ -109,13 +109,9 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
     --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
     the model's at --concurrency, else at the first measured concurrency)."""
-    from servescope.report.plan_doc import scenario_document
     from servescope.report.titles import scenario_title
-    from servescope.simulate import engine_for
-    from servescope.simulate import simulate as run_simulation
     from servescope.simulate.offload import parse_offload
     from servescope.simulate.prefix import check_hit_rate, parse_workload
-    from servescope.validation.benchio import read_lengths
 
     offload_bytes = parse_offload(kv_offload)
     shared_prefix = parse_workload(workload)
@@ -126,17 +122,10 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         concurrency = _metrics_concurrency(metrics)
     if engine_log is not None and kv_cache_tokens is None:
         kv_cache_tokens = _logged_kv(engine_log)
-    given = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-             "max_model_len": max_model_len, "kv_cache_tokens": kv_cache_tokens}
-    if compare_file is not None:  # the bench file's sidecar settings, unless given on the command line
-        given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
-    kv = given.pop("kv_cache_tokens", None)
-    engine = engine_for(sc, **given)
-    requests = None
-    if replay_file is not None:
-        from servescope.validation.benchio import read_requests
-
-        requests = read_requests(replay_file)
+    engine, kv = _engine(sc, compare_file, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens":
+                                            max_num_batched_tokens, "max_model_len": max_model_len,
+                                            "kv_cache_tokens": kv_cache_tokens})
+    requests = _replay_requests(replay_file)
     level = _measured_level(_at_file_lengths(sc, requests, replay_file) if measured else sc, measured, concurrency)
     if level is not None:
         engine = engine.with_(decode_level=level[0])
@@ -147,17 +136,65 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     if replay_file is not None and requests is not None:
         _replay(sc, engine, requests, concurrency, kv, title, out, metrics)
         return
-    from servescope.report.simulate_doc import simulate_document
-    from servescope.report.simulate_text import render_run
+    lengths, range_ratio = _lengths(sc, lengths_file, range_ratio, range_convention, num_prompts, seed)
+    with _progress(out.format == "text" or out.path is not None) as progress:
+        res = _run(sc, engine, kv, progress, arrival=arrival, concurrency=concurrency, num_prompts=num_prompts,
+                   lengths=lengths, range_ratio=range_ratio, seed=seed, prefix_hit_rate=prefix_hit_rate,
+                   shared_prefix=shared_prefix, offload_bytes=offload_bytes)
+    _emit_run(sc, res, level, metrics, title, out)
+
+
+def _engine(sc: Scenario, compare_file: Path | None, given: dict[str, int | None]) -> tuple[Any, int | None]:
+    """The simulated engine (simulate.EngineConfig) and its KV capacity in tokens (None: from the memory model):
+    the settings `given` on the command line, else the bench file's sidecar settings (with --compare), else the
+    engine's defaults."""
+    from servescope.simulate import engine_for
+
+    if compare_file is not None:  # the bench file's sidecar settings, unless given on the command line
+        given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
+    kv = given.pop("kv_cache_tokens", None)
+    return engine_for(sc, **given), kv
+
+
+def _replay_requests(replay_file: Path | None) -> Any:
+    """The measured requests of `--replay` (validation.benchio.read_requests), or None."""
+    if replay_file is None:
+        return None
+    from servescope.validation.benchio import read_requests
+
+    return read_requests(replay_file)
+
+
+def _lengths(sc: Scenario, lengths_file: Path | None, range_ratio: float | None, range_convention: str,
+             num_prompts: int, seed: int) -> tuple[Any, float]:
+    """The synthetic run's (isl, osl) lengths (None: drawn by the simulation around --isl/--osl) and the range
+    ratio in the simulation's sglang convention: `--lengths` read as given, or the vllm convention's lengths
+    drawn here (the simulation then draws nothing: ratio 1)."""
+    from servescope.validation.benchio import read_lengths
 
     lengths = read_lengths(lengths_file) if lengths_file is not None else None
     if range_convention == "vllm" and lengths is None:
         lengths = vllm_lengths(num_prompts, sc.isl, sc.osl, range_ratio or 0.0, seed)
-    range_ratio = 1.0 if range_ratio is None or range_convention == "vllm" else range_ratio
-    with _progress(out.format == "text" or out.path is not None) as progress:
-        res = run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
-                             kv, progress, memory_limit(), time_limit_s=MAX_RUN_S, prefix_hit_rate=prefix_hit_rate,
-                             shared_prefix_tokens=shared_prefix, kv_offload_bytes=offload_bytes)
+    return lengths, 1.0 if range_ratio is None or range_convention == "vllm" else range_ratio
+
+
+def _run(sc: Scenario, engine: Any, kv: int | None, progress: Callable[[int, int], None] | None, *, arrival: str,
+         concurrency: int | None, num_prompts: int, lengths: Any, range_ratio: float, seed: int,
+         prefix_hit_rate: float, shared_prefix: int, offload_bytes: float) -> Any:
+    """One synthetic simulation run (simulate.simulate), within this run's memory and time limits."""
+    from servescope.simulate import simulate as run_simulation
+
+    return run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
+                          kv, progress, memory_limit(), time_limit_s=MAX_RUN_S, prefix_hit_rate=prefix_hit_rate,
+                          shared_prefix_tokens=shared_prefix, kv_offload_bytes=offload_bytes)
+
+
+def _emit_run(sc: Scenario, res: Any, level: Any, metrics: Any, title: str, out: Output) -> None:
+    """The synthetic run's document (with the scenario, the measured level and the scrape's metrics) to `out`."""
+    from servescope.report.plan_doc import scenario_document
+    from servescope.report.simulate_doc import simulate_document
+    from servescope.report.simulate_text import render_run
+
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     if level is not None:

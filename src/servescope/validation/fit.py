@@ -20,7 +20,7 @@ What it does not: read or write files (data-build/fit_efficiency.py), choose row
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -221,6 +221,50 @@ def fit_once(data: FitData, start: Efficiency, params: dict[str, tuple[float, fl
     also get a per-backend offset δ in logistic space for each backend of `override_backends`, shrunk toward the
     global value by the penalty residual √n_b · SOFT_L1_S · δ / SHRINK_TAU_Z (a normal prior of scale
     SHRINK_TAU_Z on δ, weighted like n_b rows of the fit's own loss)."""
+    pb, z = _problem(data, start, params, by_backend)
+    z, r, cost, it = _levenberg_marquardt(pb.resid, z, iterations)
+    return _fit_result(pb, z, cost / len(r), it)
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """One fit in logistic space (module docstring): z holds the global parameters `names` (each inside its
+    `bounds`), then one per-backend offset for each (parameter, backend) of `offsets`, shrunk by `weights`."""
+
+    data: FitData
+    start: Efficiency
+    names: list[str]
+    bounds: list[tuple[float, float]]
+    by_backend: tuple[str, ...]
+    offsets: list[tuple[str, str]]
+    masks: dict[str, np.ndarray]
+    weights: np.ndarray
+
+    def eff_at(self, zv: np.ndarray) -> Efficiency:
+        """The efficiency at `zv`: global numbers as floats, per-backend ones as per-row arrays."""
+        names, bounds, k = self.names, self.bounds, len(self.names)
+        vals: dict[str, Any] = dict(zip(names, _from_z(zv[:k], bounds), strict=True))
+        for j, (p, b) in enumerate(self.offsets):
+            i = names.index(p)
+            if not isinstance(vals[p], np.ndarray):
+                vals[p] = np.full(len(self.data.labels["backend"]), zv[i])
+            vals[p] = np.where(self.masks[b], vals[p] + zv[k + j], vals[p])
+        for p in self.by_backend:
+            if p in vals and isinstance(vals[p], np.ndarray) and self.offsets:
+                lo, hi = bounds[names.index(p)]
+                vals[p] = lo + (hi - lo) / (1.0 + np.exp(-np.clip(vals[p], -30.0, 30.0)))
+        return replace(self.start, **vals)
+
+    def resid(self, zv: np.ndarray) -> np.ndarray:
+        """The rows' residuals at `zv`, then the offsets' shrinkage penalties."""
+        r0 = _residuals(self.data, self.eff_at(zv))
+        return np.concatenate([r0, self.weights * zv[len(self.names):]]) if self.offsets else r0
+
+
+def _problem(data: FitData, start: Efficiency, params: dict[str, tuple[float, float, str]],
+             by_backend: tuple[str, ...]) -> tuple[_Problem, np.ndarray]:
+    """The fit of `params` from `start` (offsets for `by_backend` numbers, one per backend of `override_backends`)
+    and its starting point in z (offsets at 0)."""
     names = list(params)
     bounds = [(params[n][0], params[n][1]) for n in names]
     z0 = np.array([_to_z(float(getattr(start, n)), lo, hi) for n, (lo, hi) in zip(names, bounds, strict=True)])
@@ -230,63 +274,70 @@ def fit_once(data: FitData, start: Efficiency, params: dict[str, tuple[float, fl
     masks = {b: be == b for b in backends}
     weights = np.array([np.sqrt(masks[b].sum()) * SOFT_L1_S / SHRINK_TAU_Z for _, b in offsets])
     z = np.concatenate([z0, np.zeros(len(offsets))])
-    k = len(names)
+    return _Problem(data, start, names, bounds, by_backend, offsets, masks, weights), z
 
-    def eff_at(zv: np.ndarray) -> Efficiency:
-        vals: dict[str, Any] = dict(zip(names, _from_z(zv[:k], bounds), strict=True))
-        for j, (p, b) in enumerate(offsets):
-            i = names.index(p)
-            lo, hi = bounds[i]
-            if not isinstance(vals[p], np.ndarray):
-                vals[p] = np.full(len(be), zv[i])
-            vals[p] = np.where(masks[b], vals[p] + zv[k + j], vals[p])
-        for p in by_backend:
-            if p in vals and isinstance(vals[p], np.ndarray) and offsets:
-                lo, hi = bounds[names.index(p)]
-                vals[p] = lo + (hi - lo) / (1.0 + np.exp(-np.clip(vals[p], -30.0, 30.0)))
-        return replace(start, **vals)
 
-    def resid(zv: np.ndarray) -> np.ndarray:
-        r0 = _residuals(data, eff_at(zv))
-        return np.concatenate([r0, weights * zv[k:]]) if offsets else r0
-
+def _levenberg_marquardt(resid: Callable[[np.ndarray], np.ndarray], z: np.ndarray,
+                         iterations: int) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """Levenberg–Marquardt from `z`: at most `iterations` Jacobians; stops when no damped step lowers the cost or
+    one lowers it by less than 1e-6 of it. Returns z, its residuals, their squared sum and the iterations run."""
     r = resid(z)
     cost, lam, it = float(r @ r), 1e-2, 0
     for it in range(1, iterations + 1):  # noqa: B007
-        jac = np.empty((len(r), len(z)))
-        for j in range(len(z)):
-            dz = np.zeros_like(z)
-            dz[j] = 1e-4
-            jac[:, j] = (resid(z + dz) - r) / 1e-4
-        # a parameter no row is sensitive to (e.g. the MLA prefill cost on rows without MLA models) stays put
-        active = np.linalg.norm(jac, axis=0) > 1e-6 * max(float(np.linalg.norm(jac, axis=0).max()), 1e-300)
-        ja = jac[:, active]
-        jtj, g = ja.T @ ja, ja.T @ r
-        improved = converged = False
-        while lam < 1e8:
-            step = np.zeros_like(z)
-            step[active] = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj)), -g)
-            if float(np.max(np.abs(step))) > MAX_STEP_Z:  # trust region in z: damp harder, do not rescale
-                lam = max(lam, 1e-6) * 4.0
-                continue
-            r_new = resid(z + step)
-            c_new = float(r_new @ r_new)
-            if c_new < cost:
-                z, r, lam, improved = z + step, r_new, lam / 3.0, True
-                converged = cost - c_new < 1e-6 * cost
-                cost = c_new
-                break
-            lam *= 4.0
-        if not improved or converged:
+        stepped = _damped_step(resid, z, r, cost, lam, _jacobian(resid, z, r))
+        if stepped is None:
             break
-    glob = start.scaled(**dict(zip(names, _from_z(z[:k], bounds), strict=True)))
+        z, r, c_new, lam = stepped
+        converged = cost - c_new < 1e-6 * cost
+        cost = c_new
+        if converged:
+            break
+    return z, r, cost, it
+
+
+def _jacobian(resid: Callable[[np.ndarray], np.ndarray], z: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """The forward-difference Jacobian of `resid` at `z` (residuals `r`), step 1e-4 in z."""
+    jac = np.empty((len(r), len(z)))
+    for j in range(len(z)):
+        dz = np.zeros_like(z)
+        dz[j] = 1e-4
+        jac[:, j] = (resid(z + dz) - r) / 1e-4
+    return jac
+
+
+def _damped_step(resid: Callable[[np.ndarray], np.ndarray], z: np.ndarray, r: np.ndarray, cost: float, lam: float,
+                 jac: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+    """The first damped Gauss–Newton step (damping λ·diag(JᵀJ), λ raised 4x until it fits the trust region
+    MAX_STEP_Z and lowers the cost, up to 1e8) as (z, residuals, cost, next λ = λ/3), or None when none does."""
+    # a parameter no row is sensitive to (e.g. the MLA prefill cost on rows without MLA models) stays put
+    active = np.linalg.norm(jac, axis=0) > 1e-6 * max(float(np.linalg.norm(jac, axis=0).max()), 1e-300)
+    ja = jac[:, active]
+    jtj, g = ja.T @ ja, ja.T @ r
+    while lam < 1e8:
+        step = np.zeros_like(z)
+        step[active] = np.linalg.solve(jtj + lam * np.diag(np.diag(jtj)), -g)
+        if float(np.max(np.abs(step))) > MAX_STEP_Z:  # trust region in z: damp harder, do not rescale
+            lam = max(lam, 1e-6) * 4.0
+            continue
+        r_new = resid(z + step)
+        c_new = float(r_new @ r_new)
+        if c_new < cost:
+            return z + step, r_new, c_new, lam / 3.0
+        lam *= 4.0
+    return None
+
+
+def _fit_result(pb: _Problem, z: np.ndarray, cost_per_residual: float, iterations: int) -> FitResult:
+    """The fit at `z`: the global efficiency, the per-backend overrides and the numbers near a bound (within 1 %)."""
+    names, bounds, k = pb.names, pb.bounds, len(pb.names)
+    glob = pb.start.scaled(**dict(zip(names, _from_z(z[:k], bounds), strict=True)))
     overrides: Overrides = {}
-    for j, (p, b) in enumerate(offsets):
+    for j, (p, b) in enumerate(pb.offsets):
         lo, hi = bounds[names.index(p)]
         overrides.setdefault(b, {})[p] = _from_z(np.array([z[names.index(p)] + z[k + j]]), [(lo, hi)])[0]
     near = tuple(n for n, (lo, hi) in zip(names, bounds, strict=True)
                  if min(getattr(glob, n) - lo, hi - getattr(glob, n)) < 0.01 * (hi - lo))
-    return FitResult(glob, len(data.tpot_s), cost / len(r), it, near, overrides)
+    return FitResult(glob, len(pb.data.tpot_s), cost_per_residual, iterations, near, overrides)
 
 
 @dataclass(frozen=True)
