@@ -28,7 +28,7 @@ trace that disagrees with the model config — layers (RMSNorm kernels per step 
 all-reduces per step ≈ the model's at TP>1) or hidden size (all-reduce message bytes / tokens / 2 B, when the trace
 records message sizes). Two or more of these three independent checks disagreeing refuse the trace (PlanError
 listing the evidence, as a trace of another GPU or GPU count is refused): the fit would be of another model.
-The pricing of step shapes and the bisection live in servescope.calibrate.fit (each distinct step shape's
+The trace-vs-scenario checks live in servescope.calibrate.trace_checks; the pricing of step shapes and the bisection in servescope.calibrate.fit (each distinct step shape's
 efficiency-free parts are built once; bit-for-bit the same numbers as pricing every step at every evaluation).
 Does not: read files (pass a breakdown), or fit anything outside these knobs (memory; the CPU time is measured or
 left as the global fit).
@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from statistics import median
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING
 
 from servescope.calibrate.fit import (
     CLASSES,
@@ -49,18 +49,25 @@ from servescope.calibrate.fit import (
     fit_class,
     knob_value,
 )
-from servescope.errors import PlanError, ServescopeError
-from servescope.perfmodel import Efficiency, Scenario, StepPrediction
-from servescope.specs.hardware import load_gpu
+from servescope.calibrate.trace_checks import (
+    check_collectives,
+    check_shape,
+    check_step,
+    check_trace,
+    is_step,
+    is_trace,
+    refuse_another_model,
+    source_of,
+)
+from servescope.errors import PlanError
+from servescope.perfmodel import Efficiency, Scenario
 from servescope.units import s_to_us, us_to_s
 
 if TYPE_CHECKING:  # the trace's breakdown (Polars) is imported where a trace is calibrated, not by figure users
     from servescope.analysis.breakdown import StepBreakdown, TraceBreakdown
 
 __all__ = ["CLASSES", "CalibratedStep", "Calibration", "calibrate", "calibration_table", "knob_value"]
-AR_CALL_TOLERANCE = 3  # all-reduce calls per step the trace may differ from the model by (≥ 10% of them)
 NEAR_PEAK = 0.9  # a fitted efficiency above this share of its peak is implausible for real kernels
-HIDDEN_TOLERANCE = 0.05  # relative disagreement of the trace's implied hidden size with the config
 STEP_ERROR_QUANTILE = 0.8  # the cross-step error is this quantile of |per-step error| (an 80 % range)
 # a fitted collective latency scale above this is not in-situ rank skew (measured curves already include the
 # engine's own call path) but a profiled or eager step: the reference box's profiled step fits ~3.3 (issue 18)
@@ -145,34 +152,20 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     has the sum over sequences as `sk…`); default isl + osl/2 of the scenario, with a warning."""
     steps = _choose_steps(breakdown, step)
     warnings: list[str] = []
-    if _is_trace(breakdown):
-        _check_trace(breakdown, scenario)
+    if is_trace(breakdown):
+        check_trace(breakdown, scenario)
     graphs = any(s.graph_launches > 0 for s in steps)
     if graphs != bool(scenario.cuda_graphs):
         warnings.append(f"trace {'replays CUDA graphs' if graphs else 'runs eagerly'}; the scenario's "
                         f"cuda_graphs={scenario.cuda_graphs} was set to {graphs} to match it")
         scenario = scenario.with_(cuda_graphs=graphs)
     for s in steps:
-        _check_step(s, scenario, warnings)
+        check_step(s, scenario, warnings)
     measured = [_measured(s) for s in steps]
     pricers = [_pricer(s, scenario, warnings, context_len) for s in steps]
-    priced = {p: p(scenario) for p in dict.fromkeys(pricers)}  # each distinct step shape once
-    evidence: dict[str, str] = {}  # independent model-mismatch checks that fired: check -> first evidence
-    for s, price in zip(steps, pricers, strict=True):
-        for check, warning in (*_check_collectives(s, scenario, priced[price]), *_check_shape(s, scenario)):
-            warnings.append(warning)
-            evidence.setdefault(check, warning)
-    _refuse_another_model(breakdown, scenario, evidence)
-    prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
+    _check_model(breakdown, steps, scenario, pricers, warnings)
     shapes = PricedSteps(pricers, scenario)  # efficiency-free parts of each distinct step shape, built once
-    # the trace's own kernel times replace aiconfigurator's per-op curves (perfmodel/measured_ops.py): the knobs are
-    # fitted on the roofline path, which the calibrated model then prices with
-    eff, knobs = scenario.efficiency.scaled(op_curves=0.0), {}
-    for cls in CLASSES:
-        target = sum(m[cls] for m in measured)
-        if target <= 0:
-            continue
-        eff, knobs[cls] = fit_class(cls, target, eff, scenario, shapes, prefill_heavy)
+    eff, knobs = _fit_classes(steps, measured, scenario, shapes)
     gap_s, pairs = _step_gap(breakdown, steps)
     cpu_measured = gap_s is not None and not scenario.overlaps_cpu
     if gap_s is not None and cpu_measured:
@@ -183,22 +176,51 @@ def calibrate(breakdown: TraceBreakdown | StepBreakdown, scenario: Scenario, ste
     predicted = shapes.classes(eff)
     tot_m = {c: sum(m[c] for m in measured) for c in (*CLASSES, "step")}
     tot_p = {c: sum(p[c] for p in predicted) for c in (*CLASSES, "step")}
-    residuals = {c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}
     warnings += _eff_warnings(eff, knobs)
-    step_errors = tuple((p["step"] - m["step"]) / m["step"] for m, p in zip(measured, predicted, strict=True)
-                        if m["step"] > 0)
     ctx = context_len if context_len is not None else scenario.isl + scenario.osl / 2.0
-    cal_steps = tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p,
-                                     ctx if s.kind == "decode" else None, _idle_share(s))
-                      for s, m, p in zip(steps, measured, predicted, strict=True))
     return Calibration(
-        efficiency=replace(eff, source=f"calibrated on {_source(breakdown)}"),
+        efficiency=replace(eff, source=f"calibrated on {source_of(breakdown)}"),
         cuda_graphs=graphs, model=scenario.model.name, gpu=scenario.gpu.name, tp=int(scenario.tp),
-        steps=cal_steps, measured_s=tot_m, predicted_s=tot_p, residuals=residuals, knobs=knobs,
+        steps=_calibrated_steps(steps, measured, predicted, ctx), measured_s=tot_m, predicted_s=tot_p,
+        residuals={c: (tot_p[c] - tot_m[c]) / tot_m[c] for c in (*CLASSES, "step") if tot_m[c] > 0}, knobs=knobs,
         class_per_call_s=_per_call(steps), attention_blocks_per_sm=_attention_blocks(steps),
-        warnings=tuple(dict.fromkeys(warnings)), step_errors=step_errors, step_gap_s=gap_s, step_gap_pairs=pairs,
-        cpu_measured=cpu_measured,
+        warnings=tuple(dict.fromkeys(warnings)),
+        step_errors=tuple((p["step"] - m["step"]) / m["step"] for m, p in zip(measured, predicted, strict=True)
+                          if m["step"] > 0),
+        step_gap_s=gap_s, step_gap_pairs=pairs, cpu_measured=cpu_measured,
     )
+
+
+def _check_model(breakdown: TraceBreakdown | StepBreakdown, steps: list[StepBreakdown], scenario: Scenario,
+                 pricers: list[StepPricer], warnings: list[str]) -> None:
+    """The independent model-mismatch checks on every step (warnings), refusing another model (trace_checks)."""
+    priced = {p: p(scenario) for p in dict.fromkeys(pricers)}  # each distinct step shape once
+    evidence: dict[str, str] = {}  # independent model-mismatch checks that fired: check -> first evidence
+    for s, price in zip(steps, pricers, strict=True):
+        for check, warning in (*check_collectives(s, scenario, priced[price]), *check_shape(s, scenario)):
+            warnings.append(warning)
+            evidence.setdefault(check, warning)
+    refuse_another_model(breakdown, scenario, evidence)
+
+
+def _fit_classes(steps: list[StepBreakdown], measured: list[dict[str, float]], scenario: Scenario,
+                 shapes: PricedSteps) -> tuple[Efficiency, dict[str, str]]:
+    """One knob per kernel class, fitted to the summed measured class time (module docstring). The trace's own
+    kernel times replace aiconfigurator's per-op curves: the knobs are fitted on the roofline path, which the
+    calibrated model then prices with."""
+    prefill_heavy = sum(1 for s in steps if s.kind == "prefill") * 2 >= len(steps)
+    eff, knobs = scenario.efficiency.scaled(op_curves=0.0), {}
+    for cls in CLASSES:
+        target = sum(m[cls] for m in measured)
+        if target > 0:
+            eff, knobs[cls] = fit_class(cls, target, eff, scenario, shapes, prefill_heavy)
+    return eff, knobs
+
+
+def _calibrated_steps(steps: list[StepBreakdown], measured: list[dict[str, float]],
+                      predicted: list[dict[str, float]], ctx: float) -> tuple[CalibratedStep, ...]:
+    return tuple(CalibratedStep(s.index, s.kind, s.tokens, s.batch_size, m, p, ctx if s.kind == "decode" else None,
+                                _idle_share(s)) for s, m, p in zip(steps, measured, predicted, strict=True))
 
 
 def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) -> tuple[float | None, int]:
@@ -206,7 +228,7 @@ def _step_gap(b: TraceBreakdown | StepBreakdown, chosen: list[StepBreakdown]) ->
     (0 where they overlap), over the calibrated steps that have a next step; (None, 0) without one."""
     from servescope.analysis.breakdown import gaps_after_steps_us
 
-    if not _is_trace(b):
+    if not is_trace(b):
         return None, 0
     picked = {s.index for s in chosen}
     gaps = [g for s, g in gaps_after_steps_us(b.steps) if s.index in picked]
@@ -218,29 +240,10 @@ def _idle_share(s: StepBreakdown) -> float | None:
     return min(1.0, max(0.0, s.idle_us / span)) if span > 0 else None
 
 
-def _is_trace(b: TraceBreakdown | StepBreakdown) -> TypeGuard[TraceBreakdown]:
-    from servescope.analysis.breakdown import TraceBreakdown
-
-    return isinstance(b, TraceBreakdown)
-
-
-def _is_step(b: TraceBreakdown | StepBreakdown) -> TypeGuard[StepBreakdown]:
-    from servescope.analysis.breakdown import StepBreakdown
-
-    return isinstance(b, StepBreakdown)
-
-
-def _source(b: TraceBreakdown | StepBreakdown) -> str:
-    if _is_step(b):
-        return f"step {b.index}"
-    assert _is_trace(b)
-    return b.file
-
-
 def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[StepBreakdown]:
-    if _is_step(b):
+    if is_step(b):
         return [b]
-    assert _is_trace(b)
+    assert is_trace(b)
     if step is not None:
         for s in b.steps:
             if s.index == step:
@@ -251,100 +254,6 @@ def _choose_steps(b: TraceBreakdown | StepBreakdown, step: int | None) -> list[S
         kinds = ", ".join(sorted({s.kind for s in b.steps})) or "none"
         raise PlanError(f"{b.file}: no prefill or decode step to calibrate on (step kinds: {kinds})")
     return usable
-
-
-def _check_trace(b: TraceBreakdown, sc: Scenario) -> None:
-    if b.world_size and b.world_size != sc.n_gpus:
-        raise PlanError(f"{b.file}: trace has world size {b.world_size} but the scenario uses {sc.n_gpus} GPUs "
-                        f"(tp={sc.tp} dp={sc.dp} pp={sc.pp})")
-    if b.device_name:
-        try:
-            gpu = load_gpu(b.device_name)
-        except ServescopeError:
-            return
-        if gpu.name != sc.gpu.name:
-            raise PlanError(f"{b.file}: trace ran on {b.device_name} but the scenario is for {sc.gpu.name}")
-
-
-def _check_step(s: StepBreakdown, sc: Scenario, warnings: list[str]) -> None:
-    where = f"step {s.index} ({s.label[:40]})"
-    if s.kind not in ("prefill", "decode"):
-        raise PlanError(f"{where} is {s.kind}; calibrate on a pure prefill or decode step")
-    if s.kind == "prefill" and not s.tokens:
-        raise PlanError(f"{where} is a prefill without a token count; cannot price it")
-    if s.kind == "decode" and not s.batch_size:
-        raise PlanError(f"{where} is a decode step without a batch size; cannot price it")
-    if s.kind == "decode" and s.tokens and s.batch_size and s.tokens % s.batch_size:
-        raise PlanError(f"{where}: {s.tokens} tokens do not split evenly over {s.batch_size} sequences")
-    devices = max(1, s.devices)
-    moe_us = s.classes_us.get("moe", 0.0) / devices
-    if not sc.model.is_moe and moe_us > 0.05 * s.gpu_busy_us / devices:
-        raise PlanError(f"{where}: trace has {moe_us / 1e3:.2f} ms of MoE kernels but {sc.model.name} is dense")
-    if sc.model.is_moe and moe_us == 0:
-        warnings.append(f"{where}: no MoE kernels recognised in the trace for MoE model {sc.model.name}; "
-                        "expert GEMMs may be classified as gemm")
-
-
-MODEL_MISMATCH_REFUSED = 2  # independent checks that must agree before a trace is refused as another model
-
-
-def _refuse_another_model(b: TraceBreakdown | StepBreakdown, sc: Scenario, evidence: dict[str, str]) -> None:
-    """Two or more independent checks (layers from all-reduce calls, layers from RMSNorm kernels, hidden size
-    from all-reduce message bytes) saying the trace is not this model: PlanError with the evidence, in one line,
-    as a trace of another GPU is refused. One alone stays a warning (a fused norm or an unusual engine can move
-    one count)."""
-    if len(evidence) < MODEL_MISMATCH_REFUSED:
-        return
-    found = "; ".join(_evidence(w) for w in evidence.values())
-    raise PlanError(f"{_source(b)}: the trace is not {sc.model.name} ({len(evidence)} independent checks "
-                    f"disagree: {found}); pass the model the trace ran (--model)")
-
-
-def _evidence(warning: str) -> str:
-    """The measured part of a mismatch warning ("… imply ~36 layers, but M has 24"), without its advice."""
-    return warning.split(": ", 1)[-1].split(": ", 1)[0]
-
-
-def _check_collectives(s: StepBreakdown, sc: Scenario, pred: StepPrediction) -> list[tuple[str, str]]:
-    """All-reduces per step against the model's (2 per layer + a few at TP>1, none at TP=1). A trace with
-    all-reduces where the model has none, or none where it has some, is another layout: PlanError. Both present
-    but different counts: a warning (another model, e.g. fewer layers), with the layer count they imply."""
-    measured = s.collectives.get("all_reduce")
-    calls = measured.calls // max(1, s.devices) if measured else 0
-    model = pred.collectives.get("all_reduce")
-    expected = int(model.calls_per_step) if model is not None and sc.tp > 1 else 0
-    if abs(calls - expected) <= max(AR_CALL_TOLERANCE, 0.1 * expected):
-        return []
-    if calls == 0 or expected == 0:
-        raise PlanError(f"step {s.index}: {calls} all-reduce calls per step, but {sc.model.name} at TP={sc.tp} "
-                        f"makes {expected} ({sc.model.n_layers} layers: 2 per layer + a few for TP>1, none at TP=1)")
-    implied = (calls - (expected - 2 * sc.model.n_layers)) / 2
-    return [("layers_allreduce",
-             f"step {s.index}: {calls} all-reduce calls per step imply ~{implied:.0f} layers, but {sc.model.name} "
-             f"has {sc.model.n_layers} ({expected} all-reduces at TP={sc.tp}): the trace is probably another model; "
-             "the fitted efficiencies absorb the difference and mean little")]
-
-
-def _check_shape(s: StepBreakdown, sc: Scenario) -> list[tuple[str, str]]:
-    """Layer count from RMSNorm kernels per step (2 per layer + the final norm in vLLM/SGLang) and hidden size
-    from all-reduce message bytes (tokens on the rank × hidden × 2 B), each against the model config; each
-    (check, warning)."""
-    out: list[tuple[str, str]] = []
-    layers = sc.model.n_layers
-    norms = s.class_calls.get("norm", 0) / max(1, s.devices)
-    implied = (norms - 1) / 2
-    if norms and abs(implied - layers) > max(2.0, 0.1 * layers):
-        out.append(("layers_norm", f"step {s.index}: {norms:.0f} RMSNorm kernels per step imply ~{implied:.0f} "
-                    f"layers (2 per layer + 1), but {sc.model.name} has {layers}: check that the trace is this model"))
-    ar = s.collectives.get("all_reduce")
-    tokens = s.tokens or s.batch_size
-    if ar is not None and ar.sized_calls and ar.message_bytes_median and tokens:
-        hidden = ar.message_bytes_median / (tokens * 2.0)
-        if abs(hidden / sc.model.hidden_size - 1.0) > HIDDEN_TOLERANCE:
-            out.append(("hidden_size", f"step {s.index}: all-reduce messages of {ar.message_bytes_median:.0f} B over "
-                        f"{tokens} tokens imply hidden size {hidden:.0f} (bf16), but {sc.model.name} has "
-                        f"{sc.model.hidden_size}"))
-    return out
 
 
 def _measured(s: StepBreakdown) -> dict[str, float]:
