@@ -23,15 +23,38 @@ def plan_lines(plan: Plan) -> list[str]:
     scenario, then one paragraph — baseline, combination, ceiling, verdict — and the warnings, then how the
     ranges were made and every track."""
     unit = "TPOT" if plan.objective == "tpot" else "output tok/s"
-    b = plan.baseline
+    lines = _summary_lines(plan, unit)
+    if plan.target is not None:
+        lines.append(f"target {plan.target.target.text}: {plan.target.text}")
+        if plan.target.per_user:
+            lines.append(f"target {plan.target.target.text}: {plan.target.per_user}")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    lines.append("")
+    lines.extend(_basis_lines(plan))
+    lines.extend(_calibration_lines(plan))
+    lines.extend(_measured_lines(plan))
+    lines.append(f"tracks (gain on {unit}: > 1 is faster; 80% range):")
+    limit = memory_limit(plan.scenario)
+    for t in plan.tracks:
+        lines.extend(_track_lines(plan, t, limit))
+    return lines
+
+
+def _head(plan: Plan) -> str:
+    """What the plan was calibrated on: nothing, a trace, measured figures, or both."""
     head = "uncalibrated (model defaults; no trace)"
     if plan.calibration is not None:
         head = "calibrated on a trace" + ("" if plan.calibration.validated else " (fitted, not validated)")
     if plan.measured is not None:
         head = (f"{head}, then " if plan.calibration is not None else "") + (
             f"calibrated on measured figures ({plan.measured.status()})")
-    c, ceil = plan.combined, plan.ceiling
-    lines = [f"plan for {_objective(plan)}: {head}; {plan.gain_range.basis} ranges (80%)",
+    return head
+
+
+def _summary_lines(plan: Plan, unit: str) -> list[str]:
+    """The header, the scenario, what was applied, then the baseline, the combination and the ceiling."""
+    b, c, ceil = plan.baseline, plan.combined, plan.ceiling
+    lines = [f"plan for {_objective(plan)}: {_head(plan)}; {plan.gain_range.basis} ranges (80%)",
              scenario_line(plan.scenario),
              f"baseline: {baseline_word(plan)}TPOT {b.tpot_s * MS_PER_S:.2f} ms{_baseline_range(plan)}, "
              f"{b.output_tok_s:.0f} tok/s at "
@@ -48,27 +71,39 @@ def plan_lines(plan: Plan) -> list[str]:
     if plan.applied:
         lines.insert(2, f"applied: {', '.join(plan.applied)} — the baseline is the state after "
                         f"{'it' if len(plan.applied) == 1 else 'them'}, every other track priced on it")
-    if plan.target is not None:
-        lines.append(f"target {plan.target.target.text}: {plan.target.text}")
-        if plan.target.per_user:
-            lines.append(f"target {plan.target.target.text}: {plan.target.per_user}")
-    lines.extend(f"warning: {w}" for w in plan.warnings)
-    lines.append("")
-    lines.append(plan.gain_range.text)
+    return lines
+
+
+def _basis_lines(plan: Plan) -> list[str]:
+    """How the ranges were made and what the throughput is counted under."""
+    lines = [plan.gain_range.text]
     if plan.tpot_limit_s is not None:
         lines.append(f"throughput is counted under a TPOT limit of {plan.tpot_limit_s * MS_PER_S:.2f} ms per user "
                      "(--tpot-limit; default: the baseline's TPOT)")
     if plan.aggregate:
         lines.append("throughput is the instance's aggregate output tok/s at the best concurrency up to the memory "
                      "limit, with no per-user TPOT cap (--tpot-limit sets one)")
-    if plan.calibration is not None:
-        lines.append(f"calibration: {plan.calibration.error_basis}")
-        lines.append("calibration (class: measured µs → model µs, residual, fitted knob):")
-        for row in calibration_table(plan.calibration):
-            residual = "–" if row["residual"] is None else f"{100 * row['residual']:+.1f}%"
-            knob = f"{row['knob']} = {knob_text(str(row['knob']), row['value'])}" if row["knob"] else "–"
-            lines.append(f"  {row['class']:<14} {row['measured_us']:>10.1f} → {row['model_us']:>10.1f}  "
-                         f"{residual:>7}  {knob}")
+    return lines
+
+
+def _calibration_lines(plan: Plan) -> list[str]:
+    """The trace calibration's error basis and its table (class, measured → model µs, residual, knob); none
+    without one."""
+    if plan.calibration is None:
+        return []
+    lines = [f"calibration: {plan.calibration.error_basis}",
+             "calibration (class: measured µs → model µs, residual, fitted knob):"]
+    for row in calibration_table(plan.calibration):
+        residual = "–" if row["residual"] is None else f"{100 * row['residual']:+.1f}%"
+        knob = f"{row['knob']} = {knob_text(str(row['knob']), row['value'])}" if row["knob"] else "–"
+        lines.append(f"  {row['class']:<14} {row['measured_us']:>10.1f} → {row['model_us']:>10.1f}  "
+                     f"{residual:>7}  {knob}")
+    return lines
+
+
+def _measured_lines(plan: Plan) -> list[str]:
+    """The measured figures' lines and the measured step's, when given."""
+    lines: list[str] = []
     if plan.measured is not None:
         from servescope.report.measured_doc import measured_document, measured_lines
 
@@ -77,27 +112,28 @@ def plan_lines(plan: Plan) -> list[str]:
         m = plan.measured_step
         lines.append(f"measured {m['kind']} step {m['index']}: {m['measured_ms']:.2f} ms (model "
                      f"{m['model_ms']:.2f} ms); a track that changes it says by how much")
-    lines.append(f"tracks (gain on {unit}: > 1 is faster; 80% range):")
-    limit = memory_limit(plan.scenario)
-    for t in plan.tracks:
-        if t.details.get("applied"):
-            lines.append(f"  ✓  {t.kind}: {t.why_not}")
-            continue
-        if t.gain is None:
-            lines.append(f"  -  {t.kind}: not applicable: {t.why_not}")
-            continue
-        on_step = t.details.get("gain_on_measured_step")
-        measured = (f"; on the measured step {speedup_text(on_step)}"
-                    if on_step and f"{on_step:.2f}" != "1.00" else "")
-        note = _one_memory_limit(t, limit)
-        extra = f" — {t.why_not}" if t.why_not else (f" — {note}" if note else "")
-        flag = " [precision-lowering]" if t.precision_lowering else ""
-        on_base = on_baseline(plan, t)
-        said = f"; {on_baseline_text(on_base)}" if on_base is not None and t.pays else ""
-        lines.append(f"  {gain_text(t.gain, t.gain_low, t.gain_high)} {t.kind} [{t.effort}]{flag}{measured}{said}"
-                     f"{extra}")
-        if t.pays:
-            lines.extend(_needs_and_verify(t))
+    return lines
+
+
+def _track_lines(plan: Plan, t: Track, limit: int) -> list[str]:
+    """One track's line (applied, not applicable, or its gain and notes), then what it needs and how to verify
+    it when it pays."""
+    if t.details.get("applied"):
+        return [f"  ✓  {t.kind}: {t.why_not}"]
+    if t.gain is None:
+        return [f"  -  {t.kind}: not applicable: {t.why_not}"]
+    on_step = t.details.get("gain_on_measured_step")
+    measured = (f"; on the measured step {speedup_text(on_step)}"
+                if on_step and f"{on_step:.2f}" != "1.00" else "")
+    note = _one_memory_limit(t, limit)
+    extra = f" — {t.why_not}" if t.why_not else (f" — {note}" if note else "")
+    flag = " [precision-lowering]" if t.precision_lowering else ""
+    on_base = on_baseline(plan, t)
+    said = f"; {on_baseline_text(on_base)}" if on_base is not None and t.pays else ""
+    lines = [f"  {gain_text(t.gain, t.gain_low, t.gain_high)} {t.kind} [{t.effort}]{flag}{measured}{said}"
+             f"{extra}"]
+    if t.pays:
+        lines.extend(_needs_and_verify(t))
     return lines
 
 
