@@ -13,6 +13,8 @@ Does: `plan(scenario, objective, concurrency, target, forbid, calibration, spec)
      binding (largest) term; beside it the physical floor of its step (perfmodel step.py `floor_s`, as `model`
      prints it: one function),
   5. the target verdict: reachable with which tracks, or "not reachable" and by how far.
+The records it returns (Track, Combination, Ceiling, Verdict, Plan; PAYS) live in planner.plan_records and are
+re-exported here.
 Does not: render anything (see servescope.report.plan_doc / plan_text) or read traces (see servescope.calibrate).
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from servescope.calibrate import Calibration
@@ -37,6 +39,7 @@ from servescope.planner.measured import (
     measured_step_of,
     on_measured_step,
 )
+from servescope.planner.plan_records import PAYS, Ceiling, Combination, Plan, Track, Verdict
 from servescope.planner.spec_calibrate import calibrated_spec
 from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import Target, check_objective, parse_target
@@ -46,120 +49,9 @@ from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Change, Evaluator, Outcome, PerfModel, StepModel, WhatIf
 from servescope.units import MS_PER_S
 
-PAYS = 1.001  # a track "pays" above this gain
-
-
-
-@dataclass(frozen=True)
-class Track:
-    """One evaluated track. Gains are ratios of the objective (>1 = better); None when not applicable."""
-
-    kind: str
-    applicable: bool
-    why_not: str | None
-    gain: float | None
-    gain_low: float | None
-    gain_high: float | None
-    effort: str
-    preconditions: tuple[str, ...]
-    validate: str
-    tpot_s: float | None = None
-    output_tok_s: float | None = None
-    precision_lowering: bool = False
-    note: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
-    # the what-if this track was evaluated with, kept so that curves and pages re-use it (never re-run the track)
-    whatif: WhatIf | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def pays(self) -> bool:
-        return self.applicable and self.gain is not None and self.gain > PAYS
-
-
-@dataclass(frozen=True)
-class Combination:
-    tracks: tuple[str, ...]
-    outcome: Outcome
-    gain: float
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    tracks: tuple[str, ...]
-    outcome: Outcome
-    binding: str
-
-
-@dataclass(frozen=True)
-class Verdict:
-    target: Target
-    reachable: bool
-    gap: float  # factor the objective still has to improve by (1.0 when reachable)
-    tracks: tuple[str, ...]
-    text: str
-    outcome: Outcome | None = None  # the point the verdict is about (its concurrency and per-user TPOT)
-    per_user: str = ""  # an aggregate rate read per user instead (a TPOT of 1/rate): the second verdict
-
-
-@dataclass(frozen=True)
-class Plan:
-    scenario: Scenario
-    objective: str
-    concurrency: int
-    calibrated: bool
-    gain_range: PlanRange  # where the baseline's and every gain's range come from (planner.gain_range)
-    baseline: Outcome
-    tracks: tuple[Track, ...]  # ranked
-    combined: Combination
-    ceiling: Ceiling
-    target: Verdict | None
-    calibration: Calibration | None = None
-    warnings: tuple[str, ...] = ()
-    spec: SpecConfig | None = None
-    measured_step: dict[str, Any] | None = None  # the calibration's first step: kind, tokens, batch, ms
-    tpot_limit_s: float | None = None  # objective throughput: the TPOT every user keeps
-    aggregate: bool = False  # objective throughput with no per-user TPOT cap (a rate target without --tpot-limit)
-    measured: FigureFit | None = None  # the user's figures the deployment was calibrated on (planner.measured)
-    # the step model the plan was priced with, for its curves and combinations (None: the perfmodel)
-    step_model: StepModel | None = field(default=None, compare=False, repr=False)
-    kernels: KernelEvidence | None = None  # the trace's per-kernel numbers the kernel tracks read
-    bases: Bases = Bases("modelled", "modelled", "modelled")  # what each headline number rests on (planner.basis)
-    applied: tuple[str, ...] = ()  # tracks already applied (--applied, a campaign log): the baseline includes them
-    applied_whatifs: tuple[WhatIf, ...] = field(default=(), compare=False, repr=False)
-
-    @property
-    def uncertainty(self) -> float:
-        """A one-number summary of the gain ranges (PlanRange.uncertainty)."""
-        return self.gain_range.uncertainty
-
-    @property
-    def baseline_tpot_s_range(self) -> tuple[float, float] | None:
-        """80 % interval of the baseline TPOT (uncalibrated: the cross-validated range `model` prints)."""
-        q = self.gain_range.baseline_q
-        return None if q is None else (self.baseline.tpot_s * q[0], self.baseline.tpot_s * q[1])
-
-    @property
-    def dominant_class(self) -> str:
-        """Largest kernel class of the baseline step: gemm, moe, attention, communication, or overhead (the
-        perfmodel's kernel overhead, class `kernel_overhead`, plus its per-step CPU time, class `host`)."""
-        classes = dict(self.baseline.step.class_time_s)
-        if not classes:
-            return self.baseline.step.dominant
-        classes["overhead"] = classes.pop("kernel_overhead", 0.0) + classes.pop("host", 0.0)
-        return max(classes, key=lambda k: classes[k])
-
-    def track(self, kind: str) -> Track:
-        for t in self.tracks:
-            if t.kind == kind:
-                return t
-        raise PlanError(f"no track {kind!r} in this plan; valid: {', '.join(TRACK_KINDS)}")
-
-    def __repr__(self) -> str:
-        best = next((t for t in self.tracks if t.applicable and t.gain is not None), None)
-        head = f"best {best.kind} {best.gain:.2f}x" if best and best.gain is not None else "no applicable track"
-        return (f"Plan({self.objective} at concurrency {self.concurrency}, "
-                f"{'calibrated' if self.calibrated else 'uncalibrated'}: {len(self.tracks)} tracks, {head}; "
-                f"{self.scenario!r})")
+# the records are planner.plan_records's, re-exported: callers import them from here
+__all__ = ["IDEAL", "PAYS", "Ceiling", "Combination", "Plan", "Track", "Verdict", "combine", "compatible", "plan",
+           "point_text"]
 
 
 def plan(
@@ -182,6 +74,39 @@ def plan(
     per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks. `applied`: tracks
     already applied (planner.campaign): the baseline is the state after them, they are listed as applied and every
     other track is priced on that state."""
+    forbidden, goal = _goal(objective, concurrency, forbid, target)
+    given = scenario
+    scenario, step_model, measured, spec, spec_note = _calibrated(scenario, calibration, spec, model, measured)
+    # A rate target is aggregate output throughput, as benchmarks report it: no per-user cap unless one is given.
+    aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
+    ctx = _context(step_model, scenario, objective, concurrency, math.inf if aggregate else tpot_limit_s, forbidden,
+                   calibration, spec, kernels, parse_forbid(applied))
+    ev, baseline, scenario, done = ctx.evaluator, ctx.baseline, ctx.scenario, ctx.applied
+    r = plan_range(scenario, calibration)
+    if measured is not None:
+        r = measured_range(r, measured, baseline.concurrency, bool(done))
+    measured_step = measured_step_of(calibration)
+    proposals, ranked = _ranked(ctx, r, measured_step)
+    combined = _combine(ctx, ranked, proposals)
+    ceiling = _ceiling(ev, combined, proposals)
+    verdict = _verdict(ctx, goal, combined, ceiling, proposals, measured) if goal else None
+    bases = _bases(ctx, measured, combined, ceiling, verdict)
+    if verdict is not None and goal is not None and goal.aggregate:
+        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
+                                                              measured, kernels, done))
+    warnings = (*(calibration.warnings if calibration is not None else ()), *((spec_note,) if spec_note else ()))
+    limit = tpot_limit_s if tpot_limit_s is not None else (
+        ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
+    return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
+                ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
+                measured, step_model if measured is not None else model, kernels=kernels, bases=bases,
+                applied=done, applied_whatifs=ev.applied)
+
+
+def _goal(objective: str, concurrency: int, forbid: str | tuple[str, ...] | list[str] | None,
+          target: str | Target | None) -> tuple[tuple[str, ...], Target | None]:
+    """The checked inputs: the forbidden tracks and the target (None without one); PlanError (one line) for a
+    concurrency below 1 or a target of another objective."""
     check_objective(objective)
     if concurrency < 1:
         raise PlanError(f"concurrency {concurrency} must be >= 1")
@@ -189,7 +114,15 @@ def plan(
     goal = parse_target(target, objective) if isinstance(target, str) else target
     if goal is not None and goal.objective != objective:
         raise PlanError(f"target {goal.text!r} is for objective {goal.objective}, not {objective}")
-    given = scenario
+    return forbidden, goal
+
+
+def _calibrated(scenario: Scenario, calibration: Calibration | None, spec: SpecConfig | None,
+                model: StepModel | None, measured: FigureFit | None,
+                ) -> tuple[Scenario, StepModel, FigureFit | None, SpecConfig | None, str]:
+    """The scenario after a trace's calibration, then the user's figures (their knobs on the scenario, their
+    decode levels on the step model); the speculative config on the measured gain and its note; `measured` None
+    unless the figures calibrated the deployment."""
     if calibration is not None:
         scenario = calibration.apply(scenario)
     raw_model = model or PerfModel()
@@ -203,44 +136,44 @@ def plan(
         step_model = LevelledModel(raw_model, measured)
     else:
         measured = None
-    # A rate target is aggregate output throughput, as benchmarks report it: no per-user cap unless one is given.
-    aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
-    limit_arg = math.inf if aggregate else tpot_limit_s
-    ev = Evaluator(step_model, scenario, objective, concurrency, limit_arg, (imbalance_adjust,))
-    done = parse_forbid(applied)
+    return scenario, step_model, measured, spec, spec_note
+
+
+def _context(step_model: StepModel, scenario: Scenario, objective: str, concurrency: int, limit: float | None,
+             forbidden: tuple[str, ...], calibration: Calibration | None, spec: SpecConfig | None,
+             kernels: KernelEvidence | None, done: tuple[str, ...]) -> Context:
+    """What every track looks at: the evaluator with the `done` tracks applied (planner.campaign), its baseline and
+    the scenario after them."""
+    ev = Evaluator(step_model, scenario, objective, concurrency, limit, (imbalance_adjust,))
     ev = apply_tracks(ev, done, lambda e: Context(e.scenario_of(()), e, e.objective_value(()), objective, concurrency,
                                                   (), calibration, spec, kernels))
     baseline = ev.objective_value(())
-    scenario = ev.scenario_of(())
-    ctx = Context(scenario, ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels, done)
-    r = plan_range(scenario, calibration)
-    if measured is not None:
-        r = measured_range(r, measured, baseline.concurrency, bool(done))
+    return Context(ev.scenario_of(()), ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels,
+                   done)
+
+
+def _ranked(ctx: Context, r: PlanRange, measured_step: dict[str, Any] | None,
+            ) -> tuple[dict[str, Proposal], tuple[Track, ...]]:
+    """Every track's proposal by kind, and the tracks evaluated (each with its effect on the trace's measured step,
+    when there is one) and ranked."""
     proposals = _propose(ctx)
     tracks = [_evaluate(ctx, p, r) for p in proposals]
-    measured_step = measured_step_of(calibration)
     if measured_step is not None:
-        tracks = [on_measured_step(ev, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
-    ranked = tuple(sorted(tracks, key=_rank_key))
-    combined = _combine(ctx, ranked, {p.kind: p for p in proposals})
-    ceiling = _ceiling(ev, combined, {p.kind: p for p in proposals})
-    bases = Bases((what_if_basis if done else basis_at)(measured, calibration, baseline.concurrency),
-                  what_if_basis(measured, calibration, combined.outcome.concurrency),
-                  what_if_basis(measured, calibration, ceiling.outcome.concurrency))
-    verdict = _verdict(ctx, goal, combined, ceiling, {p.kind: p for p in proposals}, measured) if goal else None
+        tracks = [on_measured_step(ctx.evaluator, t, proposals[i], measured_step) for i, t in enumerate(tracks)]
+    return {p.kind: p for p in proposals}, tuple(sorted(tracks, key=_rank_key))
+
+
+def _bases(ctx: Context, measured: FigureFit | None, combined: Combination, ceiling: Ceiling,
+           verdict: Verdict | None) -> Bases:
+    """What the baseline, the combination, the ceiling and the verdict's point each rest on (planner.basis)."""
+    cal = ctx.calibration
+    bases = Bases((what_if_basis if ctx.applied else basis_at)(measured, cal, ctx.baseline.concurrency),
+                  what_if_basis(measured, cal, combined.outcome.concurrency),
+                  what_if_basis(measured, cal, ceiling.outcome.concurrency))
     if verdict is not None and verdict.outcome is not None:
-        pick = basis_at if verdict.outcome is baseline else what_if_basis
-        bases = replace(bases, target=pick(measured, calibration, verdict.outcome.concurrency))
-    if verdict is not None and goal is not None and goal.aggregate:
-        verdict = replace(verdict, per_user=_per_user_reading(given, goal, forbidden, calibration, spec, model,
-                                                              measured, kernels, done))
-    warnings = (*(calibration.warnings if calibration is not None else ()), *((spec_note,) if spec_note else ()))
-    limit = tpot_limit_s if tpot_limit_s is not None else (
-        ev.at((), concurrency).tpot_s if objective == "throughput" and not aggregate else None)
-    return Plan(scenario, objective, concurrency, calibration is not None or measured is not None, r, baseline,
-                ranked, combined, ceiling, verdict, calibration, warnings, spec, measured_step, limit, aggregate,
-                measured, step_model if measured is not None else model, kernels=kernels, bases=bases,
-                applied=done, applied_whatifs=ev.applied)
+        pick = basis_at if verdict.outcome is ctx.baseline else what_if_basis
+        bases = replace(bases, target=pick(measured, cal, verdict.outcome.concurrency))
+    return bases
 
 
 def _propose(ctx: Context) -> list[Proposal]:
