@@ -1,4 +1,5 @@
-"""Communication tracks: `custom_allreduce`, `nccl_tuning`, `collective_fusion`, `expert_parallel`.
+"""Communication tracks: `custom_allreduce`, `nccl_tuning`, `collective_fusion` (and `expert_parallel`, which lives
+in planner.tracks_ep with the experts' load imbalance and is re-exported here).
 
 Does: decide whether each applies on this system and engine (the vLLM rules in hardware-and-models.md §2c),
 and express it as a what-if:
@@ -21,22 +22,23 @@ and express it as a what-if:
                      latency floor back to the measured floor when calibration found it inflated.
   collective_fusion  fused all-reduce + residual-add + RMSNorm: one norm kernel (and its launch) fewer per
                      all-reduce (FlashInfer fusion, SM90/SM100 only: local-inference-lab/vllm#261).
-  expert_parallel    the perfmodel prices EP (all-to-all dispatch + combine) directly; two layouts are tried:
-                     EP with TP attention, and EP with attention data parallelism.
 Does not: model NVLS/multicast or symmetric-memory all-reduce separately (they fall under the NVLink floor).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-from servescope.errors import ScenarioError
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.track import Context, Proposal, not_applicable
+from servescope.planner.tracks_ep import expert_imbalance, expert_parallel_track, imbalance_adjust
 from servescope.planner.whatif import Adjust, Change, Collective, StepView, WhatIf
 from servescope.specs.collectives import CollectiveCurves, load_collectives
 from servescope.units import GIGA
+
+# expert_parallel_track, expert_imbalance and imbalance_adjust are planner.tracks_ep's, re-exported
+__all__ = ["collective_fusion_track", "custom_ar_call_s", "custom_allreduce_track", "expert_imbalance",
+           "expert_parallel_track", "imbalance_adjust", "nccl_tuning_track"]
 
 VLLM_CUSTOM_AR_MAX_BYTES = 8192 * 1024  # VLLM-CAR max_size
 VLLM_CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # VLLM-CAR
@@ -254,148 +256,3 @@ def _measured_norm_call_s(ctx: Context) -> float:
     """Median runtime of one norm kernel in the calibration trace (0 without one: the model has no norm time)."""
     cal = ctx.calibration
     return cal.class_per_call_s.get("norm", 0.0) if cal is not None else 0.0
-
-
-def expert_parallel_track(ctx: Context) -> Proposal:
-    kind, sc = "expert_parallel", ctx.scenario
-    validate = ("vLLM --enable-expert-parallel (with --data-parallel-size N for attention-DP); compare TPOT at the "
-                "planned concurrency and the all-to-all µs per call in a trace")
-    if not sc.model.is_moe:
-        return not_applicable(kind, f"{sc.model.name} is dense: no experts to distribute", "config change", validate)
-    n = int(sc.tp) * int(sc.dp)
-    if n == 1:
-        return not_applicable(kind, "one GPU: nothing to distribute experts over", "config change", validate)
-    if sc.ep == n:
-        return not_applicable(kind, f"already expert-parallel (EP={sc.ep})", "config change", validate)
-    options: list[tuple[float, str, WhatIf]] = []
-    unfit: list[tuple[str, WhatIf, str]] = []
-    for name, changes in _ep_layouts(sc, n):
-        whatif = WhatIf(kind, scenario=Change.of(changes, check_fits=True), exclusive=("parallelism_change",))
-        try:
-            gain = ctx.evaluator.gain(ctx.baseline, ctx.evaluator.objective_value((whatif,)))
-        except ScenarioError as exc:
-            unfit.append((name, WhatIf(kind, scenario=Change.of(changes)), str(exc)))
-            continue
-        options.append((gain, name, whatif))
-    explain = _explain_ep(ctx, options, unfit)
-    if not options:
-        return not_applicable(kind, f"no expert-parallel layout of {n} GPUs fits {sc.model.name}: {explain}",
-                              "config change", validate)
-    gain, name, whatif = max(options, key=lambda o: o[0])
-    why = None if gain > 1.0 else f"does not pay at batch {ctx.concurrency} over {_link(ctx)}: {explain}"
-    pre = (f"{sc.model.n_routed_experts} experts divisible by EP={n}",
-           "expert load balanced across GPUs (EPLB) at high concurrency")
-    return Proposal(kind, True, why, "config change", pre, validate, whatif=whatif, note=name,
-                    details={"layout": name, "options": {o[1]: o[0] for o in options},
-                             "explanation": explain, "unfit": [u[0] for u in unfit]})
-
-
-def _ep_layouts(sc: Scenario, n: int) -> list[tuple[str, dict[str, int]]]:
-    """EP over all n GPUs: with the current TP attention, and with attention TP t × DP n/t for smaller t."""
-    out = [("EP with TP attention", {"ep": n})]
-    for t in (d for d in range(1, int(sc.tp)) if n % d == 0 and sc.model.n_heads % d == 0):
-        out.append((f"EP with attention TP{t}×DP{n // t}", {"tp": t, "dp": n // t, "ep": n}))
-    return out
-
-
-def _link(ctx: Context) -> str:
-    return "PCIe" if ctx.pcie else "NVLink"
-
-
-def _explain_ep(ctx: Context, options: list[tuple[float, str, WhatIf]],
-                unfit: list[tuple[str, WhatIf, str]]) -> str:
-    """Plain words from the numbers: what each EP layout adds and saves at this batch on this link."""
-    base = ctx.baseline.step
-    parts = []
-    a2a_layouts = []
-    for gain, name, whatif in sorted(options, key=lambda o: -o[0]):
-        new = ctx.evaluator.at((whatif,), ctx.concurrency).step
-        if _dispatch(new) is None:
-            moe_old, moe_new = base.class_time_s.get("moe", 0.0), new.class_time_s.get("moe", 0.0)
-            parts.append(f"{name} keeps every all-reduce and holds whole experts per GPU, so the busiest GPU's "
-                         f"experts take {_ms(moe_new)} instead of {_ms(moe_old)} (load imbalance; gain {gain:.2f})")
-        else:
-            a2a_layouts.append((name, new, f"gain {gain:.2f}"))
-    for name, whatif, _reason in unfit:
-        try:
-            new = ctx.evaluator.at((whatif,), ctx.concurrency).step
-        except ScenarioError:
-            continue
-        if _dispatch(new) is not None:
-            a2a_layouts.append((name, new, "does not fit in memory: attention replicated per DP rank"))
-    if a2a_layouts:
-        name, new, verdict = a2a_layouts[0]
-        parts.append(_a2a_sentence(ctx, name, new, verdict))
-    return "; ".join(parts)
-
-
-def _dispatch(step: StepView) -> tuple[str, float, float, float] | None:
-    """(words, calls, seconds, bytes per call) of the MoE dispatch + combine collectives of a step, if any: an
-    all-to-all, or the all-gather + reduce-scatter that vLLM's and SGLang's default all-to-all backends run
-    (perfmodel/step.py `dispatch_mode`)."""
-    a2a = step.collectives.get("all_to_all")
-    if a2a is not None:
-        return "all-to-all calls", a2a.calls_per_step, a2a.time_s, a2a.bytes_per_call
-    ag, rs = step.collectives.get("all_gather"), step.collectives.get("reduce_scatter")
-    if ag is None or rs is None:
-        return None
-    return ("all-gather + reduce-scatter calls (the engine's default all-to-all backend",
-            ag.calls_per_step + rs.calls_per_step, ag.time_s + rs.time_s, ag.bytes_per_call)
-
-
-def _a2a_sentence(ctx: Context, name: str, new: StepView, verdict: str) -> str:
-    base = ctx.baseline.step
-    ar = base.collectives.get("all_reduce")
-    found = _dispatch(new)
-    assert found is not None
-    words, calls, time_s, nbytes = found
-    per_call_us = time_s / max(1.0, calls) * 1e6
-    # below ~128 KB a PCIe/NVLink collective costs about its latency floor (hardware-and-models.md §2a)
-    bound = f": latency-bound at batch {ctx.concurrency}" if nbytes < 128e3 else ""
-    words = words + ("," if words.endswith("backend") else " (")
-    text = (f"{name} swaps the all-reduces ({_ms(ar.time_s if ar else 0.0)}) for {calls:.0f} "
-            f"{_link(ctx)} {words} dispatch + combine, {per_call_us:.0f} µs each on "
-            f"{nbytes / 1e3:.0f} KB messages{bound})")
-    w_old, w_new = base.terms_s.get("weights", 0.0), new.terms_s.get("weights", 0.0)
-    if w_new > w_old * 1.05:
-        text += (f", while each request's attention runs on fewer GPUs that read its weights "
-                 f"({_ms(w_old)} → {_ms(w_new)} of weight reads)")
-    return f"{text} ({verdict})"
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
-
-
-
-
-def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:
-    """Busiest GPU's routed-expert reads over the mean, for whole experts placed on `ep` GPUs.
-
-    Each GPU holds n = E/ep experts; an expert is activated by a step of T tokens with q = 1 − (1 − k/E)^T
-    (uniform routing, as the perfmodel assumes); activated experts per GPU X ~ Binomial(n, q), GPUs treated as
-    independent: E[max X] = Σ_{m≥0} (1 − F(m)^ep). Returns E[max X] / (n·q) (1.0 when every expert is hot).
-    Routing skew (hot experts) is not modelled: EPLB is assumed to remove it.
-    """
-    if ep <= 1 or n_experts <= 0 or top_k <= 0:
-        return 1.0
-    n = n_experts // ep
-    q = 1.0 - (1.0 - top_k / n_experts) ** max(tokens, 1)
-    if q >= 1.0 - 1e-12:
-        return 1.0
-    pmf = [math.comb(n, m) * q**m * (1.0 - q) ** (n - m) for m in range(n + 1)]
-    cdf, expected_max = 0.0, 0.0
-    for m in range(n):
-        cdf += pmf[m]
-        expected_max += 1.0 - min(cdf, 1.0) ** ep
-    return max(1.0, expected_max / (n * q))
-
-
-def imbalance_adjust(sc: Scenario, view: StepView) -> StepView:
-    """Scale the routed-expert time by the load imbalance of whole experts per GPU (EP only)."""
-    moe = view.class_time_s.get("moe", 0.0)
-    if sc.ep <= 1 or moe <= 0:
-        return view
-    imb = expert_imbalance(sc.model.n_routed_experts, sc.model.top_k, sc.ep, view.tokens)
-    term = "weights" if view.terms_s.get("weights", 0.0) >= moe else "compute"
-    return view.shifted(term, moe * (imb - 1.0), cls="moe")
