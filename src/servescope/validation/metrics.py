@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from servescope._read import read_text
+from servescope._paths import read_text
 from servescope.errors import MeasurementError
 
 CEILING = 64 << 20  # a /metrics scrape of one server is tens of KB; many ranks' label sets stay well below this
