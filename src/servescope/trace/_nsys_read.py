@@ -6,6 +6,7 @@ runtime tables and the NVTX ranges with their StringIds resolved, as raw frames 
 `end_ns`) with the process id and thread id decoded from nsys's serialized `globalPid`/`globalTid`
 (`pid = globalTid / 0x1000000 % 0x1000000`, `tid = globalTid % 0x1000000`; NVIDIA "Common SQLite
 examples → Serialized process and thread identifiers"). Also the GPU list and a few export facts.
+Opening the file and recognising it: trace._nsys_sqlite (re-exported here).
 What it does not do: build the events table, split processes or link kernels to ops (see `nsys.py`).
 Schema facts: shared/reference/capture-and-formats.md §3 (nsys 2026.2.1, schema 3.25.0).
 """
@@ -13,16 +14,27 @@ Schema facts: shared/reference/capture-and-formats.md §3 (nsys 2026.2.1, schema
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
 from servescope.errors import NotATrace
+from servescope.trace._nsys_sqlite import (
+    REPORT_SUFFIXES,
+    SQLITE_MAGIC,
+    LossyText,
+    check_not_report,
+    is_nsys,
+    is_sqlite,
+    open_readonly,
+    table_names,
+)
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+# the file-level names are trace._nsys_sqlite's, re-exported
+__all__ = ["REPORT_SUFFIXES", "SQLITE_MAGIC", "NsysTables", "check_not_report", "is_nsys", "is_sqlite", "read_tables"]
+
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -93,73 +105,6 @@ class NsysTables:
     export: dict[str, str] = field(default_factory=dict)
 
 
-REPORT_SUFFIXES = (
-    ".nsys-rep",
-    ".qdrep",
-)  # Nsight Systems' own report files (binary; need `nsys export`)
-
-
-def is_nsys(path: Path) -> bool:
-    """True for an Nsight Systems SQLite export or report file: what `trace.nsys` handles."""
-    return path.name.endswith(REPORT_SUFFIXES) or is_sqlite(path)
-
-
-def check_not_report(path: Path) -> None:
-    """Raise NotATrace, with the export command, for an `.nsys-rep` / `.qdrep` report."""
-    if path.name.endswith(REPORT_SUFFIXES):
-        raise NotATrace(
-            f"{path}: an Nsight Systems report, which only nsys reads; export it first: "
-            f"nsys export --type sqlite -o {path.with_suffix('.sqlite').name} {path.name}"
-        )
-
-
-def is_sqlite(path: Path) -> bool:
-    """True when `path` is a regular file starting with the SQLite header (a pipe is never sniffed: reading its
-    first bytes would take them from the reader that comes next; SQLite needs a seekable file anyway)."""
-    try:
-        if not path.is_file():
-            return False
-        with path.open("rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-class _Text:
-    """sqlite3 text factory: UTF-8, with invalid bytes replaced (U+FFFD) and counted."""
-
-    def __init__(self) -> None:
-        self.n_bad = 0
-
-    def __call__(self, raw: bytes) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError:
-            self.n_bad += 1
-            return raw.decode(errors="replace")
-
-
-@contextmanager
-def _open(path: Path) -> Iterator[sqlite3.Connection]:
-    """Read-only, immutable connection; any SQLite failure becomes one NotATrace line naming the file."""
-    uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-    try:
-        con = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error as exc:
-        raise NotATrace(f"{path}: cannot open the SQLite file ({_one_line(exc)})") from None
-    try:
-        yield con
-    except (
-        sqlite3.Error,
-        UnicodeDecodeError,
-    ) as exc:  # SQLite's own message may quote invalid UTF-8
-        raise NotATrace(
-            f"{path}: SQLite file is corrupt or not an Nsight Systems export ({_one_line(exc)})"
-        ) from None
-    finally:
-        con.close()
-
-
 @dataclass(frozen=True)
 class _Export:
     """An open export: connection, file, its tables and their columns, and the warnings list to add to."""
@@ -169,18 +114,13 @@ class _Export:
     tables: set[str]
     cols: dict[str, set[str]]
     warnings: list[str]
-    text: _Text = field(default_factory=_Text)
-
-
-def _one_line(exc: Exception) -> str:
-    """SQLite's message on one line (a malformed schema message quotes the schema, newlines and all)."""
-    return " ".join(str(exc).split())[:200]
+    text: LossyText = field(default_factory=LossyText)
 
 
 def read_tables(path: Path, warnings: list[str]) -> NsysTables:
     """All the tables servescope uses; raises NotATrace for a corrupt or non-nsys SQLite file."""
-    with _open(path) as con:
-        tables = _table_names(con)
+    with open_readonly(path) as con:
+        tables = table_names(con)
         _check_is_nsys(path, tables)
         for table, what in _OPTIONAL.items():
             if _resolve(tables, table) is None:
@@ -203,10 +143,6 @@ def read_tables(path: Path, warnings: list[str]) -> NsysTables:
                 f"{db.text.n_bad:,} text values are not valid UTF-8; bad bytes shown as U+FFFD"
             )
     return result
-
-
-def _table_names(con: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
 def _check_is_nsys(path: Path, tables: set[str]) -> None:
@@ -243,7 +179,7 @@ def _frame(
     db: _Export, sql: str, table: str, schema: Mapping[str, type[pl.DataType]]
 ) -> pl.DataFrame:
     """Rows of `sql` as a frame, fetched CHUNK_ROWS at a time (bounds the Python tuples alive at once).
-    Text is decoded by sqlite3 (C); once some text is not UTF-8, the query reruns with the lossy `_Text`."""
+    Text is decoded by sqlite3 (C); once some text is not UTF-8, the query reruns with the lossy `LossyText`."""
     try:
         return _frame_once(db, sql, table, schema)
     except sqlite3.OperationalError as exc:
