@@ -293,36 +293,50 @@ def _jacobian(resid: object, x: np.ndarray, r: np.ndarray, hi: np.ndarray,
 
 def _gauss_newton(resid: object, x: np.ndarray, tau: np.ndarray, lo: np.ndarray,
                   hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Minimise |resid(x)|² + |x/τ|² within [lo, hi] (projected, damped Gauss–Newton)."""
+    """Minimise |resid(x)|² + |x/τ|² within [lo, hi] (projected, damped Gauss–Newton). The Jacobian is computed by
+    differences at the start and updated by Broyden's rank-one rule after each step; it is recomputed where a step
+    fails or the fit looks converged, and at the end (the posterior reads it), so the answer is the exact-Jacobian
+    one at a fraction of the model evaluations."""
     f = resid  # type: ignore[assignment]
     r = f(x)  # type: ignore[operator]
     cost = float(r @ r + np.sum((x / tau) ** 2))
     jac = _jacobian(f, x, r, hi)
     live = np.any(np.abs(jac) > 1e-9, axis=0)
+    fresh = True
     for _ in range(_MAX_ITER):
-        free = ~(((x <= lo + 1e-12) & (jac.T @ r + x / tau**2 > 0)) | ((x >= hi - 1e-12) & (jac.T @ r + x / tau**2 < 0)))
-        a = jac[:, free]
-        h = a.T @ a + np.diag(1.0 / tau[free] ** 2)
-        g = a.T @ r + x[free] / tau[free] ** 2
-        step = np.zeros_like(x)
-        step[free] = -np.linalg.solve(h, g)
-        size, improved = 1.0, False
-        while size > 1e-4:
-            trial = np.clip(x + size * step, lo, hi)
-            rt = f(trial)  # type: ignore[operator]
-            ct = float(rt @ rt + np.sum((trial / tau) ** 2))
-            if ct < cost:
-                improved = True
+        trial, rt, ct = _damped_step(f, x, r, cost, jac, tau, lo, hi)
+        if trial is None or cost - ct < CONVERGED * max(cost, 1.0):
+            if fresh:
+                if trial is not None:
+                    x, r, cost = trial, rt, ct
                 break
-            size /= 2
-        if not improved:
-            break
-        done = cost - ct < CONVERGED * max(cost, 1.0)
+            jac, fresh = _jacobian(f, x, r, hi, live), True  # the update drifted: start again from the exact one
+            continue
+        dx, dr = trial - x, rt - r
         x, r, cost = trial, rt, ct
-        jac = _jacobian(f, x, r, hi, live)
-        if done:
-            break
-    return x, r, jac
+        jac = jac + np.outer(dr - jac @ dx, dx) / float(dx @ dx)
+        fresh = False
+    return x, r, _jacobian(f, x, r, hi, live)
+
+
+def _damped_step(f: object, x: np.ndarray, r: np.ndarray, cost: float, jac: np.ndarray, tau: np.ndarray,
+                 lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, float]:
+    """The Gauss–Newton step on the free knobs (those not pushed against a bound), halved until the objective falls;
+    (None, r, cost) when no fraction of it does."""
+    grad = jac.T @ r + x / tau**2
+    free = ~(((x <= lo + 1e-12) & (grad > 0)) | ((x >= hi - 1e-12) & (grad < 0)))
+    a = jac[:, free]
+    step = np.zeros_like(x)
+    step[free] = -np.linalg.solve(a.T @ a + np.diag(1.0 / tau[free] ** 2), grad[free])
+    size = 1.0
+    while size > 1e-4:
+        trial = np.clip(x + size * step, lo, hi)
+        rt = f(trial)  # type: ignore[operator]
+        ct = float(rt @ rt + np.sum((trial / tau) ** 2))
+        if ct < cost:
+            return trial, rt, ct
+        size /= 2
+    return None, r, cost
 
 
 def _result(knobs: tuple[TermKnob, ...], figures: Sequence[Figure], obs: Observer, sc: Scenario, x: np.ndarray,
