@@ -5,7 +5,9 @@ percentage names its denominator in its column title.
 Order of a `servescope.report/1` page: findings first; time per step by class; the timeline of one
 representative step per kind; collectives; low-occupancy kernels; measured vs modelled; the plan; the
 latency–throughput curve. Other schemas: `trace/1` (the same without timeline and plan), `model/1`, `plan/1`,
-`diff/1`; anything else is shown as generic tables.
+`diff/1`; anything else is shown as generic tables. This module builds the trace, report and plan sections and
+the page header and sends each document to its page; the other schemas' pages are report/html_pages.py, the
+table and chart blocks report/html_cells.py (`Section`, `fmt`, `eng_seconds`, `table`, `chart` re-exported here).
 """
 
 from __future__ import annotations
@@ -13,40 +15,26 @@ from __future__ import annotations
 from typing import Any
 
 from servescope.report import html_charts as charts
+from servescope.report.html_cells import Section, chart, eng_seconds, fmt, table
+from servescope.report.html_pages import (
+    diff_page,
+    generic_page,
+    model_page,
+    simulate_page,
+    sweep_page,
+    verify_page,
+)
 from servescope.report.measured_doc import measured_lines, points_lines
 from servescope.report.plan_text import on_baseline_text
 from servescope.report.trace_text import short_names, trace_gpu
-from servescope.units import GIGA, MS_PER_S, us_to_ms
+from servescope.units import GIGA, us_to_ms
 
-Section = dict[str, Any]
+# the blocks are report.html_cells', re-exported
+__all__ = ["LOW_OCCUPANCY_BLOCKS_PER_SM", "SLOWER", "Section", "caveats", "chart", "eng_seconds", "fmt", "for_document",
+           "page_header", "plan_section", "scenario_text", "table"]
+
 SLOWER = 0.995  # a gain below this is a slowdown, said so
 LOW_OCCUPANCY_BLOCKS_PER_SM = 1.0  # fewer blocks than SMs: part of the GPU idles while the kernel runs
-
-
-def fmt(x: Any, nd: int = 3) -> str:
-    """A cell: numbers with `nd` significant decimals (thousands separated), None as an en dash."""
-    if x is None:
-        return "–"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        if 1e-9 <= abs(x) < 10.0 ** (1 - nd):  # 0.000117 is 0.000117, never 0.000 (below 1e-9: rounding noise)
-            return f"{x:.3g}"
-        return f"{x:,.{nd}f}" if abs(x) < 1e6 else f"{x:,.0f}"
-    return str(x)
-
-
-def eng_seconds(x: float | None) -> str:
-    """Seconds in engineering units with 3 significant digits: 117 µs, 2.12 ms, 1.65 s."""
-    if x is None:
-        return "–"
-    a = abs(x)
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if a >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x * 1e9:.3g} ns"
 
 
 def scenario_text(sc: dict[str, Any] | None) -> str:
@@ -86,17 +74,6 @@ def caveats(doc: dict[str, Any]) -> list[str]:
         out += [w for r in doc["runs"] for w in r.get("warnings", [])]
     out += [w for w in doc.get("warnings", []) if schema != "servescope.report/1"]
     return list(dict.fromkeys(out))
-
-
-def table(columns: list[str], rows: list[list[Any]], title: str = "", note: str = "", nd: int = 3) -> dict[str, Any]:
-    numeric = [bool(rows) and all(isinstance(r[i], int | float) and not isinstance(r[i], bool) or r[i] is None
-                                  for r in rows) for i in range(len(columns))]
-    return {"type": "table", "title": title, "note": note, "columns": columns, "numeric": numeric,
-            "rows": [[fmt(c, nd) for c in r] for r in rows]}
-
-
-def chart(figure: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "chart", "figure": figure}
 
 
 def _findings(trace: dict[str, Any]) -> Section:
@@ -312,168 +289,6 @@ def _trace_subtitle(trace: dict[str, Any]) -> str:
     return f"{trace['path']} · {len(trace['ranks'])} rank(s) · {dev} · steps by {r0.get('step_method', '?')}"
 
 
-def _model(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    pts = doc["points"]
-    rows = [[p["concurrency"], p["tpot_ms"], p["ttft_ms"], p["output_tok_s"], p["dominant"], p["floor_ms"],
-             p["memory_gb_per_gpu"], p["max_concurrency"]] for p in pts]
-    curve = [{"name": "model", "points": [{"tok_s_per_user": MS_PER_S / p["tpot_ms"], "tok_s_per_gpu": p["output_tok_s"],
-                                           "concurrency": p["concurrency"]} for p in pts]}]
-    fig = charts.latency_throughput(curve)
-    fig["layout"]["yaxis"]["title"]["text"] = "output tok/s (whole instance)"
-    blocks = [chart(charts.model_terms(pts)), chart(fig),
-              table(["concurrency", "TPOT ms", "TTFT ms", "tok/s", "bound", "floor ms", "GB/GPU", "max conc."], rows,
-                    nd=2)]
-    return "servescope model", "", [{"id": "model", "title": "Model", "intro": "", "blocks": blocks}]
-
-
-def _diff(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    secs = []
-    for k in doc["kinds"]:
-        cls = k["classes"]
-        blocks: list[dict[str, Any]] = [chart(charts.before_after(k["kind"], cls))] if cls else []
-        blocks.append(table(["class", "before µs/step", "after µs/step", "after / before", "significant"],
-                            [[n, c["before_us"], c["after_us"], c["ratio"], c["significant"]] for n, c in cls.items()]))
-        co = k["collectives"]
-        if co:
-            blocks.append(table(["collective", "calls before", "calls after", "median µs before", "median µs after",
-                                 "after / before", "significant"],
-                                [[n, c["before_calls"], c["after_calls"], c["before_median_us"], c["after_median_us"],
-                                  c["ratio"], c["significant"]] for n, c in co.items()], title="collectives"))
-        kern = k.get("kernels", [])
-        if kern:
-            names = short_names((x["name"] for x in kern), 80)
-            blocks.append(table(["kernel", "class", "before µs/step", "after µs/step", "after / before", "significant"],
-                                [[names[x["name"]], x["class"], x["before_us"], x["after_us"], x["ratio"],
-                                  x["significant"]] for x in kern], title="kernels"))
-        secs.append({"id": f"diff-{k['kind']}", "title": f"{k['kind']}: {k['steps_before']} → {k['steps_after']} "
-                     "steps", "intro": "", "blocks": blocks})
-    return "servescope diff", "", secs
-
-
-def _verify(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    """`verify/1`: before/after, each applied track's prediction and the verdict; `campaign/1`: every change."""
-    warn: list[dict[str, Any]] = []  # the warnings are in the page's warnings block (caveats)
-    if "entries" in doc:  # campaign/1
-        rows = [[r["n"], " + ".join(r["tracks"]), r["gain"], r["gain_low"], r["gain_high"], r["measured_gain"],
-                 r["verdict"], r["before"], r["after"], r["since_start"]] for r in doc["entries"]]
-        rate = "–" if doc["hit_rate"] is None else f"{doc['hit_rate']:.0%}"
-        blocks = [{"type": "text", "text": f"ranges hit: {doc['inside']} of {doc['scored']} inside ({rate}); "
-                   f"{doc['above']} above, {doc['below']} below"},
-                  table(["#", "tracks", "predicted ×", "80% low", "80% high", "measured ×", "verdict",
-                         f"before {doc['start']['unit']}", f"after {doc['now']['unit']}", "since start ×"], rows,
-                        nd=2), *warn]
-        return "servescope verify (campaign)", str(doc["log"]), [{"id": "campaign", "title": "Campaign",
-                                                                    "intro": "", "blocks": blocks}]
-    c, unit = doc["check"], doc["before"]["unit"]
-    base = doc["baseline"]
-    sides = table(["", f"{doc['objective']} ({unit})", "source", "how"],
-                  [["plan baseline", base["value"], doc["plan"], base.get("basis", "modelled")],
-                   *[[s, doc[s]["value"], doc[s]["source"], doc[s]["detail"]] for s in ("before", "after")]], nd=2)
-    tracks = [[t["kind"], t["gain"], t["gain_low"], t["gain_high"], t["measured_gain"], t["verdict"]]
-              for t in doc["tracks"]]
-    if len(doc["tracks"]) > 1:
-        tracks.append([f"together ({c['basis']})", c["gain"], c["gain_low"], c["gain_high"], c["measured_gain"],
-                       c["verdict"]])
-    found = ([table(["track found applied", "evidence (before → after)"],
-                    [[f["kind"], f["evidence"]] for f in doc["found"]])] if doc.get("found") else [])
-    blocks = [sides, *found,
-              table(["track", "predicted ×", "80% low", "80% high", "measured ×", "verdict"], tracks, nd=2),
-              {"type": "text", "text": f"verdict: {c['verdict']}: measured {c['measured_gain']:.2f}x vs predicted "
-               f"{c['gain']:.2f}x ({c['gain_low']:.2f}–{c['gain_high']:.2f}x), scored against {c['basis_text']}"},
-              *warn]
-    return "servescope verify", f"{doc['plan']} · {doc['objective']} at concurrency {doc['concurrency']}", [
-        {"id": "verify", "title": "Plan vs measured", "intro": "", "blocks": blocks}]
-
-
-def _generic(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    blocks: list[dict[str, Any]] = []
-    scalars = [[k, v] for k, v in doc.items() if not isinstance(v, dict | list)]
-    if scalars:
-        blocks.append(table(["field", "value"], scalars))
-    for k, v in doc.items():
-        if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
-            cols = list(dict.fromkeys(c for x in v for c in x))
-            blocks.append(table(cols, [[_cell(x.get(c)) for c in cols] for x in v], title=k))
-        elif isinstance(v, dict):
-            blocks.append(table(["key", "value"], [[a, _cell(b)] for a, b in v.items()], title=k))
-        elif isinstance(v, list):
-            blocks.append({"type": "text", "text": f"{k}: " + ", ".join(str(x) for x in v)})
-    return f"servescope: {doc.get('schema', 'document')}", "", [{"id": "doc", "title": str(doc.get("schema", "")),
-                                                                 "intro": "", "blocks": blocks}]
-
-
-def _cell(v: Any) -> Any:
-    return v if not isinstance(v, dict | list) else ", ".join(
-        f"{a}={b}" for a, b in v.items()) if isinstance(v, dict) else "; ".join(str(x) for x in v)
-
-
-def _sweep(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    """`sweep/1`: the Pareto chart (every layout's points, the front drawn through) and the front as a table."""
-    pts = doc["points"]
-    front = sorted((p for p in pts if p["on_front"]), key=lambda p: -p["tok_s_per_user"])
-    rows = [[p["layout"], p["concurrency"], p["tok_s_per_user"], p["tok_s_per_gpu"], p["tpot_ms"], p["ttft_ms"],
-             p["output_tok_s"]] for p in front]
-    meas = doc.get("measured")
-    blocks = [chart(charts.pareto(pts, (meas or {}).get("curve_points"))),
-              table(["layout", "concurrency", "tok/s per user", "tok/s per GPU", "TPOT ms", "TTFT ms",
-                     "output tok/s"], rows, nd=1, title="the Pareto front",
-                    note=f"{len(front)} of {len(pts)} points are on the front: no other point gives more tok/s per "
-                         "GPU at as many tok/s per user; the JSON (--format json) has every point")]
-    if meas:
-        blocks += [{"type": "text", "text": x} for x in (*measured_lines(meas), *points_lines(meas))]
-    return "servescope sweep", f"{doc['n_gpus']} GPUs, closed form", [
-        {"id": "sweep", "title": "Layouts: throughput per GPU against speed per user", "intro": "", "blocks": blocks}]
-
-
-PERCENTILES = ("mean", "p50", "p90", "p99")
-
-
-def _latency_rows(run: dict[str, Any]) -> list[list[Any]]:
-    return [[m.upper(), *[run[f"{m}_ms"][q] for q in PERCENTILES]] for m in ("ttft", "tpot", "itl", "e2e")]
-
-
-def _simulate_run(run: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
-    s = run.get("settings", {})
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": (
-        f"{label}simulated {run['requests']:,} requests ({s.get('arrival')}, concurrency {s.get('concurrency')}): "
-        f"{run['duration_s']:,.1f} s, {run['output_tok_s']:,.1f} output tok/s, {run['request_throughput_per_s']:.3g} "
-        f"req/s, mean {run['mean_in_flight']:.3g} in flight, longest step {run['max_step_ms']:,.2f} ms, KV capacity "
-        f"{run['kv_capacity_tokens']:,} tokens")},
-        table(["metric", *[f"{q} ms" for q in PERCENTILES]], _latency_rows(run), nd=2, title="latency percentiles")]
-    q = run.get("queueing")
-    if q:
-        blocks.append(table(["queued", "mean wait s", "longest wait s", "preemptions", "preempted requests"],
-                            [[q["queued"], q["mean_wait_s"], q["max_wait_s"], q["preemptions"],
-                              q["preempted_requests"]]], nd=2, title="queueing"))
-    tl = run.get("timeline")
-    if tl and tl.get("t_s"):
-        blocks.append(chart(charts.sim_timeline(tl)))
-    rep = run.get("replay")
-    if rep:
-        rows = [[m.upper(), *[(rep["measured"].get(f"{m}_ms") or {}).get(x) for x in PERCENTILES],
-                 *[run[f"{m}_ms"][x] for x in PERCENTILES]] for m in ("ttft", "tpot", "e2e")]
-        blocks.append(table(["metric", *[f"measured {x} ms" for x in PERCENTILES],
-                             *[f"simulated {x} ms" for x in PERCENTILES]], rows, nd=2,
-                            title=f"replayed {rep['requests']:,} requests of {rep['file']} ({rep['format']})"))
-    comp = run.get("comparison")
-    if comp:
-        blocks.append(table(["metric", "measured", "simulated", "error %"],
-                            [[c["metric"], c["measured"], c["simulated"], c["error_pct"]] for c in comp], nd=2,
-                            title=f"vs {run.get('measured', {}).get('label', 'measured')}"))
-    return blocks
-
-
-def _simulate(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
-    """`simulate/1`: the run's percentiles, queueing and the batch / KV-over-time chart (one section per run of
-    a comparison)."""
-    if "runs" in doc:
-        secs = [{"id": f"run{i}", "title": r.get("measured", {}).get("label", f"run {i + 1}"), "intro": "",
-                 "blocks": _simulate_run(r)} for i, r in enumerate(doc["runs"])]
-        return "servescope simulate (vs measured)", "", secs
-    return "servescope simulate", "", [{"id": "simulate", "title": "Simulated run", "intro": "",
-                                        "blocks": _simulate_run(doc)}]
-
-
 def page_header(doc: dict[str, Any]) -> dict[str, Any]:
     """What every page shows above its sections: the scenario it modelled (when it has one) and every warning
     and caveat of the command's text output."""
@@ -493,19 +308,19 @@ def for_document(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
         secs = [_findings(trace), _classes(trace), _top_kernels(trace), _collectives(trace), _low_occupancy(trace)]
         return "servescope trace", _trace_subtitle(trace), secs
     if schema == "servescope.model/1":
-        return _model(doc)
+        return model_page(doc)
     if schema == "servescope.plan/1":
         secs = [x for x in (_calibration(doc), plan_section(doc, doc.get("curves"))) if x]
         return "servescope plan", "", secs
     if schema == "servescope.diff/1":
-        return _diff(doc)
+        return diff_page(doc)
     if schema in ("servescope.verify/1", "servescope.campaign/1"):
-        return _verify(doc)
+        return verify_page(doc)
     if schema == "servescope.sweep/1":
-        return _sweep(doc)
+        return sweep_page(doc)
     if schema == "servescope.simulate/1":
-        return _simulate(doc)
+        return simulate_page(doc)
     if schema == "servescope.validate/1":
-        return _generic({k: v for k, v in doc.items() if k != "rows"} | {
+        return generic_page({k: v for k, v in doc.items() if k != "rows"} | {
             "note": f"{doc['n_rows']:,} modelled rows; each row's prediction is in the JSON (--format json)"})
-    return _generic(doc)
+    return generic_page(doc)
