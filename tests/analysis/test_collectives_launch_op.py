@@ -244,7 +244,7 @@ def test_collective_args_stay_on_their_rows_when_the_loader_drops_and_sorts(tmp_
 def test_one_rank_all_reduce_has_zero_bus_bandwidth_and_unsized_calls_none() -> None:
     """Edge: nccl-tests gives busbw 0 for a 1-rank all-reduce (factor 2(n-1)/n = 0); calls without a size
     leave both bandwidths unknown."""
-    from servescope.analysis.breakdown import _collectives
+    from servescope.analysis._step_stats import step_collectives as _collectives
 
     gpu = pl.DataFrame({
         "step": [0, 0, 1], "collective": ["all_reduce", "all_reduce", "broadcast"], "dur_us": [2.0, 2.0, 5.0],

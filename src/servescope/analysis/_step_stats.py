@@ -1,0 +1,228 @@
+"""The per-step statistics of a breakdown, from the GPU rows of a step-attributed trace (each row's `step`, or any
+grouping key put in that column): interval-union time per step and class (`union_lengths`), collectives with
+nccl-tests bandwidths (`step_collectives`), the top kernels with their shaped work, waves and tail
+(`step_top_kernels`), shaped work and unshaped time by reason (`step_work`, `unshaped_kernels_by_step`), summed
+time and calls per class (`class_totals`), launches and idle inside graph replays per step (`launch_stats`,
+`graph_idle_by_step`), the rows inside steps and the busiest device.
+Does not: assemble a step's or a kind's record (analysis.breakdown) or judge anything (analysis.findings).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from servescope.analysis._series import series
+from servescope.analysis.breakdown_records import CollectiveStats, KernelStats, busbw_factor
+from servescope.analysis.gpu_rows import filled, group_ids
+from servescope.analysis.intervals import grouped_union_length
+from servescope.analysis.roofline import WORK_COLUMNS, WorkGroup, unshaped_us, work_groups
+from servescope.units import us_to_s
+
+COMMUNICATION = "communication"
+GRAPH_LAUNCH_NAMES = ("cudaGraphLaunch", "hipGraphLaunch")
+
+
+def launch_stats(launches: pl.DataFrame) -> dict[int, tuple[int, int, float]]:
+    is_launch = pl.col("name").str.contains(r"(?i)launch")
+    stats = (
+        launches.filter(pl.col("step").is_not_null() & is_launch)
+        .group_by("step")
+        .agg(
+            pl.len().alias("n"),
+            pl.col("name").is_in(GRAPH_LAUNCH_NAMES).sum().alias("graphs"),
+            pl.col("dur_us").sum().alias("cpu_us"),
+        )
+    )
+    return {int(s): (int(n), int(g), float(c)) for s, n, g, c in stats.iter_rows()}
+
+
+def graph_idle_by_step(gpu: pl.DataFrame, launches: pl.DataFrame) -> dict[int, float]:
+    """Per step: idle inside graph replays = Σ over the graph launches (cudaGraphLaunch/hipGraphLaunch, one
+    correlation for all the kernels a replay runs) and devices of (last end − first start of the replay's GPU rows
+    − the union of those rows). Work of other launches running inside a replay's window is not subtracted."""
+    graph = launches.filter(pl.col("name").is_in(GRAPH_LAUNCH_NAMES) & pl.col("correlation").is_not_null())
+    if graph.height == 0:
+        return {}
+    replayed = pl.col("correlation").is_in(graph["correlation"].implode())
+    columns = ("step", "correlation", pl.col("device").fill_null(-1), "ts_us", "dur_us")
+    every = bool(gpu.select(replayed.all()).item())  # a decode trace of graph replays only: no copy of the rows
+    rows = gpu.select(columns) if every else gpu.lazy().filter(replayed).select(columns).collect()
+    if rows.height == 0:
+        return {}
+    gid, _ = group_ids([rows["step"], rows["correlation"], rows["device"]])  # ordered as their struct's dense rank
+    busy = grouped_union_length(gid, rows["ts_us"].to_numpy(), rows["dur_us"].to_numpy())
+    spans = rows.select("step", series("gid", gid, pl.Int64), "ts_us", "dur_us").group_by("gid", "step").agg(
+        (pl.col("ts_us") + pl.col("dur_us") - pl.col("ts_us").min()).max().alias("span")).sort("gid")
+    out: dict[int, float] = {}
+    for g, step, span in spans.iter_rows():
+        out[int(step)] = out.get(int(step), 0.0) + max(0.0, float(span) - busy[int(g)])
+    return out
+
+
+def union_lengths(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) -> dict[tuple[int, str], float]:
+    """Union µs per (step, key value), unions taken per device and summed over devices; over the rows `where` holds
+    (default: all), filtered after selecting the columns read, so no other column is copied."""
+    if where is not None:
+        gpu = gpu.lazy().filter(where).select("step", "device", "ts_us", "dur_us", *([key] if key else [])).collect()
+    if gpu.height == 0:
+        return {}
+    parts = [gpu["step"], gpu["device"].fill_null(-1), *([filled(gpu[key])] if key else [])]
+    gid, values = group_ids(parts)
+    lengths = grouped_union_length(gid, gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy())
+    out: dict[tuple[int, str], float] = {}
+    for g, length in lengths.items():
+        step, _, *rest = values(g)
+        k = (int(step), str(rest[0]) if key else "")
+        out[k] = out.get(k, 0.0) + length
+    return out
+
+
+def _with_bus_bytes(comm: pl.DataFrame) -> pl.DataFrame:
+    """`comm` rows with `message_bytes`, `group_size` (null when absent) and `bus_bytes` =
+    message bytes × busbw_factor(collective, group size)."""
+    comm = comm.with_columns(
+        pl.lit(None, pl.Int64).alias(c) for c in ("message_bytes", "group_size") if c not in comm.columns
+    )
+    pairs = comm.select("collective", "group_size").drop_nulls().unique()
+    factors = pairs.with_columns(
+        pl.Series("factor", [busbw_factor(c, int(n)) for c, n in pairs.iter_rows()], dtype=pl.Float64)
+    )
+    comm = comm.join(factors, on=["collective", "group_size"], how="left", nulls_equal=False)
+    return comm.with_columns((pl.col("message_bytes") * pl.col("factor")).alias("bus_bytes"))
+
+
+def step_collectives(gpu: pl.DataFrame) -> dict[int, dict[str, CollectiveStats]]:
+    sized = pl.col("message_bytes").is_not_null()
+    stats = (
+        _with_bus_bytes(gpu.filter(pl.col("collective").is_not_null()))
+        .group_by("step", "collective")
+        .agg(
+            pl.len().alias("calls"),
+            pl.col("dur_us").sum().alias("total"),
+            pl.col("dur_us").mean().alias("mean"),
+            pl.col("dur_us").median().alias("median"),
+            pl.col("dur_us").quantile(0.9, "linear").alias("p90"),
+            sized.sum().alias("sized_calls"),
+            pl.col("message_bytes").sum().alias("bytes"),
+            pl.col("message_bytes").median().alias("bytes_median"),
+            pl.col("group_size").max().alias("group_size"),
+            pl.col("dur_us").filter(sized).sum().alias("sized_us"),
+            pl.col("bus_bytes").sum().alias("bus_bytes"),
+            pl.col("dur_us").filter(pl.col("bus_bytes").is_not_null()).sum().alias("bus_us"),
+        )
+    )
+    out: dict[int, dict[str, CollectiveStats]] = {}
+    for r in stats.sort("collective").iter_rows(named=True):
+        out.setdefault(int(r["step"]), {})[r["collective"]] = CollectiveStats(
+            int(r["calls"]), float(r["total"]), float(r["mean"]), float(r["median"]), float(r["p90"]),
+            sized_calls=int(r["sized_calls"]), message_bytes_total=int(r["bytes"] or 0),
+            message_bytes_median=r["bytes_median"], group_size=r["group_size"],
+            algbw_bytes_per_s=_per_s(r["bytes"], r["sized_us"]), busbw_bytes_per_s=_per_s(r["bus_bytes"], r["bus_us"]),
+        )
+    return out
+
+
+def _per_s(amount: float | None, dur_us: float | None) -> float | None:
+    """amount per second of `dur_us`; None when either is missing or the time is zero (no call
+    qualified: Polars sums of nothing are 0). A busbw of 0 is real: one rank moves nothing."""
+    if amount is None or not dur_us:
+        return None
+    return float(amount) / us_to_s(float(dur_us))
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and np.isfinite(x) else None
+
+
+def step_top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelStats, ...]]:
+    weight = pl.col("dur_us") * pl.col("blocks_per_sm")
+    has_bps = pl.col("dur_us").filter(pl.col("blocks_per_sm").is_not_null()).sum()
+    tail = pl.col("blocks_per_sm") / pl.col("blocks_per_sm").ceil()
+    worked = "shape_status" in gpu.columns
+    shaped = pl.col("shape_status") == "shaped"
+    extra = [
+        shaped.sum().alias("shaped_calls"), pl.col("dur_us").filter(shaped).sum().alias("shaped_us"),
+        pl.col("work_flops").filter(shaped).sum().alias("flops"), pl.col("work_bytes").filter(shaped).sum().alias("bytes"),
+        pl.col("shape_status").filter(~shaped).mode().first().alias("no_shape"),
+    ] if worked else []
+    stats = (
+        gpu.group_by("step", "name")
+        .agg(
+            pl.col("kernel_class").first(),
+            pl.col("collective").first(),
+            pl.len().alias("calls"),
+            pl.col("dur_us").sum().alias("total"),
+            pl.col("dur_us").median().alias("median"),
+            (weight.sum() / has_bps).alias("bps"),
+            pl.col("grid_blocks").max().alias("grid"),
+            ((pl.col("dur_us") * tail).filter(pl.col("blocks_per_sm") > 0).sum()
+             / pl.col("dur_us").filter(pl.col("blocks_per_sm") > 0).sum()).alias("tail"),
+            *extra,
+        )
+        .sort(["step", "total"], descending=[False, True])
+        .group_by("step", maintain_order=True)
+        .head(top_n)
+    )
+    groups = {}
+    if worked:  # only shaped rows make work groups: filtered before the join, which copies the rows it keeps
+        rows = gpu.filter(shaped).select("step", "name", "kernel_class", *WORK_COLUMNS, "dur_us")
+        groups = work_groups(rows.join(stats.select("step", "name"), on=["step", "name"]), ["step", "name"])
+    out: dict[int, list[KernelStats]] = {}
+    for r in stats.iter_rows(named=True):
+        bps = _finite(r["bps"])
+        n_shaped = int(r["shaped_calls"]) if worked else 0
+        out.setdefault(int(r["step"]), []).append(
+            KernelStats(r["name"], r["kernel_class"], r["collective"], int(r["calls"]), float(r["total"]),
+                        float(r["median"]), bps, r["grid"], shaped_calls=n_shaped,
+                        shaped_us=float(r["shaped_us"]) if n_shaped else 0.0,
+                        flops=float(r["flops"]) if n_shaped else None, bytes=float(r["bytes"]) if n_shaped else None,
+                        work=groups.get((r["step"], r["name"]), ()), waves=bps,
+                        tail_efficiency=_finite(r["tail"]) if bps is not None else None,
+                        no_shape=r["no_shape"] if worked else None)
+        )
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def step_work(gpu: pl.DataFrame) -> tuple[dict[int, tuple[WorkGroup, ...]], dict[int, dict[str, float]]]:
+    """Shaped work groups and unshaped µs by reason, per step (empty without `attach_work`'s columns)."""
+    if "shape_status" not in gpu.columns:
+        return {}, {}
+    groups = {int(k[0]): v for k, v in work_groups(gpu, ["step"]).items()}
+    unshaped = {int(k[0]): v for k, v in unshaped_us(gpu, ["step"]).items()}
+    return groups, unshaped
+
+
+def class_totals(gpu: pl.DataFrame) -> dict[int, tuple[dict[str, float], dict[str, int]]]:
+    stats = gpu.group_by("step", "kernel_class").agg(pl.col("dur_us").sum(), pl.len())
+    out: dict[int, tuple[dict[str, float], dict[str, int]]] = {}
+    for step, cls, total, n in stats.sort("kernel_class").iter_rows():
+        sums, calls = out.setdefault(int(step), ({}, {}))
+        sums[cls] = float(total)
+        calls[cls] = int(n)
+    return out
+
+
+def in_steps(gpu: pl.DataFrame) -> pl.DataFrame:
+    """The GPU rows attributed to a step (all of them, uncopied, when every row is)."""
+    return gpu if gpu["step"].null_count() == 0 else gpu.filter(pl.col("step").is_not_null())
+
+
+def busiest_device(gpu: pl.DataFrame) -> int:
+    """The device that ran most GPU events (deviceProperties lists every visible GPU, not the profiled one)."""
+    counts = (gpu.lazy().filter(pl.col("device").is_not_null()).group_by("device").len()  # lazy: the one column
+              .sort("len", descending=True).collect())
+    return int(counts["device"][0]) if counts.height else 0
+
+
+def unshaped_kernels_by_step(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[tuple[str, str, float], ...]]:
+    """Per step: the `n` (kernel name, reason) pairs without a shape that hold the most GPU µs."""
+    if "shape_status" not in gpu.columns:
+        return {}
+    stats = (gpu.filter(pl.col("shape_status") != "shaped").group_by("step", "name", "shape_status")
+             .agg(pl.col("dur_us").sum()).sort(["step", "dur_us", "name"], descending=[False, True, False])
+             .group_by("step", maintain_order=True).head(n))
+    out: dict[int, list[tuple[str, str, float]]] = {}
+    for step, name, why, us in stats.iter_rows():
+        out.setdefault(int(step), []).append((str(name), str(why), float(us)))
+    return {k: tuple(v) for k, v in out.items()}
