@@ -19,8 +19,8 @@ from servescope.simulate import (
     scheduler_config,
     simulate,
 )
-from servescope.specs.engines import engine
 from servescope.simulate.stepcost import StepCost
+from servescope.specs.engines import engine
 from servescope.validation.benchio import read_lengths
 
 SMALL = dict(model="llama-3.1-8b", gpu="h100_sxm", tp=1, isl=256, osl=64)

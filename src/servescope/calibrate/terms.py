@@ -14,6 +14,7 @@ c1 moves the knob its small messages are sensitive to (the latency), and a c128 
 What each figure identified comes from the posterior: a knob whose posterior spread is under IDENTIFIED × its
 prior's was set by the figures holding most of its information; two moved knobs whose posterior correlation exceeds
 UNSEPARATED could not be separated (the same figures move both; the split follows their priors).
+The solver (calibrate.term_solve): Gauss–Newton with Broyden updates.
 Figures no setting reaches within twice their noise (`reach`) are refused (MeasurementError) with the closest knob
 values, each residual and the knobs held at a bound; a smaller miss is kept, listed as the figure's residual.
 Does not: parse or sort figures (calibrate.figures, calibrate.figure_fit), or word the result for a reader (report).
@@ -30,6 +31,7 @@ import numpy as np
 
 from servescope.calibrate.consistency import ASSUMED_NOISE
 from servescope.calibrate.figures import Figure
+from servescope.calibrate.term_solve import gauss_newton
 from servescope.errors import BadConfig, MeasurementError
 from servescope.perfmodel.combine import combine_step
 from servescope.perfmodel.efficiency import Efficiency, roofline_efficiency
@@ -47,9 +49,6 @@ PRIOR_ONLY = 0.9  # at or above this: the figures say nothing about it
 MOVED = 0.05  # |ln θ| above this: the fit moved the knob (through the others at their bounds), not its prior
 UNSEPARATED = 0.7  # |posterior correlation| of two moved knobs above this: not separated
 MAX_THETA = 50.0  # no term 50× slower or faster than modelled
-_H = 1e-3  # numerical-derivative step in ln θ
-_MAX_ITER = 40
-CONVERGED = 1e-7  # relative fall of the objective below which the fit stops (its residuals move < 0.01 %)
 LOAD_METRICS = ("tpot", "output")
 FITTED_METRICS = (*LOAD_METRICS, "ttft")
 
@@ -270,73 +269,8 @@ def fit_terms(sc: Scenario, figures: Sequence[Figure]) -> TermFit:
         return out
 
     x = np.clip(np.zeros(len(knobs)), lo, hi)
-    x, r, jac = _gauss_newton(resid, x, tau, lo, hi)
+    x, r, jac = gauss_newton(resid, x, tau, lo, hi)
     return _result(knobs, figures, obs, sc, x, r, jac, tau, lo, hi, sig)
-
-
-def _jacobian(resid: object, x: np.ndarray, r: np.ndarray, hi: np.ndarray,
-              live: np.ndarray | None = None) -> np.ndarray:
-    """d resid / d ln θ by forward differences (backward at the upper bound); columns not `live` are 0 (knobs no
-    figure was sensitive to at the start stay so: every term is monotone in its own knob alone)."""
-    f = resid  # type: ignore[assignment]
-    cols = []
-    for k in range(len(x)):
-        if live is not None and not live[k]:
-            cols.append(np.zeros(len(r)))
-            continue
-        h = _H if x[k] + _H <= hi[k] else -_H
-        dx = x.copy()
-        dx[k] += h
-        cols.append((f(dx) - r) / h)  # type: ignore[operator]
-    return np.column_stack(cols)
-
-
-def _gauss_newton(resid: object, x: np.ndarray, tau: np.ndarray, lo: np.ndarray,
-                  hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Minimise |resid(x)|² + |x/τ|² within [lo, hi] (projected, damped Gauss–Newton). The Jacobian is computed by
-    differences at the start and updated by Broyden's rank-one rule after each step; it is recomputed where a step
-    fails or the fit looks converged, and at the end (the posterior reads it), so the answer is the exact-Jacobian
-    one at a fraction of the model evaluations."""
-    f = resid  # type: ignore[assignment]
-    r = f(x)  # type: ignore[operator]
-    cost = float(r @ r + np.sum((x / tau) ** 2))
-    jac = _jacobian(f, x, r, hi)
-    live = np.any(np.abs(jac) > 1e-9, axis=0)
-    fresh = True
-    for _ in range(_MAX_ITER):
-        trial, rt, ct = _damped_step(f, x, r, cost, jac, tau, lo, hi)
-        if trial is None or cost - ct < CONVERGED * max(cost, 1.0):
-            if fresh:
-                if trial is not None:
-                    x, r, cost = trial, rt, ct
-                break
-            jac, fresh = _jacobian(f, x, r, hi, live), True  # the update drifted: start again from the exact one
-            continue
-        dx, dr = trial - x, rt - r
-        x, r, cost = trial, rt, ct
-        jac = jac + np.outer(dr - jac @ dx, dx) / float(dx @ dx)
-        fresh = False
-    return x, r, _jacobian(f, x, r, hi, live)
-
-
-def _damped_step(f: object, x: np.ndarray, r: np.ndarray, cost: float, jac: np.ndarray, tau: np.ndarray,
-                 lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, float]:
-    """The Gauss–Newton step on the free knobs (those not pushed against a bound), halved until the objective falls;
-    (None, r, cost) when no fraction of it does."""
-    grad = jac.T @ r + x / tau**2
-    free = ~(((x <= lo + 1e-12) & (grad > 0)) | ((x >= hi - 1e-12) & (grad < 0)))
-    a = jac[:, free]
-    step = np.zeros_like(x)
-    step[free] = -np.linalg.solve(a.T @ a + np.diag(1.0 / tau[free] ** 2), grad[free])
-    size = 1.0
-    while size > 1e-4:
-        trial = np.clip(x + size * step, lo, hi)
-        rt = f(trial)  # type: ignore[operator]
-        ct = float(rt @ rt + np.sum((trial / tau) ** 2))
-        if ct < cost:
-            return trial, rt, ct
-        size /= 2
-    return None, r, cost
 
 
 def _result(knobs: tuple[TermKnob, ...], figures: Sequence[Figure], obs: Observer, sc: Scenario, x: np.ndarray,

@@ -25,8 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servescope._paths import is_device
-from servescope._paths import decode_json, read_text
+from servescope._paths import decode_json, is_device, read_text
 from servescope.errors import OutputError, PlanError
 from servescope.planner.verify import (
     BASIS_TEXT,
