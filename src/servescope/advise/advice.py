@@ -13,7 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from servescope.advise.calibration import calibration_from_analysis, figure_fit, kernel_evidence
+from servescope.advise.calibration import (
+    calibration_from_analysis,
+    figure_fit,
+    kernel_evidence,
+    trace_calibration,
+)
 from servescope.advise.peaks import analyze
 from servescope.analysis.analyze import TraceAnalysis
 
@@ -61,7 +66,8 @@ def advise(scenario: Scenario, trace: str | Path | None = None, figures: Sequenc
     cal = calibration_from_analysis(analysis, scenario) if analysis is not None else None
     fit = figure_fit(scenario, cal, figures)
     kernels = kernel_evidence(analysis) if analysis is not None else None
-    return Advice(plan(scenario, calibration=cal, measured=fit, kernels=kernels, **plan_options), cal,
+    return Advice(plan(scenario, calibration=trace_calibration(cal, fit), measured=fit, kernels=kernels,
+                       **plan_options), cal,
                   str(trace) if trace is not None else None, analysis, fit)
 
 
@@ -79,5 +85,6 @@ def overview(path: str | Path, scenario: Scenario | None = None, kind: str | Non
         return Overview(analysis)
     cal = calibration_from_analysis(analysis, scenario)
     fit = figure_fit(scenario, cal, figures)
-    p = plan(scenario, calibration=cal, measured=fit, kernels=kernel_evidence(analysis), **plan_options)
+    p = plan(scenario, calibration=trace_calibration(cal, fit), measured=fit, kernels=kernel_evidence(analysis),
+             **plan_options)
     return Overview(analysis, scenario, cal, p, plan_curves(p), fit)

@@ -50,12 +50,27 @@ def calibration_from_trace(path: str | Path, scenario: Scenario) -> Calibration:
 
 def figure_fit(scenario: Scenario, calibration: Calibration | None, figures: Sequence[Figure]) -> FigureFit | None:
     """The deployment calibrated on the user's figures, on top of a trace's calibration when there is one (the
-    figures' knobs and levels are fitted on the trace-calibrated scenario); None without figures."""
+    figures' knobs are fitted on the trace-calibrated scenario) — unless the trace was slowed by the profiler
+    against a TPOT measured at its batch (calibrate.profiled): then its shares join the figures on the uncalibrated
+    scenario and the fit says it replaces the trace's times (`replaces_trace`); None without figures."""
     if not figures:
         return None
-    from servescope.calibrate.figure_fit import fit_figures
+    from dataclasses import replace
 
+    from servescope.calibrate.figure_fit import fit_figures
+    from servescope.calibrate.profiled import profiler_perturbation
+
+    if calibration is not None:
+        p = profiler_perturbation(calibration, figures, calibration.efficiency.source.removeprefix("calibrated on "))
+        if p is not None:
+            fit = fit_figures(scenario, [*figures, *p.shares])
+            return replace(fit, notes=(*fit.notes, p.note()), replaces_trace=True)
     return fit_figures(calibration.apply(scenario) if calibration is not None else scenario, figures)
+
+
+def trace_calibration(calibration: Calibration | None, fit: FigureFit | None) -> Calibration | None:
+    """The trace's calibration the plan applies: none where the figures' fit replaced its times (a profiled trace)."""
+    return None if fit is not None and fit.replaces_trace else calibration
 
 
 def kernel_evidence(analysis: TraceAnalysis) -> KernelEvidence:

@@ -85,6 +85,9 @@ class FigureFit:
     residuals: tuple[tuple[str, float], ...] = ()  # (figure, calibrated/measured − 1) of every figure used
     shares: tuple[tuple[str, int, float], ...] = ()  # (share name, concurrency, measured share) fitted
     spec: tuple[Figure, ...] = ()  # spec_gain / spec_tpot figures: the planner calibrates the speculative track on them
+    # True when a profiled trace speaks through its shares here (calibrate.profiled): the trace's absolute
+    # calibration is then not applied under this fit
+    replaces_trace: bool = False
 
     @property
     def calibrated(self) -> bool:
@@ -234,8 +237,8 @@ def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
         elif f.metric not in (*LOAD_METRICS, "ttft") and not f.source:
             prob.notes.append(f"{f.described()}: not used to calibrate ({_why_not(f)})")
     for source in dict.fromkeys(f.source for f in figures if f.source):
-        unused = [f.metric for f in figures if f.source == source and f.metric not in (*LOAD_METRICS, "ttft",
-                                                                                       *SPEC_METRICS)]
+        unused = [f.metric for f in figures if f.source == source and not f.is_share
+                  and f.metric not in (*LOAD_METRICS, "ttft", *SPEC_METRICS)]
         if unused:
             prob.notes.append(f"{source}: {', '.join(unused)} not used to calibrate (no term of the step sets them)")
     return prob
