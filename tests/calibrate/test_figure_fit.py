@@ -125,3 +125,11 @@ def test_the_box_s_profiled_share_is_kept_with_its_residual(kimi: Scenario) -> N
     assert 0.0 < abs(res["allreduce_share=0.515@c1"]) / 0.515 <= 0.10
     assert abs(res["tpot=12.1ms@c1"]) <= 0.10
     assert any(k.status == "at its physical bound" for k in fit.terms.knobs)  # type: ignore[union-attr]
+
+
+def test_a_share_of_what_the_layout_has_not_is_refused_with_what_it_has() -> None:
+    dense_tp1 = Scenario.build("llama-3.1-8b", "h100", tp=1)
+    with pytest.raises(MeasurementError, match=r"has no all_reduce \(its collectives: none\); check the layout"):
+        fit_figures(dense_tp1, parse_figures(["tpot=8ms@c1", "allreduce_share=0.2@c1"]))
+    with pytest.raises(MeasurementError, match="has no moe kernels"):
+        fit_figures(dense_tp1, parse_figures(["tpot=8ms@c1", "moe_share=0.2@c1"]))

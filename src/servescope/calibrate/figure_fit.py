@@ -38,6 +38,7 @@ from servescope.calibrate.terms import LOAD_METRICS, TermFit, fit_terms
 from servescope.errors import MeasurementError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import ServingPoint, predict
+from servescope.perfmodel.step import decode_step
 
 __all__ = ["COMM", "FIXED_TERMS", "FigureFit", "Knob", "MeasuredPoint", "fit_figures"]
 
@@ -228,6 +229,7 @@ def _sort(sc: Scenario, figures: Sequence[Figure]) -> Problem:
             prob.tpot.append((f, value))  # the measured point's TPOT (the output itself is what is fitted)
         elif f.is_share and not any(g.metric == f.metric and g.concurrency == f.concurrency for g in prob.shares):
             _check_share(f)
+            _check_priced(f, sc, at[f.concurrency])
             prob.shares.append(f)
         elif f.is_share:
             prob.notes.append(f"{f.described()}: agrees with the first {f.metric} at c{f.concurrency} within the "
@@ -260,6 +262,23 @@ def _check_share(f: Figure) -> None:
     if not 0.0 < f.value_si < 1.0:
         raise MeasurementError(f"{f.text}: a share of {f.value_si:g} leaves nothing to split; give one strictly "
                                "between 0 and 1")
+
+def _check_priced(f: Figure, sc: Scenario, p: ServingPoint) -> None:
+    """A share of something the model's decode step at that concurrency does not have is a layout or model mismatch,
+    not a knob to fit: refused with what the step has."""
+    name = share_name(f)
+    d = decode_step(sc, p.batch, sc.decode_context)
+    if name in (COMM, *CLASS_KNOBS):
+        if d.class_time_s.get(name, 0.0) > 0:
+            return
+        what = f"no {name} kernels"
+    else:
+        if name in d.collectives and d.collectives[name].time_s > 0:
+            return
+        what = f"no {name} (its collectives: {', '.join(d.collectives) or 'none'})"
+    raise MeasurementError(f"{f.described()}: the model's decode step at c{f.concurrency} has {what}; check the "
+                           "layout (--tp/--ep/--dp) or the model")
+
 
 # --- the result ----------------------------------------------------------------------------------------------
 

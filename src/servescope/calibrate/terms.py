@@ -120,9 +120,12 @@ def set_knobs(eff: Efficiency, theta: dict[str, float]) -> Efficiency:
 
 
 def share_key(f: Figure) -> str:
-    """The combine_step key of a share figure: a class (gemm, moe, attention, communication) or coll:<name>."""
+    """The combine_step key of a share figure: a class (gemm, moe, attention, communication) or coll:<internal
+    collective key> (the printed `gather_logits` is `all_gather:logits` inside: perfmodel.step.public_name)."""
     name = f.metric.removesuffix("_share")
-    return name if name in ("gemm", "moe", "attention", "communication") else "coll:" + name
+    if name in ("gemm", "moe", "attention", "communication"):
+        return name
+    return "coll:" + ("all_gather:logits" if name == "gather_logits" else name)
 
 
 @dataclass(frozen=True)
