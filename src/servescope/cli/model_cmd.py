@@ -64,7 +64,11 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
         with progress_bar(len(concs), "simulating points", min_total=2) as update:
             runs = simulate_points(sc, concs, progress=update, memory_limit_bytes=memory_limit())
         simulated = dict(zip(concs, runs, strict=True))
-    doc = model_document(points, simulated, calibration)
+    from servescope.simulate.percentiles import point_percentiles
+
+    # p50/p90/p99 on every point, labelled with their source (a short simulation, or the queueing approximation)
+    percentiles = {q.concurrency: q for q in point_percentiles(sc, concs)}
+    doc = model_document(points, simulated, calibration, percentiles)
     doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
     if out.format == "text" and len(points) >= LONG_TABLE_ROWS:  # drawing is the long part: say how long
         _estimate(f"drawing a table of {len(points):,} concurrencies: ~{len(points) * TEXT_ROW_S:,.0f} s "
@@ -87,9 +91,10 @@ def _estimate(message: str) -> None:
 
 
 def _model_text(title: str, points: Any, doc: dict[str, Any], console: Any, with_sim: bool) -> None:
-    from servescope.report.model_text import render_points
+    from servescope.report.model_text import render_percentiles, render_points
 
     render_points(title, points, console)
+    render_percentiles(doc, console)
     cal = doc.get("calibration")
     if cal and cal["used"]:
         from servescope.report.model_text import render_calibration

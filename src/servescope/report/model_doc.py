@@ -11,22 +11,27 @@ from servescope.calibrate.measured import MeasuredModel
 from servescope.perfmodel import TERMS, ServingPoint
 from servescope.report.measured_doc import measured_document
 from servescope.report.simulate_doc import model_sim_fields
-from servescope.simulate import SimResult
+from servescope.simulate import SimResult, Stats
+from servescope.simulate.percentiles import PointPercentiles
 from servescope.units import GIGA, MS_PER_S
 
 SCHEMA = "servescope.model/1"
 
 
 def model_document(points: Sequence[ServingPoint], simulated: Mapping[int, SimResult] | None = None,
-                   measured: MeasuredModel | None = None) -> dict[str, Any]:
+                   measured: MeasuredModel | None = None,
+                   percentiles: Mapping[int, PointPercentiles] | None = None) -> dict[str, Any]:
     """The `servescope.model/1` JSON document (pure; the CLI renders it). `simulated` (`model --simulate`): a run
     per concurrency, whose fields (simulate_doc.model_sim_fields) join the point of that concurrency. `measured`
-    (`model --measured`): the levels the user's figures set, what was used and what set aside."""
-    sims = simulated or {}
+    (`model --measured`): the levels the user's figures set, what was used and what set aside. `percentiles`
+    (simulate.percentiles): each point's p50/p90/p99 and its source, then the precision tier of each number."""
+    sims, pcts = simulated or {}, percentiles or {}
+    tpot_tier = "calibrated" if measured is not None and measured.case != "uncalibrated" else "closed form"
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "points": [
             _point(p) | (model_sim_fields(sims[p.concurrency]) if p.concurrency in sims else {})
+            | (_percentiles(pcts[p.concurrency], tpot_tier) if p.concurrency in pcts else {})
             for p in points
         ],
     }
@@ -34,6 +39,21 @@ def model_document(points: Sequence[ServingPoint], simulated: Mapping[int, SimRe
         doc["calibration"] = measured_document(measured.fit) | {"case": measured.case, "used": list(measured.used),
                                                                 "notes": list(measured.notes)}
     return doc
+
+
+def _stats_ms(st: Stats) -> dict[str, float]:
+    return {"p50": st.p50_s * MS_PER_S, "p90": st.p90_s * MS_PER_S, "p99": st.p99_s * MS_PER_S}
+
+
+def _percentiles(q: PointPercentiles, tpot_tier: str) -> dict[str, Any]:
+    """`percentiles` (ms, its source, utilisation, the TTFT lower-bound flag) and `precision` (each number's tier:
+    closed form, simulation, calibrated)."""
+    return {
+        "percentiles": {"source": q.source, "precision": q.precision, "requests": q.requests,
+                        "ttft_ms": _stats_ms(q.ttft), "tpot_ms": _stats_ms(q.tpot), "itl_ms": _stats_ms(q.itl),
+                        "utilisation": q.utilisation, "ttft_lower_bound": q.ttft_lower_bound},
+        "precision": {"tpot_ms": tpot_tier, "ttft_ms": "closed form", "percentiles": q.precision},
+    }
 
 
 def _point(p: ServingPoint) -> dict[str, Any]:

@@ -43,6 +43,46 @@ def render_points(title: str, points: list[ServingPoint], console: Console) -> N
         console.print(c)
 
 
+def render_percentiles(doc: dict[str, Any], console: Console) -> None:
+    """Each point's p50/p90/p99 TTFT, TPOT and ITL (the document's `percentiles`), its source, and the precision
+    tier of every number; ≥ marks a TTFT that is a lower bound (utilisation ≥ 0.9 or above the KV cap)."""
+    rows = [p for p in doc["points"] if "percentiles" in p]
+    if not rows:
+        return
+    t = Table(title="percentiles per point (ms)", title_justify="left")
+    for col in ("conc.", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "p99", "ITL p50", "p90", "p99", "util.",
+                "from"):
+        t.add_column(col, justify="left" if col == "from" else "right")
+    for p in rows:
+        q = p["percentiles"]
+        ge = "≥" if q["ttft_lower_bound"] else ""
+        src = f"sim. {q['requests']}" if q["precision"] == "simulation" else "approx."
+        t.add_row(str(p["concurrency"]), *(f"{ge}{q['ttft_ms'][k]:,.0f}" for k in ("p50", "p90", "p99")),
+                  *(f"{q[m][k]:.2f}" for m in ("tpot_ms", "itl_ms") for k in ("p50", "p90", "p99")),
+                  f"{q['utilisation']:.2f}", src)
+    console.print(t)
+    tiers = rows[0]["precision"]
+    console.print(Text(f"precision: TPOT {tiers['tpot_ms']}, TTFT {tiers['ttft_ms']} (the table above); "
+                       f"percentiles: {_sources(rows)}"))
+    if any(p["percentiles"]["ttft_lower_bound"] for p in rows):
+        console.print(Text("≥ TTFT is a lower bound: utilisation (concurrency / running cap) ≥ 0.9 or concurrency "
+                           "above the KV cap; the queue grows with the run", style="yellow"))
+
+
+def _sources(rows: list[dict[str, Any]]) -> str:
+    """Where the percentiles came from, in one phrase: the simulated points' request counts, the approximated
+    points' reasons."""
+    sim = [p["percentiles"]["requests"] for p in rows if p["percentiles"]["precision"] == "simulation"]
+    approx = sorted({p["percentiles"]["source"] for p in rows if p["percentiles"]["precision"] != "simulation"})
+    parts = []
+    if sim:
+        many = f"{min(sim)}" if min(sim) == max(sim) else f"{min(sim)}–{max(sim)}"
+        parts.append(f"simulation ({len(sim)} points, closed loop, {many} requests each, seed 0)")
+    if approx:
+        parts.append(f"{len(rows) - len(sim)} points from the " + "; ".join(approx))
+    return "; ".join(parts)
+
+
 _WHY = (("no measured per-op curves for GPU", "no curves for this GPU"), ("turned off", "--no-op-curves"),
         ("off by default", "off by default: --moe-curve"), ("reference path", "a reference path, refused"),
         ("off in this domain", "off in this domain by its dev rows"), ("is outside the measured", "outside the "

@@ -5,6 +5,9 @@ record, specs.engines — engine, release and GPU memory, a source per value —
 blocks with preemption by recompute, a benchmark client (closed loop / Poisson / burst, workload.py), each step
 timed by the analytical step model for its exact composition (stepcost.py, the one adapter to perfmodel.step), then
 percentiles and a timeline (metrics.py).
+Every `model` point's p50/p90/p99 (percentiles.py): a short seeded closed-loop run per concurrency, or the
+closed form's queueing approximation where the sweep's step budget is spent, labelled with which (imported from
+there: it runs `simulate` below).
 Prefix caching (prefix.py): a hit rate or a shared prefix skips whole KV blocks of prefill; shared blocks are
 counted once.
 KV offload (offload.py): a host tier that swaps preempted requests' KV over PCIe instead of recomputing.
