@@ -37,6 +37,7 @@ from servescope.simulate.workload import Workload
 Progress = Callable[[int, int], None]  # (requests finished, total)
 MAX_RUN_STEPS = 512  # longest run of decode steps evaluated at once
 RATIO_RUN_STEPS = 8  # ... while requests wait under a decaying KV reservation (SGLang)
+RUN_PREFIX_STEPS = 8  # first prefix of a decode run priced before the next client event is checked (≥ 2)
 
 
 @dataclass(frozen=True)
@@ -212,12 +213,8 @@ class _Loop:
         if st.ratio and st.waiting:  # the reserved share decays: a queued request may fit within a few steps
             k = min(k, RATIO_RUN_STEPS)
         k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
-        durs = self.cost.decode_run_s(st.computed[ids].astype(float) + 1.0, k)
-        durs[0] += swap_s
-        ends = self.now + np.cumsum(durs)
-        starts = np.concatenate([[self.now], ends[:-1]])
-        k = max(1, int(np.count_nonzero(starts < self.cl.next_event_s())))
-        durs, ends = durs[:k], ends[:k]
+        durs, ends = self._run_until_event(st.computed[ids].astype(float) + 1.0, k, swap_s)
+        k = len(durs)
         used0 = st.used_blocks
         self.itl.append(ends[0] - self.last_tok[ids])
         if k > 1:
@@ -229,6 +226,24 @@ class _Loop:
         used = used0 + (used1 - used0) * np.arange(1, k + 1) / k  # blocks fill in between (linear)
         self._record(ends, durs, len(ids), used)
         self._finish(done)
+
+    def _run_until_event(self, ctx: np.ndarray, k: int, swap_s: float) -> tuple[np.ndarray, np.ndarray]:
+        """(durations, end times) of the pure-decode steps from contexts ctx up to k of them, stopping before the
+        first step that starts at or after the next client event (at least one). The steps are priced in growing
+        prefixes (RUN_PREFIX_STEPS, ×4): a run cut short by an arrival prices only about the steps it takes. A
+        prefix of m ≥ 2 steps gives the same per-step values as the whole run (elementwise, the per-step sum over
+        sequences in the same order), so the result does not depend on the prefix size."""
+        nxt = self.cl.next_event_s()
+        m = k if k <= RUN_PREFIX_STEPS else RUN_PREFIX_STEPS
+        while True:
+            durs = self.cost.decode_run_s(ctx, m)
+            durs[0] += swap_s
+            ends = self.now + np.cumsum(durs)
+            starts = np.concatenate([[self.now], ends[:-1]])
+            used = max(1, int(np.count_nonzero(starts < nxt)))
+            if used < m or m == k:
+                return durs[:used], ends[:used]
+            m = min(k, 4 * m)
 
     def _finish(self, done: np.ndarray) -> None:
         if not len(done):

@@ -124,6 +124,7 @@ class StepCost:
         self.pf_ctx = np.arange(0, max_ctx + 2 * step, step, dtype=float)
         a = step_arrays(self.sc, self.dp, self.pf_ctx[None, :], n[:, None], prefill=True)
         self.pf_attn = np.broadcast_to(_f(a, "attention"), (len(n), len(self.pf_ctx)))
+        self._chunk_memo: dict[tuple[int, int], float] = {}
 
     def decode_attention_s(self, ctx: np.ndarray) -> float:
         """Σ attention of decode sequences at contexts ctx (tokens attended, the new one included)."""
@@ -136,16 +137,25 @@ class StepCost:
         return s * (-(-b // self.dp)) / b
 
     def chunk_attention_s(self, n: np.ndarray, ctx: np.ndarray) -> float:
-        """Σ attention of prefill chunks of n tokens after ctx tokens of context (bilinear in the table)."""
+        """Σ attention of prefill chunks of n tokens after ctx tokens of context (bilinear in the table), each
+        chunk's value looked up once per distinct (tokens, context) and kept (an exact function of the pair)."""
         total = 0.0
-        for k, c in zip(n.tolist(), ctx.tolist(), strict=True):
-            i = min(max(int(np.searchsorted(self.pf_n, k)), 1), len(self.pf_n) - 1)
-            n0, n1 = self.pf_n[i - 1], self.pf_n[i]
-            w = (k - n0) / (n1 - n0)
-            a0 = np.interp(c, self.pf_ctx, self.pf_attn[i - 1])
-            a1 = np.interp(c, self.pf_ctx, self.pf_attn[i])
-            total += float(a0 + w * (a1 - a0))
+        memo = self._chunk_memo
+        for key in zip(n.tolist(), ctx.tolist(), strict=True):
+            v = memo.get(key)
+            if v is None:
+                v = memo[key] = self._chunk_one(*key)
+            total += v
         return total
+
+    def _chunk_one(self, k: int, c: int) -> float:
+        """attn_pf of one chunk of k tokens after c tokens of context (bilinear in the table)."""
+        i = min(max(int(np.searchsorted(self.pf_n, k)), 1), len(self.pf_n) - 1)
+        n0, n1 = self.pf_n[i - 1], self.pf_n[i]
+        w = (k - n0) / (n1 - n0)
+        a0 = np.interp(c, self.pf_ctx, self.pf_attn[i - 1])
+        a1 = np.interp(c, self.pf_ctx, self.pf_attn[i])
+        return float(a0 + w * (a1 - a0))
 
     def decode_run_s(self, ctx: np.ndarray, k: int) -> np.ndarray:
         """Seconds of k successive pure-decode steps of the same sequences, starting at contexts ctx."""
