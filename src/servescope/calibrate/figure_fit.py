@@ -95,9 +95,16 @@ class FigureFit:
         return self.terms is not None
 
     @property
+    def free_knobs(self) -> int:
+        """Knobs the figures moved and that are not held at a physical bound (a bound knob is pinned, not fitted)."""
+        if self.terms is None:
+            return len(self.knobs)
+        return sum(1 for k in self.terms.knobs if k.status in ("set", "partly set"))
+
+    @property
     def validated(self) -> bool:
-        """More numbers than knobs set: the residuals say something; k knobs from k numbers do not."""
-        return self.numbers > len(self.knobs)
+        """More numbers than free knobs: the residuals say something; k knobs from k numbers do not."""
+        return self.numbers > self.free_knobs
 
     @property
     def case(self) -> str:
@@ -106,12 +113,15 @@ class FigureFit:
         return "uncalibrated" if n == 0 else "calibrated_1pt" if n == 1 else "calibrated_2pt"
 
     def status(self) -> str:
-        """"fitted, not validated (k knobs from k numbers)" or what the extra numbers say."""
-        k, n = len(self.knobs), self.numbers
+        """"fitted, not validated (k knobs from n numbers)" or what the extra numbers say; a figure the knobs did not
+        reproduce (beyond REPRODUCED: a bound held them) is named with its residual either way."""
+        k, n = self.free_knobs, self.numbers
+        worst = max(self.residuals, key=lambda fr: abs(fr[1]), default=("", 0.0))
+        unit = " (share points)" if "_share=" in worst[0] else ""
+        missed = f"; not reproduced: {worst[0]} {worst[1]:+.1%}{unit}" if abs(worst[1]) > REPRODUCED else ""
         if not self.validated:
-            return f"fitted, not validated ({k} knob{'s' * (k != 1)} from {n} number{'s' * (n != 1)})"
-        worst = max((abs(r) for _, r in self.residuals), default=0.0)
-        return f"{k} knob{'s' * (k != 1)} from {n} numbers: largest residual {worst:.1%}"
+            return f"fitted, not validated ({k} knob{'s' * (k != 1)} from {n} number{'s' * (n != 1)}){missed}"
+        return f"{k} knob{'s' * (k != 1)} from {n} numbers: largest residual {abs(worst[1]):.1%}"
 
     def apply(self, sc: Scenario) -> Scenario:
         """The scenario priced as calibrated (calibrate.terms.TermFit.apply)."""
