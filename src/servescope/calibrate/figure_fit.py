@@ -277,7 +277,7 @@ def _check_priced(f: Figure, sc: Scenario, p: ServingPoint) -> None:
     """A share of something the model's decode step at that concurrency does not have is a layout or model mismatch,
     not a knob to fit: refused with what the step has."""
     name = share_name(f)
-    d = decode_step(sc, p.batch, sc.decode_context)
+    d = decode_step(sc, p.batch, int(sc.decode_context))
     if name in (COMM, *CLASS_KNOBS):
         if d.class_time_s.get(name, 0.0) > 0:
             return
