@@ -100,3 +100,11 @@ def test_model_json_and_text_carry_them() -> None:
         assert p["precision"] == {"tpot_ms": "closed form", "ttft_ms": "closed form", "percentiles": "simulation"}
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 0 and "percentiles per point" in text.stdout and "seed 0" in text.stdout
+
+
+def test_calibrated_tier_under_measured() -> None:
+    args = ["model", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrency", "1", "--json"]
+    result = CliRunner().invoke(main, [*args, "--measured", "tpot=9ms@c1"])
+    assert result.exit_code == 0, result.output
+    point = json.loads(result.stdout)["points"][0]
+    assert point["precision"] == {"tpot_ms": "calibrated", "ttft_ms": "closed form", "percentiles": "simulation"}
