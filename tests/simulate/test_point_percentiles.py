@@ -108,3 +108,13 @@ def test_calibrated_tier_under_measured() -> None:
     assert result.exit_code == 0, result.output
     point = json.loads(result.stdout)["points"][0]
     assert point["precision"] == {"tpot_ms": "calibrated", "ttft_ms": "closed form", "percentiles": "simulation"}
+
+
+def test_simulate_flag_runs_are_the_source() -> None:
+    args = ["model", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrency", "64", "--simulate", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    point = json.loads(result.stdout)["points"][0]
+    assert point["percentiles"]["source"] == "simulation (256 requests, seed 0)"  # 4 waves of 64
+    assert point["percentiles"]["ttft_ms"]["p50"] == point["ttft_p50_ms"]
+    assert point["percentiles"]["tpot_ms"]["p99"] == point["tpot_p99_ms"]

@@ -67,7 +67,7 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
     from servescope.simulate.percentiles import point_percentiles
 
     # p50/p90/p99 on every point, labelled with their source (a short simulation, or the queueing approximation)
-    percentiles = {q.concurrency: q for q in point_percentiles(sc, concs)}
+    percentiles = {q.concurrency: q for q in point_percentiles(sc, concs, simulated)}
     doc = model_document(points, simulated, calibration, percentiles)
     doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
     if out.format == "text" and len(points) >= LONG_TABLE_ROWS:  # drawing is the long part: say how long

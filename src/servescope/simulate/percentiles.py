@@ -11,7 +11,8 @@ stays well under a second — while the sweep's estimated engine steps stay unde
   TPOT_q = ITL_q = the closed form's TPOT (equal lengths: every request decodes in the same steps; the spread of
            the steps that carry a prefill is not modelled there)
 Utilisation u_kv = c / cap (cap: sequences whose KV at the mean context fits, at most max_num_seqs · dp; the
-closed form's cap); TTFT is a lower bound (`ttft_lower_bound`) at u_kv ≥ SATURATION or where c is above the KV
+closed form's cap); with `model --simulate` its runs (4 waves, at least 200 requests, seed 0) are taken instead.
+TTFT is a lower bound (`ttft_lower_bound`) at u_kv ≥ SATURATION or where c is above the KV
 cap at the full isl + osl (the point's max_concurrency): the queue there grows with the run's length, and neither
 a few hundred requests nor the mean-wave formula sees its tail.
 What it does not: calibrate (with `model --measured` the percentiles stay the uncalibrated scenario's) or render.
@@ -20,7 +21,7 @@ What it does not: calibrate (with `model --measured` the percentiles stay the un
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ from servescope.perfmodel.combine import combine_step
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import combine_serving, serving_parts, wave_wait
 from servescope.simulate import simulate
-from servescope.simulate.metrics import Stats
+from servescope.simulate.metrics import SimResult, Stats
 
 SEED = 0
 MAX_REQUESTS = 200  # per point, unless 2 waves of the concurrency need more
@@ -76,9 +77,12 @@ def running_cap(sc: Scenario) -> int:
                        sc.engine.scheduler.max_num_seqs * sc.dp), 1))
 
 
-def point_percentiles(sc: Scenario, concurrency: Sequence[int]) -> list[PointPercentiles]:
+def point_percentiles(sc: Scenario, concurrency: Sequence[int],
+                      runs: Mapping[int, SimResult] | None = None) -> list[PointPercentiles]:
     """One PointPercentiles per concurrency (module docstring): simulated while the sweep's step estimate lasts,
-    the rest approximated (one vectorised closed-form evaluation)."""
+    the rest approximated (one vectorised closed-form evaluation). `runs`: closed-loop runs already made at some
+    concurrencies (`model --simulate`, seed 0), taken as they are."""
+    given = runs or {}
     cap, kv_cap = running_cap(sc), int(memory.max_concurrency(sc))
     budget_tokens = sc.engine.scheduler.max_num_batched_tokens * sc.dp
     spent, done, rest = 0.0, {}, {}
@@ -86,6 +90,9 @@ def point_percentiles(sc: Scenario, concurrency: Sequence[int]) -> list[PointPer
         util, n = c / cap, point_requests(c, sc.osl, min(c, cap))
         bound = util >= SATURATION or c > kv_cap
         steps = estimated_steps(n, min(c, cap), sc.isl, sc.osl, budget_tokens)
+        if c in given:
+            done[i] = _simulated(given[c], c, util, bound)
+            continue
         if spent + steps > SWEEP_STEPS:
             rest[i] = (c, util, bound, "the sweep's simulation budget is spent")
             continue
@@ -95,10 +102,14 @@ def point_percentiles(sc: Scenario, concurrency: Sequence[int]) -> list[PointPer
             rest[i] = (c, util, bound, f"simulation refused: {exc}")
             continue
         spent += steps
-        done[i] = PointPercentiles(c, f"simulation ({n} requests, seed {SEED})", SIMULATION, n, res.ttft, res.tpot,
-                                   res.itl, util, bound)
+        done[i] = _simulated(res, c, util, bound)
     done.update(zip(rest, approximate(sc, list(rest.values())), strict=True))
     return [done[i] for i in range(len(done))]
+
+
+def _simulated(res: SimResult, c: int, util: float, bound: bool) -> PointPercentiles:
+    return PointPercentiles(c, f"simulation ({res.requests} requests, seed {SEED})", SIMULATION, res.requests,
+                            res.ttft, res.tpot, res.itl, util, bound)
 
 
 def approximate(sc: Scenario, points: Sequence[tuple[int, float, bool, str]]) -> list[PointPercentiles]:
