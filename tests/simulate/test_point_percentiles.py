@@ -118,3 +118,12 @@ def test_simulate_flag_runs_are_the_source() -> None:
     assert point["percentiles"]["source"] == "simulation (256 requests, seed 0)"  # 4 waves of 64
     assert point["percentiles"]["ttft_ms"]["p50"] == point["ttft_p50_ms"]
     assert point["percentiles"]["tpot_ms"]["p99"] == point["tpot_p99_ms"]
+
+
+def test_decode_only_is_approximated(llama8b: Scenario) -> None:
+    from dataclasses import replace
+
+    sc = replace(llama8b, decode_only=True)
+    (q,) = point_percentiles(sc, [64])
+    assert q.precision == "closed form" and "decode-only" in q.source
+    assert q.tpot.p50_s == pytest.approx(predict(sc, [64])[0].tpot_s, rel=1e-12)

@@ -3,7 +3,8 @@
 What it does: for each concurrency c of a model sweep, a short closed-loop simulation (the engine's own scheduler,
 sc.isl/sc.osl fixed lengths, seed 0; simulate()) of `point_requests(c)` requests — few enough that the whole sweep
 stays well under a second — while the sweep's estimated engine steps stay under SWEEP_STEPS; the points beyond it
-(long sweeps: 20,000 concurrencies) get the closed form's queueing approximation instead, labelled so:
+(long sweeps: 20,000 concurrencies), and every point of a decode-only scenario (no prompts in its steps), get the
+closed form's queueing approximation instead, labelled so:
   TTFT_q = TTFT + s · u · (w_q − W(n, k))   (perfmodel/serving.py: s the queue share, u one request's share of a
            wave's prefill step, W the mean wave wait in prefills); w_q = the q-quantile, over the positions
            j = 0 … ⌈n⌉ − 1 of a synchronised wave of n = min(c, cap)/dp requests per rank prefilled k per step, of
@@ -93,8 +94,10 @@ def point_percentiles(sc: Scenario, concurrency: Sequence[int],
         if c in given:
             done[i] = _simulated(given[c], c, util, bound)
             continue
-        if spent + steps > SWEEP_STEPS:
-            rest[i] = (c, util, bound, "the sweep's simulation budget is spent")
+        if sc.decode_only or spent + steps > SWEEP_STEPS:
+            why = "decode-only: the simulation serves prompts" if sc.decode_only else "the sweep's simulation " \
+                "budget is spent"
+            rest[i] = (c, util, bound, why)
             continue
         try:
             res = simulate(sc, "closed", c, n, seed=SEED)
