@@ -1,6 +1,7 @@
 """Speed of `servescope simulate` next to the closed form, on one core.
 
 Usage: .venv/bin/python bench/bench_simulate.py
+       .venv/bin/python bench/bench_simulate.py --against REV   (issue 30.5: this tree against git revision REV)
 The issue's target case: a closed loop of 1,000 requests at concurrency 256, ISL/OSL 1024/1024, vLLM / SGLang /
 TRT-LLM defaults, on three scenarios (a dense 8B with KV to spare, a dense 70B on TP=4, and Kimi-K2.5 INT4 on
 8× RTX PRO 6000 whose KV cache holds ~116 such sequences, so it preempts). Side by side in the same process:
@@ -8,6 +9,10 @@ the closed form (`predict` at the same concurrency, the fast path for sweeps). T
 wall clock and process CPU time (the CPU time is what one core spends; the wall clock on a shared machine is
 inflated by other processes); peak RSS of the process after all runs. Prints a table to paste into
 bench/RESULTS.md "## Simulate".
+
+--against REV (issue 30.5): the issue's speed cases (a 300-request replay and a 300-request closed loop in the
+library, 10,000 requests replayed, and the 300-request replay as a command) timed for this tree and for REV's src/
+(`git archive`), alternated in fresh processes, the best process CPU time of each; prints the ratios.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, os.environ.get("BENCH_SRC") or str(Path(__file__).resolve().parents[1] / "src"))
 
 from servescope.perfmodel import Scenario, predict  # noqa: E402
 from servescope.simulate import simulate  # noqa: E402
@@ -41,7 +48,87 @@ def _best(fn: Callable[[], object], repeats: int = 3) -> tuple[float, float, obj
     return wall, cpu, out
 
 
+SPEED_CASES = ("replay300", "closed300", "replay10k", "command300")
+
+
+def _requests(n: int, rate: float, seed: int) -> tuple[object, object, object]:
+    """Poisson sends at `rate` req/s, prompts uniform in [50, 3000), outputs in [10, 600) tokens (seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.exponential(1 / rate, n)), rng.integers(50, 3000, n), rng.integers(10, 600, n)
+
+
+def _worker(case: str, repeats: int) -> None:
+    """One speed case in this process (sys.path set by the caller): prints the best CPU seconds."""
+    from servescope.simulate import replay_workload, simulate_workload
+
+    sc = Scenario.build(model="llama-3.1-8b", gpu="h100_sxm")
+    reqs = {"replay300": (_requests(300, 10, 1), 32), "replay10k": (_requests(10_000, 50, 2), 256)}
+    if case == "closed300":
+        fn: Callable[[], object] = lambda: simulate(sc, "closed", 16, 300)  # noqa: E731
+    else:
+        (send, isl, osl), cap = reqs[case]
+        fn = lambda: simulate_workload(sc, replay_workload(send, isl, osl, cap))  # noqa: E731
+    fn()
+    print(_best(fn, repeats)[1])
+
+
+def _replay_file(folder: Path) -> Path:
+    send, isl, osl = _requests(300, 10, 1)
+    path = folder / "replay300.csv"
+    lines = [f"{s:.6f},{i},{o}" for s, i, o in zip(send.tolist(), isl.tolist(), osl.tolist(), strict=True)]  # type: ignore[attr-defined]
+    path.write_text("arrival_s,input_len,output_len\n" + "\n".join(lines) + "\n")
+    return path
+
+
+def _time_side(src: Path, case: str, replay: Path) -> float:
+    env = dict(os.environ, PYTHONPATH=str(src), BENCH_SRC=str(src))
+    if case == "command300":
+        cmd = [sys.executable, "-c", "import sys; from servescope.cli import run; sys.argv[0] = 'servescope'; run()",
+               "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--replay", str(replay),
+               "--concurrency", "32", "--json"]
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, env=env, check=True, capture_output=True)
+            best = min(best, time.perf_counter() - t0)
+        return best
+    reps = "1" if case == "replay10k" else "5"
+    out = subprocess.run([sys.executable, __file__, "--worker", case, reps], env=env, check=True,
+                         capture_output=True, text=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def against(rev: str) -> None:
+    """This tree against git revision `rev`, alternated, two rounds; best of each side."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "base"
+        base.mkdir()
+        tar = subprocess.run(["git", "-C", str(root), "archive", rev, "src"], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(base)], input=tar, check=True)
+        replay = _replay_file(Path(tmp))
+        print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+              f"REV = {rev}")
+        print("| case | REV s | this tree s | speed-up |")
+        print("|---|---:|---:|---:|")
+        for case in SPEED_CASES:
+            before, after = float("inf"), float("inf")
+            for _ in range(2):
+                before = min(before, _time_side(base / "src", case, replay))
+                after = min(after, _time_side(root / "src", case, replay))
+            print(f"| {case} | {before:.3f} | {after:.3f} | {before / after:.2f}x |")
+    print("(library cases: best process CPU time; command300: best wall clock of the whole command)")
+
+
 def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--against":
+        against(sys.argv[2])
+        return
+    if len(sys.argv) > 3 and sys.argv[1] == "--worker":
+        _worker(sys.argv[2], int(sys.argv[3]))
+        return
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}")
     print("| scenario | backend | simulate wall s | simulate CPU s | requests | closed form wall ms "

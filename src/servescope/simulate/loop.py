@@ -37,7 +37,7 @@ from servescope.simulate.workload import Workload
 Progress = Callable[[int, int], None]  # (requests finished, total)
 MAX_RUN_STEPS = 512  # longest run of decode steps evaluated at once
 RATIO_RUN_STEPS = 8  # ... while requests wait under a decaying KV reservation (SGLang)
-RUN_PREFIX_STEPS = 8  # first prefix of a decode run priced before the next client event is checked (≥ 2)
+RUN_PREFIX_STEPS = 4  # least first prefix of a decode run priced before the next client event is checked (≥ 2)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,8 @@ class _Client:
     """Sends requests at their scheduled times, at most `cap` in flight; each becomes ready setup_s later."""
 
     def __init__(self, wl: Workload, setup_s: float):
-        self.sched, self.setup_s, self.next = wl.sched_s, setup_s, 0
+        self.sched: list[float] = wl.sched_s.astype(float).tolist()  # Python floats: scalar reads per step
+        self.setup_s, self.next = setup_s, 0
         cap = wl.n if wl.max_in_flight is None else min(wl.max_in_flight, wl.n)
         self.slots = [0.0] * cap  # times at which in-flight slots became free (a heap)
         self.ready: list[tuple[float, int]] = []  # (ready time, id) heap
@@ -110,7 +111,7 @@ class _Client:
 
     def send_until(self, now: float) -> None:
         while self.next < len(self.sched) and self.slots and max(self.sched[self.next], self.slots[0]) <= now:
-            t = max(float(self.sched[self.next]), heapq.heappop(self.slots))
+            t = max(self.sched[self.next], heapq.heappop(self.slots))
             self.sent[self.next] = t
             heapq.heappush(self.ready, (t + self.setup_s, self.next))
             self.next += 1
@@ -124,7 +125,7 @@ class _Client:
     def next_event_s(self) -> float:
         t = self.ready[0][0] if self.ready else np.inf
         if self.next < len(self.sched) and self.slots:
-            t = min(t, max(float(self.sched[self.next]), self.slots[0]) + self.setup_s)
+            t = min(t, max(self.sched[self.next], self.slots[0]) + self.setup_s)
         return float(t)
 
 
@@ -230,11 +231,14 @@ class _Loop:
     def _run_until_event(self, ctx: np.ndarray, k: int, swap_s: float) -> tuple[np.ndarray, np.ndarray]:
         """(durations, end times) of the pure-decode steps from contexts ctx up to k of them, stopping before the
         first step that starts at or after the next client event (at least one). The steps are priced in growing
-        prefixes (RUN_PREFIX_STEPS, ×4): a run cut short by an arrival prices only about the steps it takes. A
+        prefixes (first the steps to the next event at the last step's duration, at least RUN_PREFIX_STEPS;
+        then ×4): a run cut short by an arrival prices only about the steps it takes. A
         prefix of m ≥ 2 steps gives the same per-step values as the whole run (elementwise, the per-step sum over
         sequences in the same order), so the result does not depend on the prefix size."""
         nxt = self.cl.next_event_s()
-        m = k if k <= RUN_PREFIX_STEPS else RUN_PREFIX_STEPS
+        m = k
+        if self.rec and nxt < np.inf:  # the steps to the next event at the last step's duration, and a margin
+            m = min(k, max(RUN_PREFIX_STEPS, int((nxt - self.now) / max(self.rec[-1][1], 1e-9)) + 2))
         while True:
             durs = self.cost.decode_run_s(ctx, m)
             durs[0] += swap_s

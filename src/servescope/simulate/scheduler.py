@@ -189,6 +189,9 @@ class SchedState:
         admitted: list[int] = []
         tokens: list[int] = []
         room = self.max_seqs - len(self.run)
+        if not self.waiting or budget <= 0 or room <= 0:  # nothing to admit: skip the reservation sums
+            self._admitted_tokens = tokens
+            return admitted
         reserve = self.cfg.admission == "reserve_full"
         run = self.run
         left = np.minimum(self.out[run] - self.generated[run], CLIP_NEW_TOKENS)
@@ -261,7 +264,9 @@ class SchedState:
             over = steps - 1 - slack
             return int(np.maximum(-(-over // self.bs), 0).sum())
 
-        lo, hi = 1, k
+        if extra(k) <= self.free_blocks:  # the whole run fits (extra grows with steps): no search
+            return k
+        lo, hi = 1, k - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if extra(mid) <= self.free_blocks else (lo, mid - 1)
