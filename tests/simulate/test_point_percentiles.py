@@ -107,7 +107,10 @@ def test_calibrated_tier_under_measured() -> None:
     result = CliRunner().invoke(main, [*args, "--measured", "tpot=9ms@c1"])
     assert result.exit_code == 0, result.output
     point = json.loads(result.stdout)["points"][0]
-    assert point["precision"] == {"tpot_ms": "calibrated", "ttft_ms": "closed form", "percentiles": "simulation"}
+    assert point["precision"] == {"tpot_ms": "calibrated", "ttft_ms": "closed form",
+                                  "percentiles": "simulation, calibrated"}
+    # the percentiles run the calibrated scenario: at c1 (one request in flight) the median TPOT is the calibrated 9 ms
+    assert point["percentiles"]["tpot_ms"]["p50"] == pytest.approx(point["tpot_ms"], rel=0.01)
 
 
 def test_simulate_flag_runs_are_the_source() -> None:

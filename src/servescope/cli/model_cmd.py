@@ -55,6 +55,8 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
         points = list(calibration.points)
         for n in calibration.notes:
             note(n)
+    # the simulations run the scenario as calibrated, so their percentiles sit on the calibrated TPOT
+    sim_sc = calibration.fit.apply(sc) if calibration is not None and calibration.fit.calibrated else sc
     simulated = None
     if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
         from servescope.cli._app import progress_bar
@@ -62,12 +64,12 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
         from servescope.simulate import simulate_points
 
         with progress_bar(len(concs), "simulating points", min_total=2) as update:
-            runs = simulate_points(sc, concs, progress=update, memory_limit_bytes=memory_limit())
+            runs = simulate_points(sim_sc, concs, progress=update, memory_limit_bytes=memory_limit())
         simulated = dict(zip(concs, runs, strict=True))
     from servescope.simulate.percentiles import point_percentiles
 
     # p50/p90/p99 on every point, labelled with their source (a short simulation, or the queueing approximation)
-    percentiles = {q.concurrency: q for q in point_percentiles(sc, concs, simulated)}
+    percentiles = {q.concurrency: q for q in point_percentiles(sim_sc, concs, simulated)}
     doc = model_document(points, simulated, calibration, percentiles)
     doc["scenario"] = scenario_document(sc)  # what was modelled, for every renderer (the page's scenario line)
     if out.format == "text" and len(points) >= LONG_TABLE_ROWS:  # drawing is the long part: say how long
