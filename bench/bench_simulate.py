@@ -109,6 +109,8 @@ def against(rev: str) -> None:
         tar = subprocess.run(["git", "-C", str(root), "archive", rev, "src"], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(base)], input=tar, check=True)
         replay = _replay_file(Path(tmp))
+        for src in (base / "src", root / "src"):  # both sides start from bytecode (PYTHONDONTWRITEBYTECODE may be set)
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
         print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
               f"REV = {rev}")
         print("| case | REV s | this tree s | speed-up |")

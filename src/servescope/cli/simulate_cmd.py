@@ -351,14 +351,20 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
 @click.option("--concurrency", default="1,4,16,32,64,128,256", show_default=True,
               help="Comma-separated concurrencies per layout.")
 @click.option("--all", "all_points", is_flag=True, help="Show every point, not only the Pareto front.")
+@click.option("--ttft-max", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="SLA on the mean TTFT, ms: every point screened on the closed form, the passing front simulated.")
+@click.option("--tpot-max", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="SLA on the mean TPOT, ms (as --ttft-max; either or both).")
 @measured_option
 @output_options
 @one_line_errors
-def sweep(n_gpus: int | None, concurrency: str, all_points: bool, measured: tuple[str, ...], out: Output,
-          **kw: Any) -> None:
+def sweep(n_gpus: int | None, concurrency: str, all_points: bool, ttft_max: float | None, tpot_max: float | None,
+          measured: tuple[str, ...], out: Output, **kw: Any) -> None:
     """Concurrency × TP/EP/DP layouts of the same GPUs (closed form): the Pareto front of tok/s per GPU
     against tok/s per user. With --measured: calibrated on your figures (measured on the layout of the options;
-    its levels carried to the other layouts) and the measured points listed."""
+    its levels carried to the other layouts) and the measured points listed. With --ttft-max/--tpot-max: every
+    point screened against the SLA on the closed form, then only the passing points on their Pareto front
+    simulated (a closed loop each), with how many were screened, passed and simulated."""
     from servescope.cli._scenario import _int_list
     from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.plan_doc import scenario_document
@@ -373,7 +379,14 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, measured: tupl
     calibrated = fit if fit is not None and fit.calibrated else None
     if calibrated is not None:
         concs = sorted({*concs, *(p.concurrency for p in calibrated.points)})  # the curves pass through the points
-    doc = sweep_document(run_sweep(base, n, concs, base.model.is_moe, calibrated))
+    sw = run_sweep(base, n, concs, base.model.is_moe, calibrated)
+    if ttft_max is not None or tpot_max is not None:
+        from servescope.planner.sweep import Sla, screen, simulate_front
+        from servescope.units import ms_to_s
+
+        sla = Sla(None if ttft_max is None else ms_to_s(ttft_max), None if tpot_max is None else ms_to_s(tpot_max))
+        sw = simulate_front(base, screen(sw, sla))
+    doc = sweep_document(sw)
     doc["scenario"] = scenario_document(base)  # the model and GPU swept (layouts vary per point)
     if fit is not None:
         from servescope.perfmodel.memory import max_concurrency

@@ -124,7 +124,20 @@ def sweep_document(sw: Sweep) -> dict[str, Any]:
          "on_front": p.on_front}
         for p in sw.points
     ]
-    return {"schema": SWEEP_SCHEMA, "n_gpus": sw.n_gpus, "points": points, "skipped": list(sw.skipped)}
+    doc: dict[str, Any] = {"schema": SWEEP_SCHEMA, "n_gpus": sw.n_gpus, "points": points, "skipped": list(sw.skipped)}
+    if sw.sla is not None:  # the two tiers (planner.sweep.screen / simulate_front)
+        for d, p in zip(points, sw.points, strict=True):
+            d["sla_met"] = p.sla_met
+            if p.simulated is not None:
+                m = p.simulated
+                d["simulated"] = {"requests": m.requests, "ttft_mean_ms": m.ttft_mean_s * MS_PER_S,
+                                  "ttft_p99_ms": m.ttft_p99_s * MS_PER_S, "tpot_mean_ms": m.tpot_mean_s * MS_PER_S,
+                                  "tpot_p99_ms": m.tpot_p99_s * MS_PER_S, "output_tok_s": m.output_tok_s,
+                                  "sla_met": m.sla_met}
+        ms = [None if v is None else v * MS_PER_S for v in (sw.sla.ttft_max_s, sw.sla.tpot_max_s)]
+        doc["sla"] = {"ttft_max_ms": ms[0], "tpot_max_ms": ms[1], "screened": sw.screened, "passed": sw.passed,
+                      "simulated": sw.simulated, "notes": list(sw.notes)}
+    return doc
 
 
 def model_sim_fields(res: SimResult) -> dict[str, Any]:

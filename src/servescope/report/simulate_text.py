@@ -127,6 +127,8 @@ def render_sweep(title: str, doc: dict[str, Any], console: Console, all_points: 
     console.print(t)
     for s in doc["skipped"]:
         console.print(f"[yellow]skipped[/yellow] {s}")
+    if doc.get("sla"):
+        _render_sla(doc, console)
     if doc.get("measured"):
         from rich.text import Text
 
@@ -137,6 +139,28 @@ def render_sweep(title: str, doc: dict[str, Any], console: Console, all_points: 
                  *points_lines(m)]
         for line in lines:
             console.print(Text(line))
+
+
+def _render_sla(doc: dict[str, Any], console: Console) -> None:
+    """The SLA screen's counts and the simulated points (sweep --ttft-max/--tpot-max)."""
+    sla = doc["sla"]
+    bounds = ", ".join(f"{name} <= {v:g} ms" for name, v in (("TTFT", sla["ttft_max_ms"]), ("TPOT", sla["tpot_max_ms"]))
+                       if v is not None)
+    console.print(f"SLA {bounds}: {sla['screened']} points screened (closed form), {sla['passed']} within it, "
+                  f"{sla['simulated']} simulated (the front of those within it)")
+    t = Table(box=None, pad_edge=False)
+    for col in ("layout", "concurrency", "sim tok/s/GPU", "TTFT mean", "TTFT p99", "TPOT mean", "TPOT p99", "SLA"):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    for p in doc["points"]:
+        m = p.get("simulated")
+        if m is not None:
+            t.add_row(p["layout"], str(p["concurrency"]), f"{m['output_tok_s'] / doc['n_gpus']:,.1f}",
+                      f"{m['ttft_mean_ms']:,.0f}", f"{m['ttft_p99_ms']:,.0f}", f"{m['tpot_mean_ms']:,.1f}",
+                      f"{m['tpot_p99_ms']:,.1f}", "met" if m["sla_met"] else "missed")
+    if sla["simulated"]:
+        console.print(t)
+    for note in sla["notes"]:
+        console.print(f"[yellow]{note}[/yellow]")
 
 
 def render_model_sim(doc: dict[str, Any], console: Console) -> None:
