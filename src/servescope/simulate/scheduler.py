@@ -81,14 +81,20 @@ class SchedState:
     def _decode_first(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
         run = self.run
         pend = self.prompt[run] + self.generated[run] - self.computed[run]
-        before = np.cumsum(pend) - pend
-        n = np.minimum(pend, np.maximum(self.budget - before, 0))
+        total = int(pend.sum())
+        if total <= self.budget:  # every running request takes all it has pending
+            n = pend
+        else:
+            before = np.cumsum(pend) - pend
+            n = np.minimum(pend, np.maximum(self.budget - before, 0))
         preempted = self._fit_kv(n)
         run = self.run
         n = n[: len(run)]
         left = self.budget - int(n.sum())
         self._admitted_tokens = []
         admitted = [] if preempted else self._admit(left)
+        if not admitted and bool((n > 0).all()):  # the running list as it stands
+            return run, n, admitted
         ids = np.concatenate([run, np.asarray(admitted, dtype=np.int64)])
         ns = np.concatenate([n, np.asarray(self._admitted_tokens, dtype=np.int64)])
         keep = ns > 0
