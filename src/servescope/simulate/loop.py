@@ -203,7 +203,7 @@ class _Loop:
             self.itl.append(self.now - self.last_tok[seen])
         self.first_tok[emit[np.isnan(self.first_tok[emit])]] = self.now
         self.last_tok[emit] = self.now
-        self._record(np.array([self.now]), np.array([dt]), int(toks.sum()), np.array([st.used_blocks]))
+        self.rec.append((self.now, dt, len(st.run), len(st.waiting), int(toks.sum()), st.used_blocks))
         self._finish(done)
 
     def _decode_run(self, ids: np.ndarray, swap_s: float = 0.0) -> None:

@@ -200,8 +200,10 @@ class SchedState:
             return admitted
         reserve = self.cfg.admission == "reserve_full"
         run = self.run
-        left = np.minimum(self.out[run] - self.generated[run], CLIP_NEW_TOKENS)
-        future = self.ratio * float(left.sum()) / self.bs  # blocks held back for the running requests' output
+        future = 0.0  # blocks held back for the running requests' output (reserve_ratio only)
+        if self.ratio:
+            left = np.minimum(self.out[run] - self.generated[run], CLIP_NEW_TOKENS)
+            future = self.ratio * float(left.sum()) / self.bs
         while self.waiting and budget > 0 and len(admitted) < room:
             i = self.waiting[0]
             hit, off, claim = self.pc.hit(i) if self.pc is not None and not self.computed[i] else (0, 0, 0)
@@ -211,7 +213,7 @@ class SchedState:
                 break
             want = int(self.prompt[i] + self.out[i]) if reserve else int(self.computed[i]) + hit + chunk
             need = int(-(-want // self.bs)) - int(self.blocks[i]) - off + claim
-            own = self.ratio * float(min(self.out[i] - self.generated[i], CLIP_NEW_TOKENS)) / self.bs
+            own = self.ratio * float(min(self.out[i] - self.generated[i], CLIP_NEW_TOKENS)) / self.bs if self.ratio else 0.0
             if need > self.free_blocks or (need + future + own > self.free_blocks and (len(self.run) or admitted)):
                 break
             future += own
