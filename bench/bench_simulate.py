@@ -12,7 +12,8 @@ bench/RESULTS.md "## Simulate".
 
 --against REV (issue 30.5): the issue's speed cases (a 300-request replay and a 300-request closed loop in the
 library, 10,000 requests replayed, and the 300-request replay as a command) timed for this tree and for REV's src/
-(`git archive`), alternated in fresh processes, the best process CPU time of each; prints the ratios.
+(`git archive`), alternated in fresh processes, the best process CPU time of each (commands: the best wall clock,
+command1 = one request: the command's fixed cost); prints the ratios.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _best(fn: Callable[[], object], repeats: int = 3) -> tuple[float, float, obj
     return wall, cpu, out
 
 
-SPEED_CASES = ("replay300", "closed300", "replay10k", "command300")
+SPEED_CASES = ("replay300", "closed300", "replay10k", "command300", "command1")
 
 
 def _requests(n: int, rate: float, seed: int) -> tuple[object, object, object]:
@@ -84,10 +85,11 @@ def _replay_file(folder: Path) -> Path:
 
 def _time_side(src: Path, case: str, replay: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(src), BENCH_SRC=str(src))
-    if case == "command300":
+    if case.startswith("command"):  # command1: one request, the command's fixed cost (imports, scenario)
+        what = ["--replay", str(replay), "--concurrency", "32"] if case == "command300" else [
+            "--concurrency", "1", "--num-prompts", "1"]
         cmd = [sys.executable, "-c", "import sys; from servescope.cli import run; sys.argv[0] = 'servescope'; run()",
-               "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--replay", str(replay),
-               "--concurrency", "32", "--json"]
+               "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", *what, "--json"]
         best = float("inf")
         for _ in range(3):
             t0 = time.perf_counter()
