@@ -386,6 +386,11 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, ttft_max: floa
 
         sla = Sla(None if ttft_max is None else ms_to_s(ttft_max), None if tpot_max is None else ms_to_s(tpot_max))
         sw = simulate_front(base, screen(sw, sla))
+        if calibrated is not None:  # the screen used the calibrated closed form; the simulation runs the model
+            from dataclasses import replace
+
+            sw = replace(sw, notes=(*sw.notes, "simulated on the uncalibrated model: --measured restates the "
+                                                "closed-form points only"))
     doc = sweep_document(sw)
     doc["scenario"] = scenario_document(base)  # the model and GPU swept (layouts vary per point)
     if fit is not None:
