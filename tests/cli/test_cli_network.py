@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -99,12 +98,10 @@ def _run_traced(tmp: Path, args: list[list[str]], loopback_up: bool, timeout: fl
 
 @pytest.mark.skipif(not FUZZ, reason="~4.5 s (every command, traced): make fuzz only")
 def test_no_command_opens_a_socket_beyond_loopback(tmp_path: Path) -> None:
-    start = time.monotonic()
     results, log = _run_traced(tmp_path, commands(tmp_path), loopback_up=False, timeout=300)
     assert [r for r in results if r["error"] is not None or r["exit_code"] != 0] == []
     assert _violations(log) == []
     assert "servescope-netns-canary" in log  # the runner's own Unix connect: the trace saw its syscalls
-    assert time.monotonic() - start < 60
 
 
 def test_the_violation_check_sees_what_it_must() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
@@ -147,12 +146,14 @@ def test_version_domains_and_gpu_names() -> None:
         "no curve: datasheet (no measured curves for GPU 'l40s'")
 
 
-def test_a_10k_point_sweep_is_cheap() -> None:
+def test_a_10k_point_sweep_is_one_vectorised_lookup() -> None:
+    """10,000 points priced in one call each, equal to the points priced one by one (the speed budget lives in
+    bench/bench_model.py: sweeps above 10k points/s)."""
     rng = np.random.default_rng(0)
     batch, kv = rng.integers(1, 512, 10_000), rng.integers(1, 32_768, 10_000)
-    oc.decode_attention_time_s(R6K, "vllm", "0.24.0", batch, kv, 8, 1, 128)      # resolve once (cached)
-    start = time.perf_counter()
     t = oc.decode_attention_time_s(R6K, "vllm", "0.24.0", batch, kv, 8, 1, 128)
     g = oc.gemm_time_s(R6K, "vllm", "0.24.0", "bf16", batch, 7168, 2048)
-    assert time.perf_counter() - start < 0.05
     assert t is not None and g is not None and t.shape == g.shape == (10_000,) and np.all(t > 0)
+    for i in (0, 4_999, 9_999):
+        one = oc.decode_attention_time_s(R6K, "vllm", "0.24.0", batch[i:i + 1], kv[i:i + 1], 8, 1, 128)
+        assert one is not None and float(one[0]) == pytest.approx(float(t[i]))
