@@ -8,7 +8,7 @@ nothing; their parent reports the files they finish). Without a reporter, `repor
 Stages: `timing(callback)` sets a callback `(stage, seconds)` that each `with stage("load"):` block inside it calls
 with its wall time (`servescope trace --timings`); the same context-variable rule, so stages run in worker processes
 are not seen. Without a callback, `stage` costs one lookup.
-Does not: draw or estimate anything (cli._app.showing_progress does), or print the times (the CLI does).
+Does not: draw or estimate anything (cli._progress.showing_progress does), or print the times (the CLI does).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servescope.cli._app import BIG_INPUT_BYTES, FREE_AT_ONCE, largest_input_bytes
+from servescope.cli._memory import BIG_INPUT_BYTES, FREE_AT_ONCE, largest_input_bytes
 
 
 def _sparse(path: Path, size: int) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servescope.cli import _app, main
+from servescope.cli import _app, _progress, main
 
 SCENARIO = ["model", "--model", "gpt-oss-120b", "--gpu", "b200_sxm", "--tp", "8"]
 
@@ -88,14 +88,14 @@ def test_real_sigint_mid_run_is_130_without_traceback(tmp_path: Path) -> None:
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _app.progress_bar(100, "x") as update:  # stderr is not a terminal under pytest
+    with _progress.progress_bar(100, "x") as update:  # stderr is not a terminal under pytest
         assert update is None
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    with _app.progress_bar(5, "x", min_total=10) as update:
+    with _progress.progress_bar(5, "x", min_total=10) as update:
         assert update is None
-    with _app.progress_bar(5, "x", enabled=False) as update:
+    with _progress.progress_bar(5, "x", enabled=False) as update:
         assert update is None
-    with _app.progress_bar(20, "points") as update:
+    with _progress.progress_bar(20, "points") as update:
         assert update is not None
         for i in range(1, 21):
             update(i)

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from independent import DATA
 from servescope import _paths, progress
-from servescope.cli import _app, main
+from servescope.cli import _memory, _progress, main
 from servescope.errors import ScenarioError
 from servescope.simulate import budget
 
@@ -32,13 +32,13 @@ SIM = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrenc
     ("4KiB", 4096), ("0.5t", 5 * 10**11), (" 7 kb ", 7000),
 ])
 def test_sizes_with_units(text: str, size: int) -> None:
-    assert _app.parse_size(text) == size
+    assert _memory.parse_size(text) == size
 
 
 @pytest.mark.parametrize("text", ["", "2XB", "-1GB", "0", "ib", "5ib", "1e9", "0.1b"])
 def test_sizes_that_are_not(text: str) -> None:
     with pytest.raises(click.BadParameter):
-        _app.parse_size(text)
+        _memory.parse_size(text)
 
 
 def test_max_memory_is_the_budget_of_one_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -84,14 +84,14 @@ class _Terminal:
 
 
 def test_bars_only_for_long_work_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _app.showing_progress():  # pytest's stderr is no terminal: no reporter at all
+    with _progress.showing_progress():  # pytest's stderr is no terminal: no reporter at all
         assert progress._REPORTER.get() is None
     monkeypatch.setattr(sys, "stderr", _Terminal())
-    with _app.showing_progress():
+    with _progress.showing_progress():
         progress.report("quick", 1, 10)  # has not run a second yet
         bars = progress._REPORTER.get().__self__  # type: ignore[union-attr]
         assert bars.progress is None
-        monkeypatch.setattr(_app, "SHOW_AFTER_S", 0.0)
+        monkeypatch.setattr(_progress, "SHOW_AFTER_S", 0.0)
         progress.report("long", 3, 10)
         assert list(bars.tasks) == ["long"]
         real_getpid = os.getpid

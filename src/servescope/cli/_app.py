@@ -26,14 +26,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import importlib
 import io
 import os
-import re
 import sys
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import wraps
 from pathlib import Path
@@ -41,39 +37,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+import servescope.cli._memory  # noqa: F401  (sets the allocator for a big input before Polars loads)
+from servescope.cli._commands import format_commands
+from servescope.cli._memory import set_max_memory
+from servescope.cli._progress import showing_progress
 from servescope.errors import OutputError, ServescopeError
-
-# Polars' allocator (jemalloc, read once when Polars loads: the CLI imports it later) keeps freed pages ~10 s by
-# default. The trace loader frees every decoded chunk, so on big inputs those pages become most of the peak: the
-# 1 GB trace peaks at 786 MB stock, 564 MB when freed pages go back at once (0.78x -> 0.56x the file; 550 MB:
-# 531 -> 367 MB), for ~10 % more wall time (page faults) — which on a 68 MB file is the difference between ~10x
-# and ~9x HTA's speed for 22 MB less. So: immediate return only when one input file holds >= BIG_INPUT_BYTES (one
-# process loads one file at a time, rank folders included, so the largest file sets the peak; bench/RESULTS.md,
-# "allocator"). A user's own setting wins; library users are not touched. 128 MiB, not 256: a 143 MB file of 1 M
-# tiny kernels peaked at 562-606 MB for `trace --json` (3.9-4.2x) and 480-495 MB for `export` with the stock
-# setting, 449 and 290 MB freeing at once (bench/RESULTS.md, "start fast (issue 30)").
-BIG_INPUT_BYTES = 128 << 20
-FREE_AT_ONCE = "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0"
-
-
-def largest_input_bytes(argv: Sequence[str]) -> int:
-    """Size of the largest file named on a command line or directly inside a folder named on it; anything that
-    is not a readable path counts 0."""
-    largest = 0
-    for arg in argv:
-        try:
-            p = Path(arg)
-            if p.is_file():
-                largest = max(largest, p.stat().st_size)
-            elif p.is_dir():
-                largest = max([largest, *(f.stat().st_size for f in p.iterdir() if f.is_file())])
-        except (OSError, ValueError):
-            continue
-    return largest
-
-
-if "_RJEM_MALLOC_CONF" not in os.environ and largest_input_bytes(sys.argv[1:]) >= BIG_INPUT_BYTES:
-    os.environ["_RJEM_MALLOC_CONF"] = FREE_AT_ONCE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -218,7 +186,7 @@ class GuardedCommand(click.Command):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.params.append(click.Option(
-            ["--max-memory"], metavar="SIZE", expose_value=False, is_eager=True, callback=_set_max_memory,
+            ["--max-memory"], metavar="SIZE", expose_value=False, is_eager=True, callback=set_max_memory,
             help="Memory this run may use (e.g. 2GB, 512MiB) instead of what the machine has available: what a "
                  "trace reader may hold whole, what a simulation may allocate."))
 
@@ -228,124 +196,7 @@ class GuardedCommand(click.Command):
             return super().invoke(ctx)
 
 
-_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(i?)b?\s*", re.IGNORECASE)
-_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-
-
-def parse_size(text: str) -> int:
-    """Bytes of a size with units: 2GB, 1.5 GiB, 512mb, 800M, 123 (bytes); k/m/g/t are powers of 1000, ki/mi/gi/ti
-    of 1024. Raises click.BadParameter for anything else or a size under one byte."""
-    match = _SIZE.fullmatch(text or "")
-    if match is None:
-        raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
-    number, prefix, binary = match.groups()
-    scale = 1024 ** " kmgt".index(prefix.lower()) if binary and prefix else _SI[prefix.lower()]
-    scaled = float(number) * scale  # a 400-digit number is inf here: refused below, never int(inf)
-    size = int(scaled) if scaled < 2**63 else 0
-    if size < 1 or (binary and not prefix):
-        raise click.BadParameter(f"expected a size such as 2GB or 512MiB, got {text!r}")
-    return size
-
-
-def _set_max_memory(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    """`--max-memory`: the budget for this command, in the environment (worker processes inherit it;
-    _paths.memory_override_bytes reads it), put back as it was when the command ends."""
-    if value is None:
-        return
-    from servescope._paths import MAX_MEMORY_ENV
-
-    size, before = parse_size(value), os.environ.get(MAX_MEMORY_ENV)
-    os.environ[MAX_MEMORY_ENV] = str(size)
-    ctx.call_on_close(lambda: _restore_env(MAX_MEMORY_ENV, before))
-
-
-def _restore_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
-def _first_sentence(cmd: click.Command) -> str:
-    """A command's summary for `--help`: its short help, else the first sentence of its docstring, never cut."""
-    if cmd.short_help:
-        return cmd.short_help
-    text = " ".join((cmd.help or "").split())
-    end = text.find(". ")
-    return text if end < 0 else text[: end + 1]
-
-
-def _format_commands(self: click.Group, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-    """The commands of `--help`, each with its whole first sentence (wrapped, not cut at Click's ~45 columns)."""
-    rows = [(name, _first_sentence(cmd)) for name in self.list_commands(ctx)
-            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
-    if rows:
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-class LazyCommands(dict[str, click.Command]):
-    """A group's commands, each module imported when one of its commands is first looked up (the module registers
-    them on `main` as it loads). `modules` maps a command name to the module defining it; a name not in it (a
-    typo, or a command added to a module without a line here) imports every module before it is looked up, so
-    the table makes lookups fast but never wrong. Listing (`--help`, iteration) imports them all."""
-
-    def __init__(self, modules: dict[str, str]) -> None:
-        super().__init__()
-        self.modules = modules
-
-    def _load(self, name: object) -> None:
-        if dict.__contains__(self, name):
-            return
-        module = self.modules.get(name) if isinstance(name, str) else None
-        for path in [module] if module is not None else dict.fromkeys(self.modules.values()):
-            importlib.import_module(path)
-
-    def load_all(self) -> None:
-        for path in dict.fromkeys(self.modules.values()):
-            importlib.import_module(path)
-
-    def __getitem__(self, name: str) -> click.Command:
-        self._load(name)
-        return dict.__getitem__(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        self._load(name)
-        return dict.get(self, name, default)
-
-    def __contains__(self, name: object) -> bool:
-        self._load(name)
-        return dict.__contains__(self, name)
-
-    def __iter__(self) -> Iterator[str]:
-        self.load_all()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        self.load_all()
-        return dict.__len__(self)
-
-    def keys(self) -> Any:
-        self.load_all()
-        return dict.keys(self)
-
-    def values(self) -> Any:
-        self.load_all()
-        return dict.values(self)
-
-    def items(self) -> Any:
-        self.load_all()
-        return dict.items(self)
-
-
-def load_commands_lazily(group: click.Group, modules: dict[str, str]) -> None:
-    """Give `group` a LazyCommands table (the commands it already holds kept)."""
-    table = LazyCommands(modules)
-    dict.update(table, group.commands)
-    group.commands = table
-
-
-OneLineGroup.format_commands = _format_commands  # type: ignore[method-assign]
+OneLineGroup.format_commands = format_commands  # type: ignore[method-assign]
 OneLineGroup.command_class = GuardedCommand
 OneLineGroup.group_class = type  # subgroups (`specs`) are OneLineGroups, so their commands are guarded too
 
@@ -508,101 +359,6 @@ def output_options(fn: F) -> F:
     for option in reversed(options):
         wrapper = option(wrapper)
     return wrapper  # type: ignore[return-value]
-
-
-@contextmanager
-def progress_bar(total: int, label: str, enabled: bool = True, min_total: int = 1) -> Iterator[Callable[[int], None] | None]:
-    """A transient Rich progress bar on stderr — done/total, elapsed time and an estimate of the time left —
-    when `enabled`, `total` >= `min_total` and stderr is a terminal; yields `update(done)`, else None (nothing
-    is drawn: pipes, files, CI logs and --json runs stay as they are)."""
-    if not enabled or total < max(min_total, 1) or sys.stderr is None or not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("left"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda done: bar.update(task, completed=done)
-
-
-SHOW_AFTER_S = 1.0  # reported work gets a bar once it has run this long without finishing
-
-
-@contextmanager
-def showing_progress(enabled: bool = True) -> Iterator[None]:
-    """Transient bars on stderr — percent, elapsed time and an estimate of the time left — for the long work the
-    library reports inside this block (servescope.progress: reading a big trace, the files of a rank folder,
-    cross-validation folds, a simulation's requests), when stderr is a terminal: each piece of work gets its bar
-    once it has run SHOW_AFTER_S without finishing, so short work draws nothing. Reports from forked workers are
-    ignored (only this process draws)."""
-    if not enabled or sys.stderr is None or not sys.stderr.isatty():
-        yield
-        return
-    from servescope.progress import reporting
-
-    bars = _Bars()
-    try:
-        with reporting(bars.update):
-            yield
-    finally:
-        bars.close()
-
-
-class _Bars:
-    """The bars of `showing_progress`, started on the first report that has run long enough."""
-
-    def __init__(self) -> None:
-        self.pid = os.getpid()
-        self.started: dict[str, float] = {}
-        self.tasks: dict[str, Any] = {}
-        self.progress: Any = None
-
-    def update(self, what: str, done: int, total: int) -> None:
-        if os.getpid() != self.pid:  # a worker forked while the bars were up: its parent reports for it
-            return
-        now = time.monotonic()
-        first = self.started.setdefault(what, now)
-        if done >= total:  # finished work leaves the screen (what follows it may not report)
-            if what in self.tasks:
-                self.progress.remove_task(self.tasks.pop(what))
-            return
-        if what not in self.tasks:
-            if now - first < SHOW_AFTER_S:
-                return
-            self.tasks[what] = self._bar().add_task(what, total=total)
-        self.progress.update(self.tasks[what], completed=done, total=total)
-
-    def _bar(self) -> Any:
-        if self.progress is None:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                Progress,
-                TaskProgressColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-                                     TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(),
-                                     console=Console(stderr=True), transient=True)
-            self.progress.start()
-        return self.progress
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def _console() -> Console:

@@ -59,7 +59,7 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
     sim_sc = calibration.fit.apply(sc) if calibration is not None and calibration.fit.calibrated else sc
     simulated = None
     if with_sim:  # one closed-loop simulation per concurrency; its fields join that concurrency's point
-        from servescope.cli._app import progress_bar
+        from servescope.cli._progress import progress_bar
         from servescope.cli.simulate_cmd import memory_limit
         from servescope.simulate import simulate_points
 

@@ -43,7 +43,7 @@ RANGE_CONVENTIONS = {
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """The simulation's `Progress(done, total)` callback when `enabled`: requests done, reported to the command's
-    bars (servescope.progress; `_app.showing_progress` draws one on a terminal once the run has taken a second),
+    bars (servescope.progress; `_progress.showing_progress` draws one on a terminal once the run has taken a second),
     else None."""
     from servescope.progress import report
 
