@@ -34,14 +34,26 @@ P_MAX = 0.99  # a position's acceptance never reaches 1 (sampling at temperature
 _BISECT = 40
 
 
-def _gain(sc: Scenario, cfg: SpecConfig, positions: tuple[float, ...], batch: int) -> tuple[float, int]:
-    """The best k's decode-step gain at `batch` with these acceptance positions, and that k."""
-    ks = [cfg.k] if cfg.k is not None else list(range(1, len(positions) + 1))
-    best = (0.0, ks[0])
+Costs = dict[int, tuple[float, float]]  # k -> (plain decode step s, one speculative iteration s) at the figure's batch
+
+
+def _costs(sc: Scenario, cfg: SpecConfig, n_positions: int, batch: int) -> Costs:
+    """Each candidate k's plain step and iteration, priced once: neither depends on the acceptance (an iteration
+    verifies k+1 tokens whatever is accepted), so the gain at any acceptance is arithmetic on these."""
+    ks = [cfg.k] if cfg.k is not None else list(range(1, n_positions + 1))
+    out: Costs = {}
     for k in ks:
-        g = spec_gain(sc, SpecShape(cfg.method, k), 1.0 + sum(positions[:k]), batch, sc.decode_context,
-                      cfg.draft_model).gain
-        best = max(best, (g, k))
+        g = spec_gain(sc, SpecShape(cfg.method, k), 1.0, batch, sc.decode_context, cfg.draft_model)
+        out[k] = (g.base_step_s, g.iteration.total_s)
+    return out
+
+
+def _gain(costs: Costs, positions: tuple[float, ...]) -> tuple[float, int]:
+    """The best k's decode-step gain with these acceptance positions, and that k (SpecGain.gain: t_base · AL /
+    iteration)."""
+    best = (0.0, min(costs))
+    for k, (base_s, iteration_s) in costs.items():
+        best = max(best, (base_s / (iteration_s / (1.0 + sum(positions[:k]))), k))
     return best
 
 
@@ -76,14 +88,16 @@ def calibrated_spec(sc: Scenario, spec: SpecConfig | None, figures: Sequence[Fig
     target = measured_gain(sc, f, measured_tpot_s or {})
     batch = max(1, min(f.concurrency, predict(sc, [f.concurrency])[0].batch))
     if cfg.acceptance is not None:
-        got, k = _gain(sc, cfg, user_acceptance(cfg.acceptance).positions, batch)
+        positions = user_acceptance(cfg.acceptance).positions
+        got, k = _gain(_costs(sc, cfg, len(positions), batch), positions)
         return cfg, (f"{f.described()}: the acceptance is yours, so the figure checks the model: k={k} priced "
                      f"{got:.2f}× against {target:.2f}× measured ({got / target - 1:+.1%})")
     acc = bundled_acceptance(sc.model.name, cfg.method)
     if acc is None:
         return cfg, f"{f.described()}: no acceptance curve to scale for {cfg.method}; pass --acceptance"
     top = max(P_MAX / max(max(acc.positions), 1e-9), 1.0)
-    g_max, k_max = _gain(sc, cfg, _scaled(acc, top), batch)
+    costs = _costs(sc, cfg, len(acc.positions), batch)
+    g_max, k_max = _gain(costs, _scaled(acc, top))
     if target > g_max:
         raise MeasurementError(f"{f.described()}: a gain of {target:.3g}× is above what {cfg.method} can give here "
                                f"({g_max:.3g}× at k={k_max} with every drafted token accepted at {P_MAX}): check the "
@@ -91,10 +105,10 @@ def calibrated_spec(sc: Scenario, spec: SpecConfig | None, figures: Sequence[Fig
     lo, hi = 0.0, top
     for _ in range(_BISECT):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _gain(sc, cfg, _scaled(acc, mid), batch)[0] < target else (lo, mid)
+        lo, hi = (mid, hi) if _gain(costs, _scaled(acc, mid))[0] < target else (lo, mid)
     m = (lo + hi) / 2
     positions = _scaled(acc, m, cfg.k)
-    _, k = _gain(sc, cfg, positions, batch)
+    _, k = _gain(costs, positions)
     source = (f"{acc.name} × {m:.3f} per position, calibrated on {f.text} (best k={k}: AL "
               f"{1 + sum(positions[:k]):.2f}); bounds = the scaled value")
     out = replace(cfg, acceptance=positions, acceptance_source=source)
