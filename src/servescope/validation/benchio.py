@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from servescope._paths import decode_json, each_json_line, read_text
-from servescope.errors import ScenarioError
+from servescope.errors import ScenarioError, ServescopeError
 from servescope.validation.benchfile import BenchFileError, BenchRun, read_runs
 
 
@@ -25,7 +25,7 @@ def _objects(path: Path) -> list[tuple[int, dict[str, object]]]:
     whole = _json_object(path, text, BenchFileError)
     if whole is not None:
         return [(1, whole)]
-    out = _jsonl_objects(path, text, BenchFileError)
+    out = jsonl_objects(path, text, BenchFileError)
     if not out:
         raise BenchFileError(f"{path}: no benchmark runs in the file")
     return out
@@ -175,11 +175,11 @@ _WANTED = (*_REPLAY_COLUMNS, *_MEASURED_COLUMNS)
 def _jsonl_columns(p: Path, text: str) -> tuple[dict[str, list[object]], int]:
     """The replay columns of a JSON-lines requests file (a column is present when the first request has it), and
     the number of requests."""
-    rows = [obj for _, obj in _jsonl_objects(p, text, ScenarioError)]
+    rows = [obj for _, obj in jsonl_objects(p, text, ScenarioError)]
     return ({c: [r.get(c) for r in rows] for c in _WANTED if c in rows[0]} if rows else {}), len(rows)
 
 
-def _jsonl_objects(path: Path, text: str, error: type[ScenarioError]) -> list[tuple[int, dict[str, object]]]:
+def jsonl_objects(path: Path, text: str, error: type[ServescopeError]) -> list[tuple[int, dict[str, object]]]:
     """(line number, object) of each non-blank line of a JSONL text; `error` naming the file and line otherwise."""
     out = []
     for no, obj in each_json_line(text, path, error):

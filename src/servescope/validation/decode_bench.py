@@ -27,8 +27,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from servescope._paths import decode_json, each_json_line, read_text
+from servescope._paths import decode_json, read_text
 from servescope.units import MS_PER_S
+from servescope.validation.benchio import jsonl_objects
 from servescope.validation.decode_only import BATCH, STEP, DecodeRow, DecodeRowError, Deployment
 
 VLLM_KEYS = ("avg_latency", "latencies")
@@ -56,7 +57,7 @@ def read_decode_bench(path: str | Path, deployment: Deployment,
         whole = None
     if isinstance(whole, dict) and all(k in whole for k in VLLM_KEYS):
         return [_vllm_row(p, whole, deployment, lengths)], []
-    objects = [(1, whole)] if isinstance(whole, dict) else _lines(p, text)
+    objects = [(1, whole)] if isinstance(whole, dict) else jsonl_objects(p, text, DecodeRowError)
     if not objects or not any(k in objects[0][1] for k in ("run_name", "median_decode_latency", "prefill_latency")):
         raise DecodeRowError(f"{p}: neither a `vllm bench latency --output-json` result (keys avg_latency, latencies) "
                              "nor `sglang.bench_one_batch` JSON lines (run_name, batch_size, median_decode_latency)")
@@ -69,15 +70,6 @@ def read_decode_bench(path: str | Path, deployment: Deployment,
         else:
             rows.append(row)
     return rows, skipped
-
-
-def _lines(p: Path, text: str) -> list[tuple[int, dict[str, object]]]:
-    out = []
-    for no, obj in each_json_line(text, p, DecodeRowError):
-        if not isinstance(obj, dict):
-            raise DecodeRowError(f"{p}:{no}: expected a JSON object per line")
-        out.append((no, obj))
-    return out
 
 
 def _positive(where: str, obj: dict[str, object], key: str) -> float:
