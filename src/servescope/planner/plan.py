@@ -128,11 +128,12 @@ def _calibrated(scenario: Scenario, calibration: Calibration | None, spec: SpecC
     raw_model = model or PerfModel()
     step_model: StepModel = raw_model
     spec_note = ""
+    knobbed = measured.apply(scenario) if measured is not None else scenario
     if measured is not None and measured.spec:  # the speculative track on the measured gain (planner.spec_calibrate)
-        spec, spec_note = calibrated_spec(measured.apply(scenario), spec, measured.spec,
+        spec, spec_note = calibrated_spec(knobbed, spec, measured.spec,
                                           {p.concurrency: p.tpot_s for p in measured.points})
     if measured is not None and measured.calibrated:
-        scenario = measured.apply(scenario)
+        scenario = knobbed
         step_model = LevelledModel(raw_model, measured)
     else:
         measured = None
