@@ -36,8 +36,9 @@ from servescope.errors import BadConfig, MeasurementError
 from servescope.perfmodel.combine import combine_step
 from servescope.perfmodel.efficiency import Efficiency, roofline_efficiency
 from servescope.perfmodel.scenario import Scenario
-from servescope.perfmodel.serving import combine_serving, output_tok_s, serving_parts
+from servescope.perfmodel.serving import ServingParts, combine_serving, output_tok_s, serving_parts
 from servescope.perfmodel.step import step_parts
+from servescope.perfmodel.step_types import StepParts
 from servescope.specs import tables
 
 # a figure without a stated noise is held to the precision it is typed with: three significant digits (12.1 ms is
@@ -128,42 +129,33 @@ def share_key(f: Figure) -> str:
     return "coll:" + ("all_gather:logits" if name == "gather_logits" else name)
 
 
-@dataclass(frozen=True)
 class Observer:
-    """The efficiency-free parts behind every figure, built once; `values(eff)` is each figure in fit space."""
+    """The efficiency-free parts behind every figure, built once; `model(eff)` is each figure's modelled value."""
 
-    figures: tuple[Figure, ...]
-    sc: Scenario
-    concurrencies: tuple[int, ...]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_serving", serving_parts(self.sc, list(self.concurrencies)))
-        ctx = self.sc.decode_context
-        cap = float(np.asarray(self._serving.cap).ravel()[0])  # type: ignore[attr-defined]
-        steps = {f.concurrency: step_parts(self.sc, min(f.concurrency, cap), ctx, 1)
-                 for f in self.figures if f.is_share}
-        object.__setattr__(self, "_steps", steps)
+    def __init__(self, figures: tuple[Figure, ...], sc: Scenario, concurrencies: tuple[int, ...]) -> None:
+        self.figures, self.sc = figures, sc
+        self.index = {c: i for i, c in enumerate(concurrencies)}
+        self.serving: ServingParts = serving_parts(sc, list(concurrencies))
+        cap = float(np.asarray(self.serving.cap).ravel()[0])
+        self.steps: dict[int, StepParts] = {f.concurrency: step_parts(sc, min(f.concurrency, cap), sc.decode_context, 1)
+                                            for f in figures if f.is_share}
 
     def model(self, eff: Efficiency) -> np.ndarray:
         """Each figure's modelled value (s, tok/s or a share) under `eff`."""
-        a = combine_serving(self._serving, eff)  # type: ignore[attr-defined]
-        idx = {c: i for i, c in enumerate(self.concurrencies)}
+        a = combine_serving(self.serving, eff)
+        decoded = {c: combine_step(parts, eff) for c, parts in self.steps.items()}
         out = np.empty(len(self.figures))
-        decoded: dict[int, dict[str, np.ndarray]] = {}
         for j, f in enumerate(self.figures):
             if f.is_share:
-                d = decoded.setdefault(f.concurrency, combine_step(self._steps[f.concurrency], eff))  # type: ignore[attr-defined]
-                key = share_key(f)
+                d, key = decoded[f.concurrency], share_key(f)
                 out[j] = float(np.asarray(d[key]).ravel()[0]) / float(np.asarray(d["step"]).ravel()[0]) \
                     if key in d else 0.0
-                continue
-            i = idx[f.concurrency]
-            if f.metric == "output":
-                p = self._serving  # type: ignore[attr-defined]
+            elif f.metric == "output":
+                p = self.serving
                 out[j] = float(np.asarray(output_tok_s(p.concurrency, p.cap, self.sc.osl, a["ttft_s"],
-                                                       a["tpot_s"])).ravel()[i])
+                                                       a["tpot_s"])).ravel()[self.index[f.concurrency]])
             else:
-                out[j] = float(np.asarray(a[f.metric + "_s"]).ravel()[i])
+                out[j] = float(np.asarray(a[f.metric + "_s"]).ravel()[self.index[f.concurrency]])
         return out
 
 
