@@ -19,14 +19,12 @@ from typing import Any, Self
 from servescope.errors import ScenarioError
 from servescope.perfmodel.efficiency import Efficiency
 from servescope.perfmodel.routing import Routing
-from servescope.specs.engines import ENGINES, Engine
+from servescope.specs.engines import Engine
 from servescope.specs.engines import engine as resolve_engine
 from servescope.specs.hardware import GpuSpec
 from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec
 from servescope.specs.quant import QuantConfig
-
-BACKENDS = ENGINES  # the engines with a defaults file (specs/data/engines/), the default first
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from servescope.errors import ScenarioError
-from servescope.perfmodel.deployment import BACKENDS, Deployment, check_layout
+from servescope.perfmodel.deployment import Deployment, check_layout
 from servescope.perfmodel.efficiency import Efficiency, default_efficiency
 from servescope.perfmodel.memory import check_fits
 from servescope.perfmodel.step import model_for
+from servescope.specs.engines import ENGINES
 from servescope.specs.hardware import GpuSpec, load_gpu
 from servescope.specs.kv_cache import engine_kv
 from servescope.specs.models import ModelSpec, load_model
 from servescope.specs.quant import QuantConfig, scheme
 
-__all__ = ["BACKENDS", "Deployment", "Scenario", "check_layout"]
+__all__ = ["Deployment", "Scenario", "check_layout"]
 
 
 @dataclass(frozen=True, repr=False)  # repr: Deployment's short one
@@ -59,8 +60,8 @@ class Scenario(Deployment):
         Raises UnknownName (model, GPU, quant) or ScenarioError (layout, memory)."""
         m = model if isinstance(model, ModelSpec) else load_model(model)
         g = load_gpu(gpu) if isinstance(gpu, str) else gpu
-        if backend not in BACKENDS:
-            raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
+        if backend not in ENGINES:
+            raise ScenarioError(f"unknown backend {backend!r}; known: {', '.join(ENGINES)}")
         if quant == "native":
             qc = m.native_quant
             if moe_quant:
