@@ -172,7 +172,7 @@ def test_an_unknown_engine_lists_the_known_ones() -> None:
         spec_engine("sglang-0.1")
     with pytest.raises(BadConfig, match="known: vllm, sglang, trtllm"):
         spec_engine("tgi")
-    from servescope.perfmodel.scenario import BACKENDS
+    from servescope.specs.engines import ENGINES as BACKENDS  # the engines a scenario can name
 
     for name in ("sglang", "sglang-0.4", "trtllm", "vllm"):
         assert spec_engine(name).source.strip()  # every entry says where its numbers come from
