@@ -62,9 +62,9 @@ from servescope.perfmodel.curve_bounds import (
 )
 from servescope.perfmodel.curve_match import Match
 from servescope.perfmodel.efficiency import has_op_curves
+from servescope.perfmodel.ep_balance import busiest_touched
 from servescope.perfmodel.gemm_shapes import Gemm
 from servescope.perfmodel.ops import achieved_bw_bytes_per_s, peak_flops
-from servescope.perfmodel.routing import touched_experts
 from servescope.specs.opcurves import opcurve_systems
 
 if TYPE_CHECKING:
@@ -107,13 +107,13 @@ def _moe_raw(sc: Deployment, tokens: np.ndarray) -> np.ndarray | None:
 
 def moe_bounds(sc: Deployment, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(floor, roof) in seconds of one MoE layer's routed experts on one GPU for `tokens` routed tokens (all ranks):
-    bytes = touched experts (routing.py, the scenario's routing) / ep × one expert's bytes on this GPU, FLOPs per GPU
-    = tokens · 2 · top_k · expert params / (tp · dp); floor at the datasheet BW and the experts' dtype peak, roof at
-    the achieved BW and that peak — step.py's layer roofline for the refusal (at 100 %, no kernel term: stricter than
-    the other classes' priced roofline)."""
+    bytes = touched experts on the busiest GPU (ep_balance, the scenario's routing) × one expert's bytes on it, FLOPs
+    per GPU = tokens · 2 · top_k · expert params / (tp · dp); floor at the datasheet BW and the experts' dtype peak,
+    roof at the achieved BW and that peak — step.py's layer roofline for the refusal (at 100 %, no kernel term:
+    stricter than the other classes' priced roofline)."""
     m, q = sc.model, sc.quant.experts
-    touched = touched_experts(sc.routing, m.model_type, m.n_routed_experts, m.top_k, tokens)
-    nbytes = touched / sc.ep * (m.params.per_expert / sc.moe_tp * q.bytes_per_param)
+    busiest = busiest_touched(sc.routing, m.model_type, m.n_routed_experts, m.top_k, sc.ep, tokens)
+    nbytes = busiest * (m.params.per_expert / sc.moe_tp * q.bytes_per_param)
     comp = tokens * 2.0 * m.top_k * m.params.per_expert / (sc.tp * sc.dp) / peak_flops(sc.gpu, q.gemm_dtype)
     return (np.maximum(nbytes / float(sc.gpu.hbm_bw_bytes_per_s), comp),
             np.maximum(nbytes / achieved_bw_bytes_per_s(sc.gpu), comp))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from servescope.perfmodel.ep_balance import busiest_touched
 from servescope.perfmodel.gemm_curve import curve_for
 from servescope.perfmodel.measured_ops import (
     ATTENTION_KERNELS_PER_LAYER,
@@ -24,7 +25,7 @@ from servescope.perfmodel.measured_ops import (
     prefill_attention_curve,
 )
 from servescope.perfmodel.ops import Ops, peak_flops
-from servescope.perfmodel.routing import routing_draws, touched_experts
+from servescope.perfmodel.routing import routing_draws
 from servescope.perfmodel.step_model import StepModel, model_for, per_scenario
 from servescope.perfmodel.step_terms import (
     AttentionWork,
@@ -99,9 +100,10 @@ def attention_curve_parts(sc: Deployment, o: Ops, s: StepShape, a: AttentionWork
 
 def _moe_layer_roofline(sc: Deployment, o: Ops) -> Arr:
     """One MoE layer's routed experts on one GPU at the probe token counts, at 100 % of the achieved bandwidth and
-    of the peak: max(touched experts on this GPU · expert bytes / BW, tokens · expert FLOP time per layer)."""
-    touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, PROBE_TOKENS)
-    mem = touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes / o.bw_bytes_per_s
+    of the peak: max(touched experts on the busiest GPU (ep_balance) · expert bytes / BW, tokens · expert FLOP time
+    per layer)."""
+    busiest = busiest_touched(sc.routing, sc.model.model_type, o.n_experts, o.top_k, sc.ep, PROBE_TOKENS)
+    mem = busiest * o.expert_bytes / o.bw_bytes_per_s
     return np.asarray(np.maximum(mem, PROBE_TOKENS * o.expert_s_per_token_peak / o.n_moe_layers))
 
 

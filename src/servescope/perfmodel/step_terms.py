@@ -17,11 +17,12 @@ import numpy as np
 
 from servescope.perfmodel import hw
 from servescope.perfmodel.dp_balance import attention_imbalance, context_cv, term_factor
+from servescope.perfmodel.ep_balance import busiest_touched, moe_imbalance
 from servescope.perfmodel.graphs import padded_tokens
 from servescope.perfmodel.measured_ops import ATTENTION_KERNELS_PER_LAYER
 from servescope.perfmodel.moe_host import moe_routing_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops
-from servescope.perfmodel.routing import placement_cv, routing_draws, touched_experts
+from servescope.perfmodel.routing import placement_cv, routing_draws
 from servescope.perfmodel.step_types import Arr, ArrayLike, CollParts
 
 if TYPE_CHECKING:
@@ -89,14 +90,15 @@ def weights_parts(o: Ops, s: StepShape) -> Fields:
 
 @dataclass(frozen=True)
 class ExpertWork:
-    bytes: Arr  # routed-expert bytes read per GPU
+    bytes: Arr  # routed-expert bytes read by the busiest GPU (ep_balance)
     compute_s: Arr  # expert FLOPs at peak on the busiest expert-parallel rank
 
 
 def expert_work(sc: Deployment, o: Ops, s: StepShape) -> ExpertWork:
-    """Routed experts: bytes = MoE layers · experts touched on this GPU · expert bytes (a prefill chunk's tokens
-    route as independent draws; a verify step's per sequence in part alike: routing.routing_draws); compute =
-    T_pad · dp · expert s/token at peak · moe_imbalance(ep, T_glob · k, the skew's placement CV)."""
+    """Routed experts: bytes = MoE layers · experts touched on the busiest GPU (ep_balance) · expert bytes (a
+    prefill chunk's tokens route as independent draws; a verify step's per sequence in part alike:
+    routing.routing_draws); compute = T_pad · dp · expert s/token at peak · moe_imbalance(ep, T_glob · k, the
+    skew's placement CV)."""
     nbytes = _moe_bytes(sc, o, s.t_glob if s.prefill else routing_draws(s.b_all, s.t))
     ep = sc.ep if o.n_moe_layers else 1
     skew_cv = placement_cv(sc.routing, sc.model.model_type, o.n_experts, o.top_k, ep, s.t_glob) if ep > 1 else 0.0
@@ -109,26 +111,14 @@ def expert_parts(o: Ops, x: ExpertWork) -> Fields:
     return {"mem_moe_s": x.bytes / o.bw_bytes_per_s, "comp_moe_s": x.compute_s}
 
 
-def moe_imbalance(ep: int, routed: Arr, placement_cv: Arr | float = 0.0) -> Arr:
-    """Busiest expert-parallel rank's routed-token load over the mean load: 1 + sqrt(2·ln(ep)·(1 − 1/ep)) · CV, the
-    normal-tail expectation of the maximum of ep rank loads (balls-in-bins; Raab & Steger 1998), CV² = the sampling
-    noise of `routed` = B·k assignments (ep/n) + the skew's placement variance (routing.placement_cv²), capped at ep
-    (all on one rank). 1 for ep = 1 (every GPU holds a slice of every expert)."""
-    n = np.maximum(np.asarray(routed, dtype=float), 1.0)
-    if ep <= 1:
-        return np.ones_like(n)
-    cv = np.sqrt(ep / n + np.asarray(placement_cv, dtype=float) ** 2)
-    f = 1.0 + np.sqrt(2.0 * np.log(ep) * (1.0 - 1.0 / ep)) * cv
-    return np.asarray(np.minimum(f, float(ep)))
-
-
 def _moe_bytes(sc: Deployment, o: Ops, t_glob: Arr) -> Arr:
-    """Routed-expert bytes one step reads per GPU: MoE layers · distinct experts touched on this GPU (routing.py,
-    skewed loads by default) · bytes of one expert's slice."""
+    """Routed-expert bytes one step reads on the busiest GPU: MoE layers · distinct experts touched on the busiest
+    of ep GPUs (ep_balance.busiest_touched; all K̄ touched at ep = 1, where every GPU reads a slice of each) · bytes
+    of one expert's slice on a GPU (per_expert / moe_tp)."""
     if not o.n_moe_layers:
         return np.zeros_like(t_glob)
-    touched = touched_experts(sc.routing, sc.model.model_type, o.n_experts, o.top_k, t_glob)
-    return o.n_moe_layers * touched * (o.experts_per_gpu / o.n_experts) * o.expert_bytes
+    busiest = busiest_touched(sc.routing, sc.model.model_type, o.n_experts, o.top_k, sc.ep, t_glob)
+    return o.n_moe_layers * busiest * o.expert_bytes
 
 
 @dataclass(frozen=True)

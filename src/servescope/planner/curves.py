@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan
 from servescope.planner.tracks import TRACK_KINDS
-from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Evaluator, PerfModel, StepModel, WhatIf
 
 DEFAULT_CONCURRENCIES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -66,7 +65,7 @@ def plan_curves(p: Plan, concurrencies: Sequence[int] = DEFAULT_CONCURRENCIES,
     if p.measured is not None:  # the curves pass through the measured points: their concurrencies are on the grid
         concurrencies = sorted({*concurrencies, *(m.concurrency for m in p.measured.points)})
     ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
-                   (imbalance_adjust,), p.applied_whatifs)
+                   (), p.applied_whatifs)
     whatifs: dict[str, WhatIf] = {t.kind: t.whatif for t in p.tracks if t.pays and t.whatif is not None}
     curves = [_curve(ev, "baseline", (), concurrencies)]
     curves += [_curve(ev, k, (w,), concurrencies) for k, w in whatifs.items()]

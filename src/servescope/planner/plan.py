@@ -45,7 +45,6 @@ from servescope.planner.speculative import SpecConfig
 from servescope.planner.target import Target, check_objective, parse_target
 from servescope.planner.track import Context, Proposal
 from servescope.planner.tracks import TRACK_KINDS, TRACKS, parse_forbid
-from servescope.planner.tracks_comm import imbalance_adjust
 from servescope.planner.whatif import Change, Evaluator, Outcome, PerfModel, StepModel, WhatIf
 from servescope.units import MS_PER_S
 
@@ -145,7 +144,7 @@ def _context(step_model: StepModel, scenario: Scenario, objective: str, concurre
              kernels: KernelEvidence | None, done: tuple[str, ...]) -> Context:
     """What every track looks at: the evaluator with the `done` tracks applied (planner.campaign), its baseline and
     the scenario after them."""
-    ev = Evaluator(step_model, scenario, objective, concurrency, limit, (imbalance_adjust,))
+    ev = Evaluator(step_model, scenario, objective, concurrency, limit)
     ev = apply_tracks(ev, done, lambda e: Context(e.scenario_of(()), e, e.objective_value(()), objective, concurrency,
                                                   (), calibration, spec, kernels))
     baseline = ev.objective_value(())
@@ -254,7 +253,7 @@ def combine(p: Plan, kinds: tuple[str, ...] | list[str], model: StepModel | None
         if not t.applicable:
             raise PlanError(f"track {k} does not apply: {t.why_not}")
     ev = Evaluator(model or p.step_model or PerfModel(), p.scenario, p.objective, p.concurrency, p.tpot_limit_s,
-                   (imbalance_adjust,), p.applied_whatifs)
+                   (), p.applied_whatifs)
     ctx = Context(p.scenario, ev, p.baseline, p.objective, p.concurrency, (), p.calibration, p.spec, p.kernels,
                   p.applied)
     proposals = {k: TRACKS[k](ctx) for k in names}

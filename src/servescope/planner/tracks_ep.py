@@ -1,20 +1,23 @@
-"""The `expert_parallel` track and the experts' load imbalance under EP.
+"""The `expert_parallel` track: the perfmodel's EP layouts against the current one, nothing priced here.
 
-Does: `expert_parallel` — the perfmodel prices EP (all-to-all dispatch + combine) directly; two layouts are tried:
-EP with TP attention, and EP with attention data parallelism (TP t × DP n/t), each checked to fit in memory, and
-the verdict explained in plain words from the numbers (what the layout adds and saves at this batch on this link).
-`expert_imbalance` / `imbalance_adjust`: the busiest GPU's routed-expert time when whole experts sit on `ep` GPUs
-(uniform routing; EPLB assumed to remove routing skew), applied to every step the planner prices.
-Does not: price the all-to-all itself (perfmodel) or the all-reduce tracks (planner.tracks_comm, which re-exports
-these names).
+Does: `expert_parallel` — the layouts with experts over all n GPUs that the one layout enumerator
+(planner.layouts, the sweep's) lists with attention TP no wider than today's: EP with TP attention (today's TP × DP),
+and EP with attention data parallelism (TP t × DP n/t, t < TP), each checked to fit in memory; the gain of each is
+the perfmodel's TPOT ratio at the planned batch — the same number `model` and `sweep` give for that layout, with
+the busiest GPU's experts (perfmodel.ep_balance) and the dispatch/combine collectives priced there — and the verdict
+explained in plain words from the numbers (what the layout adds and saves at this batch on this link).
+`expert_imbalance`: perfmodel.ep_balance's busiest-GPU factor under uniform routing, kept under its old name;
+`imbalance_adjust`: a no-op kept for planner.tracks_comm's re-export (the perfmodel prices the imbalance itself now).
+Does not: price the all-to-all or the imbalance (perfmodel) or the all-reduce tracks (planner.tracks_comm, which
+re-exports these names).
 """
 
 from __future__ import annotations
 
-import math
-
 from servescope.errors import ScenarioError
+from servescope.perfmodel.ep_balance import uniform_imbalance
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Change, StepView, WhatIf
 
@@ -54,10 +57,15 @@ def expert_parallel_track(ctx: Context) -> Proposal:
 
 
 def _ep_layouts(sc: Scenario, n: int) -> list[tuple[str, dict[str, int]]]:
-    """EP over all n GPUs: with the current TP attention, and with attention TP t × DP n/t for smaller t."""
-    out = [("EP with TP attention", {"ep": n})]
-    for t in (d for d in range(1, int(sc.tp)) if n % d == 0 and sc.model.n_heads % d == 0):
-        out.append((f"EP with attention TP{t}×DP{n // t}", {"tp": t, "dp": n // t, "ep": n}))
+    """The enumerator's layouts of n GPUs with EP over all of them (planner.layouts, as the sweep prices them) and
+    attention TP no wider than today's: today's TP × DP ("EP with TP attention"), then attention TP t × DP n/t for
+    smaller t whose heads divide, widest first."""
+    out = []
+    for lay in sorted((x for x in layouts(n, moe=True) if x.ep == n and x.tp <= sc.tp), key=lambda x: -x.tp):
+        if lay.tp == sc.tp and lay.dp == sc.dp:
+            out.append(("EP with TP attention", {"ep": n}))
+        elif lay.tp < sc.tp and sc.model.n_heads % lay.tp == 0:
+            out.append((f"EP with attention TP{lay.tp}×DP{lay.dp}", {"tp": lay.tp, "dp": lay.dp, "ep": n}))
     return out
 
 
@@ -131,32 +139,12 @@ def _ms(seconds: float) -> str:
 
 
 def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:
-    """Busiest GPU's routed-expert reads over the mean, for whole experts placed on `ep` GPUs.
-
-    Each GPU holds n = E/ep experts; an expert is activated by a step of T tokens with q = 1 − (1 − k/E)^T
-    (uniform routing, as the perfmodel assumes); activated experts per GPU X ~ Binomial(n, q), GPUs treated as
-    independent: E[max X] = Σ_{m≥0} (1 − F(m)^ep). Returns E[max X] / (n·q) (1.0 when every expert is hot).
-    Routing skew (hot experts) is not modelled: EPLB is assumed to remove it.
-    """
-    if ep <= 1 or n_experts <= 0 or top_k <= 0:
-        return 1.0
-    n = n_experts // ep
-    q = 1.0 - (1.0 - top_k / n_experts) ** max(tokens, 1)
-    if q >= 1.0 - 1e-12:
-        return 1.0
-    pmf = [math.comb(n, m) * q**m * (1.0 - q) ** (n - m) for m in range(n + 1)]
-    cdf, expected_max = 0.0, 0.0
-    for m in range(n):
-        cdf += pmf[m]
-        expected_max += 1.0 - min(cdf, 1.0) ** ep
-    return max(1.0, expected_max / (n * q))
+    """Busiest GPU's distinct routed experts over the mean GPU's for T tokens of top-k under uniform routing, whole
+    experts on `ep` GPUs: perfmodel.ep_balance.uniform_imbalance (the formula, units and assumptions there)."""
+    return uniform_imbalance(n_experts, top_k, ep, tokens)
 
 
 def imbalance_adjust(sc: Scenario, view: StepView) -> StepView:
-    """Scale the routed-expert time by the load imbalance of whole experts per GPU (EP only)."""
-    moe = view.class_time_s.get("moe", 0.0)
-    if sc.ep <= 1 or moe <= 0:
-        return view
-    imb = expert_imbalance(sc.model.n_routed_experts, sc.model.top_k, sc.ep, view.tokens)
-    term = "weights" if view.terms_s.get("weights", 0.0) >= moe else "compute"
-    return view.shifted(term, moe * (imb - 1.0), cls="moe")
+    """No-op: the perfmodel prices the busiest GPU's experts in every step (perfmodel.ep_balance), so `plan`,
+    `model` and `sweep` give one answer per layout. Kept for planner.tracks_comm's re-export only."""
+    return view
