@@ -73,7 +73,7 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
     blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
     offload = offload_for(sc, cfg.block_size_tokens, kv_offload_bytes)
     raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks, offload=offload)
-    knobs = {k: v for k, v in asdict(cfg).items() if k != "sources"}
+    knobs = {k: v for k, v in asdict(cfg).items() if k != "sources" and not (k == "rank_wait_s" and v is None)}
     settings: dict[str, object] = {"engine": knobs, "arrival": wl.arrival.label(), "concurrency": wl.max_in_flight,
                 "num_prompts": wl.n, "mean_isl": float(np.mean(wl.isl)), "mean_osl": float(np.mean(wl.osl))}
     if wl.prefix_hit_rate or wl.shared_prefix_tokens:

@@ -40,6 +40,8 @@ class EngineConfig:
     kv_mem_of: str = "total"  # ... of the whole HBM ("total") or of what weights and activations leave ("free")
     # a measured decode level (calibrate.figure_fit via `simulate --measured`): the decode tables × this (loop.py)
     decode_level: float = 1.0
+    # a trace's measured rank-arrival wait per step, s (simulate/boundaries.py): replaces the model's (stepcost.py)
+    rank_wait_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> EngineConfig:
@@ -78,6 +80,8 @@ def check_engine(cfg: EngineConfig) -> None:
         raise ScenarioError(f"kv_mem_fraction={cfg.kv_mem_fraction} must be within (0, 1]")
     if not cfg.decode_level > 0.0:
         raise ScenarioError(f"decode_level={cfg.decode_level} must be > 0")
+    if cfg.rank_wait_s is not None and not cfg.rank_wait_s >= 0.0:
+        raise ScenarioError(f"rank_wait_s={cfg.rank_wait_s} must be >= 0 (seconds per step)")
     if cfg.kv_mem_of not in ("total", "free"):
         raise ScenarioError(f"kv_mem_of {cfg.kv_mem_of!r}; known: total, free")
     if cfg.admission not in ADMISSIONS:

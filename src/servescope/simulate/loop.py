@@ -1,13 +1,16 @@
 """The engine loop: a discrete-event simulation at step granularity of one engine instance under a client.
 
 Time advances one engine step at a time: at each step start the client sends what it may (scheduled time reached
-and, with a cap, a free in-flight slot: a finished request frees its slot at the end of the step that finished
-it), requests become schedulable `setup_s` after they are sent (stepcost.py), the scheduler picks the step's
-composition (scheduler.py), the step takes the model's time for that composition (stepcost.py), and tokens are
-emitted at the step's end. With nothing to run the clock jumps to the next send.
-Recorded per request: sent, first scheduled, first token, last token, finish, preemptions, prefill tokens and
-prefix-cache hits (prefix.py); the pooled
-inter-token gaps; per step: time, running, queued, KV blocks in use, tokens.
+and, with a cap, a free in-flight slot: a finished request frees its slot when the client holds its last token,
+the end of the step that finished it plus the delivery), requests become schedulable after the front end (the
+per-request set-up of stepcost.py less the delivery; boundaries.split_setup), the scheduler picks the step's
+composition (scheduler.py), the step takes the model's time for that composition (stepcost.py), and tokens leave
+the engine at the step's end (the client holds each `delivery_s` later: boundaries.py). With nothing to run the
+clock jumps to the next send.
+Recorded per request: sent, first scheduled, first token and finish as the engine emits them, preemptions,
+prefill tokens and prefix-cache hits (prefix.py); the pooled inter-token gaps; per step: time, running, queued,
+KV blocks in use, tokens, and the step's parts (GPU, rank-arrival wait, host time, host time exposed:
+stepcost.last_parts) that boundaries.py splits each request's TPOT into.
 What it does not: summarise (metrics.py) or pick defaults (engine.py).
 """
 
@@ -26,6 +29,7 @@ from servescope.perfmodel.memory import (
     usable_bytes_per_gpu,
 )
 from servescope.perfmodel.scenario import Scenario
+from servescope.simulate.boundaries import split_setup
 from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
 from servescope.simulate.offload import Offload
@@ -47,8 +51,8 @@ class RawRun:
     sent_s: np.ndarray
     first_sched_s: np.ndarray
     considered_s: np.ndarray  # first step start at which the request was schedulable
-    first_token_s: np.ndarray
-    finish_s: np.ndarray
+    first_token_s: np.ndarray  # as the engine emits it (the client holds it delivery_s later: metrics.per_request)
+    finish_s: np.ndarray  # the engine's last token
     isl: np.ndarray
     osl: np.ndarray
     preemptions: np.ndarray
@@ -61,11 +65,18 @@ class RawRun:
     step_kv_blocks: np.ndarray
     total_blocks: int
     block_size_tokens: int
-    setup_s: float = 0.0  # front end per request (stepcost.setup_s): sent → schedulable
+    setup_s: float = 0.0  # front end per request (stepcost.setup_s less delivery_s): sent → schedulable
     prefill_tokens: np.ndarray | None = None  # per request: tokens run through prefill (recompute included)
     cached_tokens: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache (None: off)
     swap_blocks: int = 0  # KV blocks copied between GPU and host (offload.py), out and in
     swap_s: float = 0.0  # seconds of steps those copies took
+    delivery_s: float = 0.0  # a token leaving the engine → the client holding it (boundaries.split_setup)
+    # per step (boundaries.py): GPU work, rank-arrival wait, host time, host time exposed (stepcost.last_parts)
+    step_gpu_s: np.ndarray | None = None
+    step_wait_s: np.ndarray | None = None
+    step_cpu_s: np.ndarray | None = None
+    step_host_s: np.ndarray | None = None
+    sources: dict[str, str] | None = None  # where the per-request constants and the rank wait come from
 
 
 def kv_blocks(sc: Scenario, cfg: EngineConfig) -> int:
@@ -156,12 +167,13 @@ class _Loop:
             c, lv = self.cost, cfg.decode_level
             c.tok_dec_s, c.attn1 = c.tok_dec_s * lv, c.attn1 * lv
             c.host_scale = lv
-        self.cl = _Client(wl, self.cost.setup_s)
+        self.split = split_setup(sc, cfg, self.cost.setup_s)
+        self.cl = _Client(wl, self.split.front_s)
         n = wl.n
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)
         self.first_tok, self.last_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.itl: list[np.ndarray] = []
-        self.rec: list[tuple[float, float, int, int, int, float]] = []
+        self.rec: list[tuple[float, ...]] = []  # end, dt, running, waiting, tokens, blocks, gpu, wait, cpu, host
         self.now, self.finished = 0.0, 0
 
     def run(self) -> RawRun:
@@ -203,7 +215,8 @@ class _Loop:
             self.itl.append(self.now - self.last_tok[seen])
         self.first_tok[emit[np.isnan(self.first_tok[emit])]] = self.now
         self.last_tok[emit] = self.now
-        self.rec.append((self.now, dt, len(st.run), len(st.waiting), int(toks.sum()), st.used_blocks))
+        self.rec.append((self.now, dt, len(st.run), len(st.waiting), int(toks.sum()), st.used_blocks,
+                         *self.cost.last_parts))
         self._finish(done)
 
     def _decode_run(self, ids: np.ndarray, swap_s: float = 0.0) -> None:
@@ -216,6 +229,7 @@ class _Loop:
         k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
         durs, ends = self._run_until_event(st.computed[ids].astype(float) + 1.0, k, swap_s)
         k = len(durs)
+        parts = [np.broadcast_to(p, (len(self.cost.last_parts[0]),))[:k] for p in self.cost.last_parts]
         used0 = st.used_blocks
         self.itl.append(ends[0] - self.last_tok[ids])
         if k > 1:
@@ -225,7 +239,7 @@ class _Loop:
         done = st.advance_decode(ids, k)
         used1 = st.used_blocks + int(st.freed_last)  # before the finished requests released their blocks
         used = used0 + (used1 - used0) * np.arange(1, k + 1) / k  # blocks fill in between (linear)
-        self._record(ends, durs, len(ids), used)
+        self._record(ends, durs, len(ids), used, parts)
         self._finish(done)
 
     def _run_until_event(self, ctx: np.ndarray, k: int, swap_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -254,18 +268,19 @@ class _Loop:
             return
         self.finish[done] = self.now
         self.finished += len(done)
-        for _ in range(len(done)):
-            heapq.heappush(self.cl.slots, self.now)
+        for _ in range(len(done)):  # the client's slot frees when it holds the last token
+            heapq.heappush(self.cl.slots, self.now + self.split.delivery_s)
         if self.progress is not None:
             self.progress(self.finished, self.wl.n)
 
-    def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray) -> None:
+    def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray,
+                parts: list[np.ndarray]) -> None:
         run, wait = len(self.st.run), len(self.st.waiting)
-        self.rec.extend((e, d, run, wait, tokens, u) for e, d, u in zip(ends.tolist(), durs.tolist(),
-                                                                         used.tolist(), strict=True))
+        self.rec.extend((e, d, run, wait, tokens, u, *p) for e, d, u, *p in zip(
+            ends.tolist(), durs.tolist(), used.tolist(), *(x.tolist() for x in parts), strict=True))
 
     def _raw(self) -> RawRun:
-        r = np.asarray(self.rec, dtype=float).reshape(-1, 6)
+        r = np.asarray(self.rec, dtype=float).reshape(-1, 10)
         st = self.st
         return RawRun(
             sent_s=self.cl.sent, first_sched_s=self.first_sched, considered_s=self.considered,
@@ -274,7 +289,9 @@ class _Loop:
             step_t_s=r[:, 0], step_dur_s=r[:, 1], step_running=r[:, 2].astype(np.int64),
             step_waiting=r[:, 3].astype(np.int64), step_tokens=r[:, 4].astype(np.int64),
             step_kv_blocks=r[:, 5].astype(np.int64), total_blocks=st.total_blocks,
-            block_size_tokens=self.cfg.block_size_tokens, setup_s=self.cost.setup_s,
+            block_size_tokens=self.cfg.block_size_tokens, setup_s=self.split.front_s,
             prefill_tokens=st.prefilled.copy(), cached_tokens=None if st.pc is None else st.pc.cached.copy(),
-            swap_blocks=st.swap_total, swap_s=self.swap_s,
+            swap_blocks=st.swap_total, swap_s=self.swap_s, delivery_s=self.split.delivery_s,
+            step_gpu_s=r[:, 6], step_wait_s=r[:, 7], step_cpu_s=r[:, 8], step_host_s=r[:, 9],
+            sources=self.split.sources,
         )

@@ -1,7 +1,7 @@
 """Summaries of a simulated run: latency percentiles, throughput, queueing, and the timeline.
 
 Definitions follow `vllm bench serve` / `sglang.bench_serving` (docs/simulate.md), all times from the client:
-  TTFT   first token − send (includes the engine queue, set-up and prefill)
+  TTFT   first token − send (front end, engine queue, prefill, first-token delivery: boundaries.py)
   TPOT   per request (E2E − TTFT) / (output tokens − 1); requests with one output token are skipped
   ITL    gaps between successive tokens of each request, pooled over all requests
   E2E    finish − send
@@ -9,9 +9,12 @@ Definitions follow `vllm bench serve` / `sglang.bench_serving` (docs/simulate.md
   last finish. Percentiles: numpy linear interpolation, as the benchmarks compute them.
 Boundaries, as the engines' own histograms split a request (vLLM /metrics; validation.metrics):
   queue    first scheduled − schedulable (sent + the front end's set-up; vllm:request_queue_time_seconds)
-  prefill  first token − first scheduled (vllm:request_prefill_time_seconds; chunks and any re-prefill included)
+  prefill  the engine's first token − first scheduled (vllm:request_prefill_time_seconds; chunks and any
+           re-prefill included)
   decode   last token − first token (vllm:request_decode_time_seconds)
-  ttft, itl, e2e as above (the simulation has no network: client and engine times coincide but for the set-up)
+  ttft, itl, e2e as above (client times: the engine's plus the front end before and the delivery after)
+Parts (boundaries.py): each request's TTFT and TPOT split into front end, queue, prefill, delivery and GPU, host,
+rank wait, overlap, stall; `parts` their mean/p50/p90/p99, `samples` the per-request values (`part:<name>`).
 Queueing: a request is queued when it was schedulable at a step start but was not admitted in that step; the
 wait is first admission − becoming schedulable.
 What it does not: run the simulation (loop.py) or render anything (report/simulate_*.py).
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from servescope.simulate.boundaries import split_requests
 from servescope.simulate.loop import RawRun
 from servescope.units import MS_PER_S
 
@@ -76,12 +80,14 @@ class SimResult:
     boundaries: dict[str, Stats] = field(default_factory=dict)  # queue, prefill, decode, ttft, itl, e2e (above)
     samples: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)  # per boundary
     prefix: dict[str, float] = field(default_factory=dict)  # prefix caching: prompt / prefill / cached tokens
+    parts: dict[str, Stats] = field(default_factory=dict)  # TTFT and TPOT by boundary (boundaries.py)
+    part_sources: dict[str, str] = field(default_factory=dict)  # where each part came from
 
 
 def per_request(raw: RawRun) -> dict[str, np.ndarray]:
-    """TTFT, E2E and TPOT (s) per request."""
-    ttft = raw.first_token_s - raw.sent_s
-    e2e = raw.finish_s - raw.sent_s
+    """TTFT, E2E and TPOT (s) per request, as the client sees them (the engine's times + the delivery)."""
+    ttft = raw.first_token_s + raw.delivery_s - raw.sent_s
+    e2e = raw.finish_s + raw.delivery_s - raw.sent_s
     tpot = np.where(raw.osl > 1, (e2e - ttft) / np.maximum(raw.osl - 1, 1), np.nan)
     return {"ttft": ttft, "e2e": e2e, "tpot": tpot}
 
@@ -132,10 +138,12 @@ def timeline(raw: RawRun, points: int = TIMELINE_POINTS) -> dict[str, list[float
 
 def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResult:
     r = per_request(raw)
-    start, end = float(np.nanmin(raw.sent_s)), float(np.nanmax(raw.finish_s))
+    start, end = float(np.nanmin(raw.sent_s)), float(np.nanmax(raw.finish_s)) + raw.delivery_s
     dur = max(end - start, 1e-12)
     q = queueing(raw)
     samples = boundary_samples(raw)
+    parts = split_requests(raw, r["ttft"], r["tpot"])
+    samples.update({f"part:{k}": v for k, v in (parts.ttft | parts.tpot).items()})
     warnings = []
     if q.queued:
         warnings.append(f"{q.queued} of {len(raw.isl)} requests queued in the engine before their first step: "
@@ -153,7 +161,9 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         max_step_s=float(raw.step_dur_s.max()) if len(raw.step_dur_s) else 0.0,
         kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
         settings=dict(settings or {}), warnings=tuple(warnings),
-        boundaries={k: Stats.of(v) for k, v in samples.items()}, samples=samples, prefix=prefix_summary(raw),
+        boundaries={k: Stats.of(v) for k, v in samples.items() if not k.startswith("part:")}, samples=samples,
+        prefix=prefix_summary(raw), parts={k: Stats.of(v) for k, v in (parts.ttft | parts.tpot).items()},
+        part_sources=parts.sources,
     )
 
 
