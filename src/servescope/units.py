@@ -18,6 +18,7 @@ GIGA = 1e9
 TERA = 1e12
 PETA = 1e15
 GIB = float(2**30)
+MIB = float(2**20)
 
 
 def us_to_s(us: float) -> float:

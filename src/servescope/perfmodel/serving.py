@@ -261,11 +261,12 @@ def _marginal(pf: dict[str, np.ndarray], term: str) -> np.ndarray | float:
     return pf[term] if term in ("indexer", "recurrent") else 0.0
 
 
-def output_tok_s(concurrency: np.ndarray, cap: np.ndarray | float, osl: int, ttft_s: np.ndarray,
+def output_tok_s(concurrency: np.ndarray, cap: np.ndarray | float, osl: int | np.ndarray, ttft_s: np.ndarray,
                  tpot_s: np.ndarray) -> np.ndarray:
     """Output tok/s of the instance: min(c, cap) · OSL / (TTFT − slot wait + (OSL − 1) · TPOT); the slot wait (the
-    part of TTFT spent waiting for a KV slot when c > cap) is over/(1 + over) of a request's time, over = (c − cap)/cap."""
-    c, cap_ = np.asarray(concurrency, dtype=float), float(np.asarray(cap).ravel()[0])
+    part of TTFT spent waiting for a KV slot when c > cap) is over/(1 + over) of a request's time, over = (c − cap)/cap.
+    Numpy-broadcasting in every argument (cap and OSL per point in a grid sweep's screen)."""
+    c, cap_ = np.asarray(concurrency, dtype=float), np.asarray(cap, dtype=float)
     over = np.maximum(c - cap_, 0.0) / cap_
     wait = over * (ttft_s + (osl - 1) * tpot_s) / (1.0 + over)
     return np.asarray(np.minimum(c, cap_) * osl / (ttft_s - wait + (osl - 1) * tpot_s))

@@ -1,0 +1,423 @@
+"""The screening tier of a grid sweep (issue 30.4): layouts × quantisations × ISL × OSL × concurrencies, the
+closed form over the whole grid in NumPy, from the real step model evaluated at anchors.
+
+Per structural configuration (a layout and a quantisation of the base scenario: what changes the model's ops and
+collectives) the step model itself (perfmodel.step.step_parts, numpy-broadcasting) is evaluated
+  decode:  at every batch anchor (the grid's concurrencies and 1) × `ctx_anchors` context lengths, geometric over
+           the grid's decode contexts isl + osl/2;
+  prefill: one request per attention-DP rank at every ISL of the grid, and each synchronised wave's step at every
+           (ISL, requests in the step) pair the grid reaches (exact: a handful of distinct values);
+then each efficiency-free part of the decode step (StepParts: bytes and FLOPs over their ceilings, collectives,
+kernel counts — affine in tokens and KV length between anchors, except CUDA-graph padding, distinct experts
+touched and the measured curves' bends) is interpolated bilinearly in (batch, context) to every point, and the real
+serving combination (perfmodel.serving.combine_serving, output_tok_s) turns the parts into TPOT, TTFT and output
+tok/s: the max(memory, compute) per class, collectives and overheads are applied by the model's own code. The KV
+slots per point (memory.max_concurrency at the point's mean context) are exact.
+Screening error: the full closed form (perfmodel.serving.predict_arrays on the point's scenario) at `sample`
+held-out points drawn at random (seeded) off the anchor contexts; the largest relative error per quantity, times
+MARGIN_SAFETY, is the margin the exact tier's selection uses (planner.sweep.grid_sweep).
+Memory: `grid_bytes` estimates what the screen holds before anything is built; `check_budget` refuses a grid
+above the budget with its size.
+What it does not: speculative settings (the serving closed form has none), the calibrated restatement
+(--measured), or pick points (planner.sweep).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from servescope.errors import ScenarioError, ServescopeError
+from servescope.planner.layouts import Layout, layouts
+from servescope.units import MIB
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.step_types import StepParts
+
+# Context anchors per configuration (geometric over the grid's decode contexts): 9 keep the sampled screening error
+# of bench/bench_sweep_grid.py within a few per cent on the bundled models (measured, bench/RESULTS.md).
+CTX_ANCHORS = 9
+# ISL and OSL anchors per configuration (length scenarios the decode step is evaluated in).
+LEN_ANCHORS = 3
+# The margin is the largest sampled relative error times this (assumption: a 2,000-point sample's maximum
+# under-reads the grid's, so it is doubled), and at least MARGIN_FLOOR.
+MARGIN_SAFETY = 2.0
+MARGIN_FLOOR = 1e-3
+ERROR_SAMPLE = 2000
+DEFAULT_MAX_GRID_MIB = 2048
+# Bytes the screen holds per grid point: the results (config, TPOT, TTFT, output tok/s, index arithmetic: 8 float64
+# / int64 columns) kept for the whole grid.
+RESULT_BYTES_PER_POINT = 8 * 8
+# ... and per point of one configuration while it is priced: ~31 interpolated step parts, the prefill and wave
+# parts gathered to the point, the serving combination's temporaries (about 200 float64 arrays, measured on the
+# bench grid's peak RSS: bench/RESULTS.md).
+WORK_BYTES_PER_POINT = 200 * 8
+QUANTITIES = ("tpot_s", "ttft_s", "output_tok_s")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The axes of a grid sweep; "base" in `quants` keeps the base scenario's quantisation."""
+
+    n_gpus: int
+    moe: bool
+    concurrency: tuple[int, ...]
+    isl: tuple[int, ...]
+    osl: tuple[int, ...]
+    quants: tuple[str, ...] = ("base",)
+
+    @property
+    def layouts(self) -> list[Layout]:
+        return layouts(self.n_gpus, self.moe)
+
+    @property
+    def per_config(self) -> int:
+        return len(self.concurrency) * len(self.isl) * len(self.osl)
+
+    @property
+    def size(self) -> int:
+        return len(self.layouts) * len(self.quants) * self.per_config
+
+
+def grid_bytes(grid: Grid) -> int:
+    """Estimated bytes the screen holds: size · RESULT_BYTES_PER_POINT + per_config · WORK_BYTES_PER_POINT."""
+    return grid.size * RESULT_BYTES_PER_POINT + grid.per_config * WORK_BYTES_PER_POINT
+
+
+def check_budget(grid: Grid, max_bytes: float) -> None:
+    """ScenarioError (one line, the grid's size) when `grid_bytes` exceeds `max_bytes`; nothing is built first."""
+    need = grid_bytes(grid)
+    if need > max_bytes:
+        raise ScenarioError(
+            f"sweep grid of {grid.size:,} points ({len(grid.layouts)} layouts × {len(grid.quants)} quantisations × "
+            f"{len(grid.isl)} ISL × {len(grid.osl)} OSL × {len(grid.concurrency)} concurrencies) needs about "
+            f"{need / MIB:,.0f} MiB, above the {max_bytes / MIB:,.0f} MiB budget (--max-grid-mib)")
+
+
+def check_axes(grid: Grid) -> None:
+    """ScenarioError naming the axis when one is empty or holds a value below 1."""
+    for name in ("concurrency", "isl", "osl", "quants"):
+        vals = getattr(grid, name)
+        if not vals:
+            raise ScenarioError(f"sweep grid: --{name.rstrip('s')} is empty")
+        if name != "quants" and min(vals) < 1:
+            raise ScenarioError(f"sweep grid: --{name} holds {min(vals)}; every value must be at least 1")
+
+
+def quant_scenario(base: Scenario, name: str) -> Scenario:
+    """The base scenario with every weight part in scheme `name` (QuantConfig.uniform), its KV format kept; "base"
+    keeps the base's, "native" the checkpoint's own."""
+    from servescope.specs.quant import QuantConfig
+
+    if name == "base":
+        return base
+    qc = base.model.native_quant if name == "native" else QuantConfig.uniform(name)
+    return base.with_(quant=replace(qc, kv=base.quant.kv))
+
+
+@dataclass(frozen=True)
+class Config:
+    """One structural configuration of the grid: a layout and a quantisation, as a checked scenario."""
+
+    layout: Layout
+    quant: str
+    scenario: Scenario
+
+    def label(self) -> str:
+        return self.layout.label() + ("" if self.quant == "base" else f" {self.quant}")
+
+
+def configs(base: Scenario, grid: Grid) -> tuple[list[Config], list[str]]:
+    """The grid's configurations the model accepts, and a "<label>: <reason>" line for each it rejects."""
+    from servescope.planner.sweep import layout_scenario
+
+    out, skipped = [], []
+    for qn in grid.quants:
+        for lay in grid.layouts:
+            label = lay.label() + ("" if qn == "base" else f" {qn}")
+            try:
+                out.append(Config(lay, qn, layout_scenario(quant_scenario(base, qn), lay)))
+            except ServescopeError as e:
+                skipped.append(f"{label}: {e}")
+    return out, skipped
+
+
+def _brackets(anchors: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower anchor index around each x and the weight of the next one (anchors sorted, x inside them)."""
+    if len(anchors) == 1:
+        return np.zeros(x.shape, dtype=np.intp), np.zeros(x.shape)
+    lo = np.clip(np.searchsorted(anchors, x, side="right") - 1, 0, len(anchors) - 2)
+    return lo, np.clip((x - anchors[lo]) / (anchors[lo + 1] - anchors[lo]), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Corners:
+    """The 2^d corners around each point in a table of shape `shape`: flat indices and weights, (2^d, points)."""
+
+    flat: np.ndarray
+    weight: np.ndarray
+
+    @classmethod
+    def of(cls, shape: tuple[int, ...], brackets: list[tuple[np.ndarray, np.ndarray]]) -> Corners:
+        d, n = len(brackets), brackets[0][0].size
+        flat, weight = np.zeros((2**d, n), dtype=np.intp), np.ones((2**d, n))
+        for corner in range(2**d):
+            idx = []
+            for k, (lo, wt) in enumerate(brackets):
+                up = (corner >> k) & 1
+                idx.append(np.minimum(lo.ravel() + up, shape[k] - 1))
+                weight[corner] *= wt.ravel() if up else 1.0 - wt.ravel()
+            flat[corner] = np.ravel_multi_index(tuple(idx), shape)
+        return cls(flat, weight)
+
+    def at(self, table: np.ndarray) -> np.ndarray:
+        """`table` interpolated multilinearly at the points: Σ over the corners of weight · value."""
+        if np.all(table == table.flat[0]):
+            return np.full(self.flat.shape[1], float(table.flat[0]))
+        return np.einsum("ij,ij->j", table.ravel()[self.flat], self.weight)
+
+
+def pick_anchors(values: Sequence[int], n: int) -> np.ndarray:
+    """Up to n of the grid's values, geometric from the smallest to the largest (each snapped to the nearest)."""
+    v = np.asarray(sorted(set(values)), dtype=float)
+    if len(v) <= n:
+        return v
+    want = np.geomspace(v[0], v[-1], n)
+    return np.unique(v[np.abs(v[None, :] - want[:, None]).argmin(axis=1)])
+
+
+def ctx_anchors(ctx: np.ndarray, extra: np.ndarray, n: int = CTX_ANCHORS) -> np.ndarray:
+    """n context lengths geometric from the smallest to the largest decode context of the grid, and `extra`."""
+    lo, hi = float(ctx.min()), float(ctx.max())
+    return np.unique(np.concatenate([np.geomspace(max(lo, 1.0), max(hi, 1.0), n), [lo, hi], extra]))
+
+
+def _decode_parts(sc: Scenario, ax: Axes, ce: np.ndarray, ctx: np.ndarray, anchors: Anchors) -> StepParts:
+    """The decode step's parts at each point: step_parts at every length anchor scenario (isl_a, osl_a: the step
+    reads the scenario's lengths for the DP ranks' context spread and the measured curves' verdict) over batch
+    anchors × context anchors, interpolated multilinearly in (isl, osl, batch, context)."""
+    from servescope.perfmodel.step import step_parts
+
+    a = anchors
+    shape = (len(a.batch), len(a.ctx))
+    grid = [[step_parts(sc.with_(isl=int(i), osl=int(o)), a.batch[:, None], a.ctx[None, :], 1) for o in a.osl]
+            for i in a.isl]
+    br = [_brackets(a.isl, ax.isl), _brackets(a.osl, ax.osl), _brackets(a.batch, ce), _brackets(a.ctx, ctx)]
+    corners = Corners.of((len(a.isl), len(a.osl), *shape), br)
+
+    def table(f: str) -> np.ndarray:
+        return np.array([[np.broadcast_to(np.asarray(getattr(p, f), dtype=float), shape) for p in row]
+                         for row in grid])
+
+    return _parts({f: corners.at(table(f)) for f in _fields()})
+
+
+def _fields() -> tuple[str, ...]:
+    """StepParts' array fields (all but the per-collective detail)."""
+    from dataclasses import fields
+
+    from servescope.perfmodel.step_types import StepParts
+
+    return tuple(f.name for f in fields(StepParts) if f.name != "colls")
+
+
+def _parts(cols: dict[str, np.ndarray]) -> StepParts:
+    from servescope.perfmodel.step_types import StepParts
+
+    return StepParts(**cols, colls={})  # type: ignore[arg-type]
+
+
+def _prefill_parts(sc: Scenario, ax: Axes, in_step: np.ndarray) -> tuple[StepParts, StepParts]:
+    """One request's prefill per attention-DP rank and each wave's prefill step, exact: step_parts in the scenario
+    at each ISL of the grid, over the requests-in-step values the points reach there."""
+    from servescope.perfmodel.step import step_parts
+
+    n = len(ax.c)
+    pf_cols: dict[str, np.ndarray] = {}
+    wave_cols: dict[str, np.ndarray] = {}
+    for isl in np.unique(ax.isl):
+        rows = np.flatnonzero(ax.isl == isl)
+        s_i = sc.with_(isl=int(isl))
+        ks, inv = np.unique(in_step[rows], return_inverse=True)
+        pf = step_parts(s_i, sc.dp, 0, float(isl), prefill=True)
+        wave = step_parts(s_i, sc.dp * ks, 0, float(isl), prefill=True)
+        for cols, p, at in ((pf_cols, pf, None), (wave_cols, wave, inv)):
+            for f in _fields():
+                v = np.asarray(getattr(p, f), dtype=float)
+                col = cols.setdefault(f, np.empty(n))
+                col[rows] = np.broadcast_to(v, (len(ks),))[at] if at is not None else v
+    return _parts(pf_cols), _parts(wave_cols)
+
+
+def slots(sc: Scenario, ctx: np.ndarray) -> np.ndarray:
+    """KV slots at each mean context (serving_parts' cap: memory.max_concurrency at the context, at most the
+    engine's max_num_seqs · dp, at least 1), exact per distinct context."""
+    from servescope.perfmodel import memory
+
+    limit = sc.engine.scheduler.max_num_seqs * sc.dp
+    vals, inv = np.unique(ctx, return_inverse=True)
+    caps = np.array([max(min(memory.max_concurrency(sc, float(v)), limit), 1) for v in vals], dtype=float)
+    return caps[inv].reshape(ctx.shape)
+
+
+@dataclass(frozen=True)
+class Axes:
+    """One configuration's points (c fastest, then OSL, then ISL), as flat arrays."""
+
+    c: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    isl_index: np.ndarray
+
+    @classmethod
+    def of(cls, grid: Grid) -> Axes:
+        ii, oi, ci = np.meshgrid(np.arange(len(grid.isl)), np.arange(len(grid.osl)), np.arange(len(grid.concurrency)),
+                                 indexing="ij")
+        isl, osl, c = (np.asarray(v, dtype=float) for v in (grid.isl, grid.osl, grid.concurrency))
+        return cls(c[ci.ravel()], isl[ii.ravel()], osl[oi.ravel()], ii.ravel())
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """Where one configuration's decode step is evaluated: length scenarios (isl × osl), batches, contexts."""
+
+    isl: np.ndarray
+    osl: np.ndarray
+    batch: np.ndarray
+    ctx: np.ndarray
+
+    @classmethod
+    def of(cls, grid: Grid, ctx: np.ndarray, decode_only: bool, n_len: int = LEN_ANCHORS,
+           n_ctx: int = CTX_ANCHORS) -> Anchors:
+        isl, osl = pick_anchors(grid.isl, n_len), pick_anchors(grid.osl, n_len)
+        own = (isl[:, None] + (0.0 if decode_only else osl[None, :] / 2.0)).ravel()  # the anchor scenarios' contexts
+        return cls(isl, osl, np.unique(np.asarray([1, *grid.concurrency], dtype=float)), ctx_anchors(ctx, own, n_ctx))
+
+    def holds(self, ax: Axes) -> np.ndarray:
+        """Points whose lengths are both anchors (their context is then one too): the screen is exact there up to
+        the batch (exact where the concurrency fits the KV slots)."""
+        return np.isin(ax.isl, self.isl) & np.isin(ax.osl, self.osl)
+
+
+def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int = LEN_ANCHORS,
+                  n_ctx: int = CTX_ANCHORS) -> dict[str, np.ndarray]:
+    """TPOT, TTFT (s) and output tok/s at every point of one configuration (Axes order), from the step model at the
+    anchors (module docstring); `on_anchor`: the points where the screen is the full closed form."""
+    from servescope.perfmodel.serving import (
+        ServingParts,
+        combine_serving,
+        linear_layers,
+        mla_layers,
+        output_tok_s,
+    )
+
+    ax = ax or Axes.of(grid)
+    ctx = ax.isl if sc.decode_only else ax.isl + ax.osl / 2.0
+    cap = slots(sc, ax.isl + ax.osl / 2.0)
+    ce = np.minimum(ax.c, cap)
+    anchors = Anchors.of(grid, ctx, sc.decode_only, n_len, n_ctx)
+    dec = _decode_parts(sc, ax, ce, ctx, anchors)
+    per_step = np.maximum(1, sc.engine.scheduler.max_num_batched_tokens // np.maximum(ax.isl, 1)).astype(float)
+    in_step = np.minimum(per_step, np.ceil(ce / sc.dp))
+    pf, wave = _prefill_parts(sc, ax, in_step)
+    n = len(ax.c)
+
+    def full(x: float) -> np.ndarray:
+        return np.full(n, float(x))
+
+    p = ServingParts(dec, pf, wave, ax.c, cap, ax.osl, full(sc.dp), full(mla_layers(sc)), full(linear_layers(sc)),
+                     per_step, in_step, full(float(sc.engine.scheduler.lockstep_waves)),
+                     full(0.0 if sc.decode_only else 1.0))
+    a = combine_serving(p, sc.efficiency)
+    tok = output_tok_s(ax.c, cap, ax.osl, a["ttft_s"], a["tpot_s"])
+    return {"tpot_s": a["tpot_s"], "ttft_s": a["ttft_s"], "output_tok_s": tok,
+            "on_anchor": anchors.holds(ax) & (ax.c <= cap)}
+
+
+def exact_points(sc: Scenario, isl: int, osl: int, concurrency: Sequence[int]) -> dict[str, np.ndarray]:
+    """The full closed form (perfmodel.serving.predict_arrays) at one (ISL, OSL) and some concurrencies."""
+    from servescope.perfmodel.serving import predict_arrays
+
+    a = predict_arrays(sc.with_(isl=int(isl), osl=int(osl)), list(concurrency))
+    return {k: np.asarray(a[k], dtype=float) for k in QUANTITIES}
+
+
+@dataclass(frozen=True)
+class Screened:
+    """The screened grid: per configuration block of `grid.per_config` points (Axes order) the three quantities."""
+
+    grid: Grid
+    configs: tuple[Config, ...]
+    skipped: tuple[str, ...]
+    values: dict[str, np.ndarray]  # QUANTITIES, each (len(configs) · per_config,)
+    on_anchor: np.ndarray  # bool per point: the screen is the full closed form there (Anchors.holds, c ≤ slots)
+
+    def where(self, i: int) -> tuple[Config, int, int, int]:
+        """Point i's configuration, ISL, OSL and concurrency."""
+        g = self.grid
+        k, r = divmod(int(i), g.per_config)
+        ii, r = divmod(r, len(g.osl) * len(g.concurrency))
+        oi, ci = divmod(r, len(g.concurrency))
+        return self.configs[k], g.isl[ii], g.osl[oi], g.concurrency[ci]
+
+
+def screen_grid(base: Scenario, grid: Grid, max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB,
+                n_len: int = LEN_ANCHORS, n_ctx: int = CTX_ANCHORS) -> Screened:
+    """Every point of the grid screened (`screen_config` per configuration), after `check_budget`."""
+    check_axes(grid)
+    check_budget(grid, max_bytes)
+    cfgs, skipped = configs(base, grid)
+    if not cfgs:
+        raise ScenarioError(f"no layout of {grid.n_gpus} GPUs fits: " + "; ".join(skipped[:3]))
+    ax = Axes.of(grid)
+    blocks = [screen_config(c.scenario, grid, ax, n_len, n_ctx) for c in cfgs]
+    values = {q: np.concatenate([b[q] for b in blocks]) for q in QUANTITIES}
+    on_anchor = np.concatenate([b["on_anchor"] for b in blocks])
+    return Screened(grid, tuple(cfgs), tuple(skipped), values, on_anchor)
+
+
+@dataclass(frozen=True)
+class ScreenError:
+    """The screen against the full closed form on `sample` held-out points: largest and 99th-percentile relative
+    error per quantity, and the margin (largest · MARGIN_SAFETY, at least MARGIN_FLOOR)."""
+
+    sample: int
+    max_rel: dict[str, float]
+    p99_rel: dict[str, float]
+
+    @property
+    def margin(self) -> dict[str, float]:
+        return {q: max(MARGIN_FLOOR, MARGIN_SAFETY * v) for q, v in self.max_rel.items()}
+
+
+def exact_at(s: Screened, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The full closed form at the points `idx` (grouped by configuration, ISL and OSL: one call per group)."""
+    out = {q: np.empty(len(idx)) for q in QUANTITIES}
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for j, i in enumerate(idx):
+        k = int(i) // s.grid.per_config
+        _, isl, osl, _ = s.where(int(i))
+        groups.setdefault((k, isl, osl), []).append(j)
+    for (k, isl, osl), js in groups.items():
+        concs = [s.where(int(idx[j]))[3] for j in js]
+        e = exact_points(s.configs[k].scenario, isl, osl, concs)
+        for q in QUANTITIES:
+            out[q][js] = e[q]
+    return out
+
+
+def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> ScreenError:
+    """`ScreenError` on up to `sample` points drawn (seeded) from those off the anchor contexts."""
+    held = np.flatnonzero(~s.on_anchor)
+    if held.size == 0:
+        return ScreenError(0, dict.fromkeys(QUANTITIES, 0.0), dict.fromkeys(QUANTITIES, 0.0))
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.choice(held, size=min(sample, held.size), replace=False))
+    exact = exact_at(s, idx)
+    rel = {q: np.abs(s.values[q][idx] / exact[q] - 1.0) for q in QUANTITIES}
+    return ScreenError(len(idx), {q: float(r.max()) for q, r in rel.items()},
+                       {q: float(np.percentile(r, 99)) for q, r in rel.items()})
