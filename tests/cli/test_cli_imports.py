@@ -101,3 +101,31 @@ def test_an_unknown_command_is_still_one_line_and_every_command_is_listed() -> N
     assert result.exit_code == 1 and result.stderr.startswith("servescope: No such command")
     assert set(main.commands) == set(COMMAND_MODULES)
     assert all(name in main.commands for name in COMMAND_MODULES) and "no-such-command" not in main.commands
+
+
+def test_trace_loads_the_model_curves_it_uses_not_the_model() -> None:
+    """The trace's "% of achievable" reads perfmodel.opcurve (the measured GEMM curves); perfmodel's names load
+    lazily, so the scenario, step and serving modules (the closed form) are not imported, and one file starts no
+    worker pool (multiprocessing loads only when a rank folder's pool starts)."""
+    modules = loaded("trace", "--json")
+    assert "servescope.perfmodel.opcurve" in modules
+    assert [m for m in ("servescope.perfmodel.scenario", "servescope.perfmodel.step", "servescope.perfmodel.serving",
+                        "multiprocessing", "concurrent.futures.process") if m in modules] == []
+
+
+def test_perfmodel_names_load_on_first_use() -> None:
+    """`import servescope.perfmodel` runs no submodule; each public name is its defining module's object."""
+    probe = ("import json, sys, servescope.perfmodel as p\n"
+             "before = sorted(m for m in sys.modules if m.startswith('servescope.perfmodel.'))\n"
+             "where = {n: getattr(p, n).__module__ if hasattr(getattr(p, n), '__module__') else None "
+             "for n in p.__all__}\n"
+             "print(json.dumps([before, where, sorted(set(p.__all__) - set(dir(p)))]))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    before, where, undir = json.loads(out.stdout)
+    assert before == [] and undir == []
+    assert where["Scenario"] == "servescope.perfmodel.scenario" and where["predict"] == "servescope.perfmodel.serving"
+    assert where["decode_step"] == "servescope.perfmodel.step" and where["max_concurrency"] == "servescope.perfmodel.memory"
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        import servescope.perfmodel as perfmodel
+
+        _ = perfmodel.nonexistent  # type: ignore[attr-defined]

@@ -126,3 +126,28 @@ def test_fit_property_every_number_whole_at_any_width(names: list[str], values: 
     assert max(len(x) for x in out.splitlines()) <= width
     tokens = set(out.split())
     assert all(c in tokens for row in cells for c in row)
+
+
+def test_fit_measures_each_distinct_cell_once_without_highlighting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table that needs continuations is measured several times over while it is fitted; each distinct string cell
+    is rendered for measuring once, unhighlighted (highlighting styles a cell, never widens it; issue 30)."""
+    t = Table(title="wide")
+    t.add_column("name")
+    for i in range(12):
+        t.add_column(f"value {i}", justify="right")
+    for r in range(20):
+        t.add_row(f"row {r % 5}", *[f"{1234.5678 * (i + 1):,.3f}" for i in range(12)])
+    distinct = {f"row {r}" for r in range(5)} | {f"{1234.5678 * (i + 1):,.3f}" for i in range(12)}
+    console = fit.FittingConsole(file=io.StringIO(), width=80, color_system=None)
+    calls: list[tuple[str, object]] = []
+    real = fit.FittingConsole.render_str
+
+    def counting(self: fit.FittingConsole, text: str, **kwargs: Any) -> Any:
+        calls.append((text, kwargs.get("highlight")))
+        return real(self, text, **kwargs)
+
+    monkeypatch.setattr(fit.FittingConsole, "render_str", counting)
+    parts = fit.fit_table(t, console)
+    assert len(parts) >= 3  # fitted in several rounds: the first table, continuations of continuations
+    assert Counter(text for text, _ in calls) == Counter(distinct)  # 12 + 5 strings, each once, for 260 cells
+    assert {h for _, h in calls} == {False}

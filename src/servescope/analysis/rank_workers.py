@@ -17,9 +17,8 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future
 from importlib import import_module
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +71,10 @@ class RankPool:
         if size < 2:
             raise ValueError(f"a RankPool needs size >= 2 (got {size}); size 1 runs in-process")
         self.size = size
+        # multiprocessing (~10 ms of imports) only when a pool starts: one trace file never needs it
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
         self.start_method = "fork" if fork_is_safe() else "spawn"
         context = get_context(self.start_method)
         if warm_up:

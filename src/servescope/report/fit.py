@@ -32,30 +32,48 @@ _UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 NAME_MIN_WIDTH = 16
 
 
-def _cell_width(console: Console, cell: Any) -> int:
-    renderable = console.render_str(cell) if isinstance(cell, str) else cell
-    return Measurement.get(console, console.options, renderable).maximum
+class _Widths:
+    """Cell widths on one console for one fit: each distinct string cell measured once, at the console's options
+    read once (reading them asks the OS for the terminal size), with highlighting off (it styles a cell, never
+    widens it). A table's columns are measured 3–5 times while it is fitted; this measures each once (issue 30:
+    the bundled example's text render spent ~2/3 of its time measuring)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.options = console.options
+        self.strings: dict[str, int] = {}
+
+    def cell(self, cell: Any) -> int:
+        if isinstance(cell, str):
+            known = self.strings.get(cell)
+            if known is None:
+                known = self.strings[cell] = self._measure(self.console.render_str(cell, highlight=False))
+            return known
+        return self._measure(cell)
+
+    def _measure(self, renderable: Any) -> int:
+        return Measurement.get(self.console, self.options, renderable).maximum
 
 
-def _cells_width(console: Console, col: Column) -> int:
-    return max((_cell_width(console, c) for c in col._cells), default=0)
+def _cells_width(w: _Widths, col: Column) -> int:
+    return max((w.cell(c) for c in col._cells), default=0)
 
 
-def _natural(console: Console, col: Column) -> int:
+def _natural(w: _Widths, col: Column) -> int:
     """Width a column needs: a number column its widest cell and its header's longest word (the header wraps at
     spaces); a text column its widest cell and its whole header."""
     words = str(col.header).split()
-    header = len(str(col.header)) if _is_text(col) else max((len(w) for w in words), default=0)
-    return max(header, _cells_width(console, col))
+    header = len(str(col.header)) if _is_text(col) else max((len(word) for word in words), default=0)
+    return max(header, _cells_width(w, col))
 
 
 def _is_text(col: Column) -> bool:
     return col.justify in ("left", "default", "full", "center")
 
 
-def _floor(console: Console, col: Column) -> int:
+def _floor(w: _Widths, col: Column) -> int:
     """The narrowest a column may get: a number column its natural width, a text column NAME_MIN_WIDTH."""
-    nat = _natural(console, col)
+    nat = _natural(w, col)
     return min(nat, max(NAME_MIN_WIDTH, len(str(col.header)))) if _is_text(col) else nat
 
 
@@ -63,17 +81,17 @@ def _overhead(t: Table) -> int:
     return sum(t._get_padding_width(i) for i in range(len(t.columns))) + t._extra_width
 
 
-def _fix_widths(console: Console, t: Table, width: int) -> None:
+def _fix_widths(w: _Widths, t: Table, width: int) -> None:
     """Fixed column widths: floors, plus what is left of `width` given to text columns up to their natural."""
-    widths = [_floor(console, c) for c in t.columns]
+    widths = [_floor(w, c) for c in t.columns]
     spare = width - sum(widths) - _overhead(t)
     for i, c in enumerate(t.columns):
         if _is_text(c) and spare > 0:
-            extra = min(spare, _natural(console, c) - widths[i])
+            extra = min(spare, _natural(w, c) - widths[i])
             widths[i] += extra
             spare -= extra
-    for c, w in zip(t.columns, widths, strict=True):
-        c.width, c.min_width, c.max_width = w, None, None
+    for c, cw in zip(t.columns, widths, strict=True):
+        c.width, c.min_width, c.max_width = cw, None, None
         if _is_text(c) and c.overflow != "fold":  # names: one line, shortened with …
             c.no_wrap, c.overflow = True, "ellipsis"
         else:  # numbers (never narrower than their widest cell) and wrapping text (values, sources)
@@ -91,32 +109,35 @@ def _copy(t: Table, columns: list[Column], title: str | None) -> Table:
     return out
 
 
-def _fits(console: Console, t: Table, width: int, shrunk: bool) -> bool:
+def _fits(w: _Widths, t: Table, width: int, shrunk: bool) -> bool:
     need = (_floor if shrunk else _natural)
-    return sum(need(console, c) for c in t.columns) + _overhead(t) <= width
+    return sum(need(w, c) for c in t.columns) + _overhead(t) <= width
 
 
 def fit_table(t: Table, console: Console, width: int | None = None) -> list[Table]:
     """The table, or the table and its continuations, each at most `width` (default the console's) wide."""
-    width = width or console.width
-    if sum(_natural(console, c) if _is_text(c) else max(_natural(console, c), len(str(c.header)))
+    return _fitted(t, _Widths(console), width or console.width)
+
+
+def _fitted(t: Table, w: _Widths, width: int) -> list[Table]:
+    if sum(_natural(w, c) if _is_text(c) else max(_natural(w, c), len(str(c.header)))
            for c in t.columns) + _overhead(t) <= width:
         return [t]  # fits with every header on one line: Rich lays it out untouched
-    if not _fits(console, t, width, False):
+    if not _fits(w, t, width, False):
         t.box, t.show_edge = box.SIMPLE_HEAD, False
-    if _fits(console, t, width, True) or len(t.columns) <= 2:
-        _fix_widths(console, t, width)
+    if _fits(w, t, width, True) or len(t.columns) <= 2:
+        _fix_widths(w, t, width)
         return [t]
     cols = list(t.columns)
     moved: list[Column] = []
-    while len(cols) > 2 and not _fits(console, _copy(t, cols, None), width, True):
+    while len(cols) > 2 and not _fits(w, _copy(t, cols, None), width, True):
         moved.insert(0, cols.pop())
     title = str(t.title) if t.title else ""
     first = _copy(t, cols, title or None)
     rest = _copy(t, [t.columns[0], *moved], f"{title} (continued)" if title else "(continued)")
     first.caption, rest.caption = None, t.caption
-    _fix_widths(console, first, width)
-    return [first, *fit_table(rest, console, width)]
+    _fix_widths(w, first, width)
+    return [first, *_fitted(rest, w, width)]
 
 
 def fit(renderable: Any, console: Console) -> list[Any]:
