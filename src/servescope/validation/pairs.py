@@ -100,10 +100,26 @@ def _positive(path: Path, line: int, rid: str, row: dict[str, str], name: str) -
     return x
 
 
+COUNTS = ("isl", "osl", "batch_size", "tp_size", "pp_size", "attention_dp_size", "moe_ep_size")
+
+
+def _count(path: Path, line: int, rid: str, row: dict[str, str], name: str) -> None:
+    """A deployment's token count, concurrency or parallel size: a whole number >= 1."""
+    text = (row.get(name) or "").strip()
+    try:
+        ok = float(text) >= 1 and float(text).is_integer()
+    except (ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise BadConfig(f"{_where(path, line, rid)}: field {name}: {text[:40]!r} must be a whole number >= 1 "
+                        "(it does not describe a deployment)")
+
+
 def read_ledger(path: str | Path, tracks: Iterable[str] | None = None) -> list[Pair]:
     """The ledger's rows; BadConfig naming the file, line, row id and field for the first bad row: a missing
     column or empty required cell (a missing `source` among them), an unknown `track` (when `tracks` is given),
-    an unknown `metric`, a `before`/`after` that is not a positive number, or a duplicate id."""
+    an unknown `metric`, a `before`/`after` that is not a positive number, an ISL/OSL, concurrency or parallel
+    size that is not a whole number >= 1, or a duplicate id."""
     p = Path(path)
     known = tuple(tracks) if tracks is not None else None
     try:
@@ -131,6 +147,8 @@ def read_ledger(path: str | Path, tracks: Iterable[str] | None = None) -> list[P
         if rid in seen:
             raise BadConfig(f"{_where(p, line, rid)}: field id: duplicate id")
         seen.add(rid)
+        for name in COUNTS:
+            _count(p, line, rid, row, name)
         before = _positive(p, line, rid, row, "before")
         after = _positive(p, line, rid, row, "after")
         noise = _positive(p, line, rid, row, "noise") if (row.get("noise") or "").strip() else None

@@ -18,8 +18,10 @@ Does not: choose k or acceptance (the row gives them), or model engines' overlap
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from servescope.errors import BadConfig
 from servescope.perfmodel.scenario import Scenario
@@ -98,17 +100,24 @@ def spec_pair(x: Pair, path: Path) -> SpecPair:
     """A ledger row as a SpecPair: the speculative columns (validation.pairs SPEC_COLUMNS) and the measured gain
     (the ledger's after / before of a rate, or before / after of a time)."""
     r = x.cell
-    try:
-        pair = SpecPair(
-            x.id, int(r("ref_row") or 0), int(r("source_line") or 0), x.source, r("spec_method"), r("model_path"),
-            r("system"), int(r("tp_size")), r("precision"), r("backend"), r("spec_engine") or r("backend"),
-            x.concurrency, int(r("spec_k")), int(r("spec_depth") or 0), int(r("spec_width") or 1),
-            int(r("spec_draft_vocab")) if r("spec_draft_vocab") else None,
-            float(r("acceptance")) if r("acceptance") else None, float(r("context_len") or r("isl")),
-            x.measured_gain, r("spec_kind"), r("spec_relative_to"), r("note"),
-        )
-    except ValueError as e:
-        raise BadConfig(f"{path}: line {x.line}: {e}") from None
+
+    def num(name: str, kind: Callable[[str], Any] = int, default: float | None = None) -> Any:
+        if not r(name) and default is not None:
+            return default
+        try:
+            return kind(r(name))
+        except ValueError:
+            raise BadConfig(f"{path}: line {x.line} ({x.id}): field {name}: not a number: {r(name)[:40]!r}") from None
+
+    pair = SpecPair(
+        x.id, num("ref_row", default=0), num("source_line", default=0), x.source, r("spec_method"), r("model_path"),
+        r("system"), num("tp_size"), r("precision"), r("backend"), r("spec_engine") or r("backend"),
+        x.concurrency, num("spec_k"), num("spec_depth", default=0), num("spec_width", default=1),
+        num("spec_draft_vocab") if r("spec_draft_vocab") else None,
+        num("acceptance", float) if r("acceptance") else None,
+        num("context_len", float) if r("context_len") else num("isl", float),
+        x.measured_gain, r("spec_kind"), r("spec_relative_to"), r("note"),
+    )
     if pair.kind not in KINDS or (pair.kind in ("gain", "below") and pair.al is None):
         raise BadConfig(f"{path}: line {x.line}: spec_kind {pair.kind!r} needs one of {KINDS} (gain/below need "
                         "acceptance)")
