@@ -50,7 +50,8 @@ def expert_parallel_track(ctx: Context) -> Proposal:
     gain, name, whatif = max(options, key=lambda o: o[0])
     why = None if gain > 1.0 else f"does not pay at batch {ctx.concurrency} over {_link(ctx)}: {explain}"
     pre = (f"{sc.model.n_routed_experts} experts divisible by EP={n}",
-           "expert load balanced across GPUs (EPLB) at high concurrency")
+           "experts placed as the engine's default (EPLB off): the busiest GPU's experts priced, "
+           "perfmodel.ep_balance")
     return Proposal(kind, True, why, "config change", pre, validate, whatif=whatif, note=name,
                     details={"layout": name, "options": {o[1]: o[0] for o in options},
                              "explanation": explain, "unfit": [u[0] for u in unfit]})
