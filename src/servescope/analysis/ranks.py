@@ -27,7 +27,7 @@ from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdo
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
 from servescope.analysis.roofline import CaptureWork
-from servescope.errors import EmptyTrace, NotATrace, TraceError
+from servescope.errors import ServescopeError, TraceError, TraceNotFound
 from servescope.progress import report, stage
 from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
 from servescope.trace.load import load_rank_file
@@ -47,38 +47,79 @@ class RankOutcome:
 def analyze_rank_file(path: str, top_n: int = 10, capture: CaptureWork | None = None) -> list[RankOutcome]:
     """One rank file → the outcome of each rank it holds: one for a Kineto file, one per (process, GPU) for an
     Nsight Systems export of several processes (`trace.nsys.split_gpu_processes`). Not-a-trace / empty files
-    come back as one outcome with `error` set; other servescope errors propagate (a missing file is the
-    caller's mistake, not one rank's damage). `capture`: shapes for graph-replayed kernels (analysis.capture)."""
+    come back as one outcome with `error` set, and so does any other trace error or unexpected exception while it is
+    analysed (one damaged rank of a thousand is a line in the report, never the run); a missing file and non-trace
+    servescope errors propagate (the caller's mistake, not one rank's damage). `capture`: shapes for graph-replayed kernels (analysis.capture)."""
+    outcomes: list[RankOutcome] = []
     try:
         with stage("load"):
             traces = load_rank_file(path)
-    except (NotATrace, EmptyTrace) as exc:
-        return [RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)]
-    outcomes = []
-    while traces:  # each trace handed to its breakdown, which frees its table as it goes (breakdown_taking)
-        rank, warnings, has_gpu = traces[0].rank, traces[0].warnings, traces[0].has_gpu_events
-        outcomes.append(RankOutcome(path, rank, breakdown_taking(traces, top_n, capture) if has_gpu else None,
-                                    warnings))
-        if not has_gpu:
-            traces.pop(0)
+        while traces:  # each trace handed to its breakdown, which frees its table as it goes (breakdown_taking)
+            rank, warnings, has_gpu = traces[0].rank, traces[0].warnings, traces[0].has_gpu_events
+            outcomes.append(RankOutcome(path, rank, breakdown_taking(traces, top_n, capture) if has_gpu else None,
+                                        warnings))
+            if not has_gpu:
+                traces.pop(0)
+    except TraceNotFound:
+        raise
+    except ServescopeError as exc:
+        if not isinstance(exc, TraceError):
+            raise  # a spec or option error is the run's, not this rank's
+        return [*outcomes, _failed(path, exc)]
+    except Exception as exc:  # noqa: BLE001 - one rank's surprise must not sink a folder of a thousand
+        return [*outcomes, _failed(path, TraceError(f"{path}: analysis failed ({type(exc).__name__}: "
+                                                      f"{_first_line(exc)})"))]
     return outcomes
+
+
+def _failed(path: str, exc: TraceError) -> RankOutcome:
+    return RankOutcome(path, rank_from_name(Path(path).name), None, (), exc)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else "no message"
 
 
 RankFn = Callable[[str, int], list[RankOutcome]]
 FILES_DONE = "rank files"  # servescope.progress: files of a folder analysed (a single file reports nothing)
 
 
-def _in_process(names: list[str], top_n: int, fn: RankFn) -> list[list[RankOutcome]]:
+class SharedStrings:
+    """Keeps one copy of each kernel name, class and collective across the ranks of a run. A breakdown from
+    another process, Ray or Polars holds its own copies of strings that every rank shares; its timelines (every
+    kernel of one representative step per kind) are most of its size: ~360 KB a rank on HTA's sampled ranks, ~85 KB
+    with the strings shared, so a thousand ranks keep ~0.1 GB, not ~0.4 GB. Equal values; nothing mutated."""
+
+    def __init__(self) -> None:
+        self.memo: dict[str, str] = {}
+
+    def _names(self, values: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple([self.memo.setdefault(v, v) for v in values])
+
+    def _maybe(self, values: tuple[str | None, ...]) -> tuple[str | None, ...]:
+        return tuple([None if v is None else self.memo.setdefault(v, v) for v in values])
+
+    def _breakdown(self, b: TraceBreakdown) -> TraceBreakdown:
+        return replace(b, timelines=tuple(
+            replace(t, name=self._names(t.name), kernel_class=self._names(t.kernel_class),
+                    collective=self._maybe(t.collective)) for t in b.timelines))
+
+    def __call__(self, outcomes: list[RankOutcome]) -> list[RankOutcome]:
+        return [o if o.breakdown is None else replace(o, breakdown=self._breakdown(o.breakdown)) for o in outcomes]
+
+
+def _in_process(names: list[str], top_n: int, fn: RankFn, keep: SharedStrings) -> list[list[RankOutcome]]:
     out = []
     for name in names:
-        out.append(fn(name, top_n))
+        out.append(keep(fn(name, top_n)))
         if len(names) > 1:
             report(FILES_DONE, len(out), len(names))
     return out
 
 
-def _run_processes(files: Sequence[str], top_n: int, pool: RankPool,
-                   fn: RankFn = analyze_rank_file) -> list[list[RankOutcome]]:
+def _run_processes(files: Sequence[str], top_n: int, pool: RankPool, fn: RankFn,
+                   keep: SharedStrings) -> list[list[RankOutcome]]:
     """The pool's `size` − 1 processes plus this one, which starts on the first file at once (no wait for a
     worker to start) and takes files from the front while the workers take them from the back, each worker kept
     two files deep."""
@@ -93,13 +134,13 @@ def _run_processes(files: Sequence[str], top_n: int, pool: RankPool,
     feed()
     while todo:
         i = todo.popleft()
-        results[i] = fn(files[i], top_n)
+        results[i] = keep(fn(files[i], top_n))
         for future in [f for f in running if f.done()]:
-            results[running.pop(future)] = future.result()
+            results[running.pop(future)] = keep(future.result())
         report(FILES_DONE, len(results), len(files))
         feed()
     for future in as_completed(running):
-        results[running[future]] = future.result()
+        results[running[future]] = keep(future.result())
         report(FILES_DONE, len(results), len(files))
     return [results[i] for i in range(len(files))]
 
@@ -121,22 +162,37 @@ def analyze_rank_files(
     names = [str(f) for f in files]
     # a module-level function or its partial: both pickle to worker processes and Ray tasks
     fn: RankFn = analyze_rank_file if capture is None else partial(analyze_rank_file, capture=capture)
-    return [o for per_file in _run(names, top_n, workers, ray_address, fn) for o in per_file]
+    return [o for per_file in _cached_run(names, top_n, workers, ray_address, fn, capture is None) for o in per_file]
+
+
+def _cached_run(names: list[str], top_n: int, workers: int | RankPool | None, ray_address: str | None,
+                fn: RankFn, cacheable: bool) -> list[list[RankOutcome]]:
+    """`_run` on the files the rank cache does not hold (all of them without a cache: `rank_cache.caching`)."""
+    from servescope.analysis import rank_cache  # it reads RankOutcome from this module
+
+    use, keep = rank_cache.in_use(), SharedStrings()
+    if use is None or not cacheable:
+        return _run(names, top_n, workers, ray_address, fn, keep)
+    lookup = rank_cache.Lookup(use, names, f"top_n={top_n}", keep)
+    done = _run([names[i] for i in lookup.missing], top_n, workers, ray_address, fn, keep) if lookup.missing else []
+    fresh = dict(zip(lookup.missing, done, strict=True))
+    lookup.store(fresh)
+    return [lookup.cached[i] if i in lookup.cached else fresh[i] for i in range(len(names))]
 
 
 def _run(names: list[str], top_n: int, workers: int | RankPool | None,
-         ray_address: str | None, fn: RankFn) -> list[list[RankOutcome]]:
+         ray_address: str | None, fn: RankFn, keep: SharedStrings) -> list[list[RankOutcome]]:
     if ray_address is not None:
-        return run_on_ray(fn, names, top_n, ray_address)
+        return run_on_ray(fn, names, top_n, ray_address, keep=keep, progress=FILES_DONE)
     if isinstance(workers, RankPool):
         if len(names) < 2:
-            return _in_process(names, top_n, fn)
-        return _run_processes(names, top_n, workers, fn)
+            return _in_process(names, top_n, fn, keep)
+        return _run_processes(names, top_n, workers, fn, keep)
     n = parallel_workers(names, workers)
     if n == 1:
-        return _in_process(names, top_n, fn)
+        return _in_process(names, top_n, fn, keep)
     with RankPool(n, warm_up=__name__) as pool:
-        return _run_processes(names, top_n, pool, fn)
+        return _run_processes(names, top_n, pool, fn, keep)
 
 
 def fix_duplicate_ranks(outcomes: list[RankOutcome]) -> list[RankOutcome]:

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from servescope.errors import ServescopeError
+from servescope.progress import report
 
 T = TypeVar("T")
 LOCAL_RAY = "local"
@@ -147,9 +148,11 @@ def _ping() -> bool:
 
 
 def run_on_ray(fn: Callable[[str, int], T], files: Sequence[str], top_n: int, address: str,
-               deadline_s: float = RAY_DEADLINE_S) -> list[T]:
+               deadline_s: float = RAY_DEADLINE_S, keep: Callable[[T], T] | None = None,
+               progress: str | None = None) -> list[T]:
     """`fn(file, top_n)` for each file as a Ray task, in file order; Ray started local-only (or joined at
-    `address`) with the deadlines and network guards of the module docstring."""
+    `address`) with the deadlines and network guards of the module docstring. Results are fetched as tasks
+    finish, each passed through `keep` (the caller's compaction) and counted as `progress` (servescope.progress)."""
     for key, value in _RAY_QUIET.items():  # before Ray is imported: its processes read them at start
         os.environ[key] = value
     try:
@@ -164,8 +167,24 @@ def run_on_ray(fn: Callable[[str, int], T], files: Sequence[str], top_n: int, ad
             raise ServescopeError(f"Ray started but ran no task within {deadline_s:.0f} s{_NO_RAY}") from None
     task: Any = ray.remote(fn)
     try:
-        return list(ray.get([task.remote(f, top_n) for f in files]))
+        return _collect(ray, [task.remote(f, top_n) for f in files], keep, progress)
     except ray.exceptions.RayTaskError as exc:  # a task's own error, without Ray's traceback text around it
         if isinstance(exc.cause, ServescopeError):
             raise exc.cause from None
         raise
+
+
+def _collect(ray: Any, refs: list[Any], keep: Callable[[T], T] | None, progress: str | None) -> list[T]:
+    """Each task's result as it finishes, in the order of `refs` (emptied: a fetched result's reference is dropped,
+    so Ray's object store frees it; the caller's `keep` bounds what this process holds)."""
+    index, total = {ref: i for i, ref in enumerate(refs)}, len(refs)
+    results: dict[int, T] = {}
+    pending, refs[:] = list(refs), []
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=min(len(pending), 16), timeout=1.0)
+        for ref in ready:
+            value = ray.get(ref)
+            results[index.pop(ref)] = keep(value) if keep is not None else value
+        if ready and progress is not None and total > 1:
+            report(progress, len(results), total)
+    return [results[i] for i in range(total)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING
@@ -13,6 +13,7 @@ from servescope.analysis.vocab import STEP_KINDS
 from servescope.cli._app import (
     Output,
     main,
+    note,
     one_line_errors,
     output_options,
 )
@@ -20,6 +21,8 @@ from servescope.progress import stage, timing
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from servescope.analysis.rank_cache import CacheUse
 
 STAGES = ("import", "load", "classify", "steps", "breakdown", "findings", "render")
 
@@ -42,6 +45,15 @@ class Timings:
                 f"{total - staged:.3f}; command {total:.3f} (interpreter start and CLI import not included)")
 
 
+def _rank_cache(folder: Path | None) -> AbstractContextManager[CacheUse | None]:
+    """`--cache DIR`: rank folders analysed inside use the per-rank cache there (analysis.rank_cache)."""
+    if folder is None:
+        return nullcontext()
+    from servescope.analysis.rank_cache import caching
+
+    return caching(folder)
+
+
 @main.command()
 @click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--kind", type=click.Choice(STEP_KINDS), help="Only steps of this kind.")
@@ -53,6 +65,9 @@ class Timings:
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Rank folder: analyse ranks as Ray tasks; bare --ray starts or joins a local Ray, --ray ADDRESS "
                    "joins a cluster (needs servescope[ray]; put PATH first).")
+@click.option("--cache", "cache", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Rank folder: keep each rank's summary in DIR (a Parquet file per folder, keyed by file size, "
+                   "mtime and servescope version) so that a second run analyses only the files that changed.")
 @click.option("--capture", type=click.Path(path_type=Path), default=None,
               help="A CUDA/HIP-graph capture trace of the same deployment: graph-replayed kernels take its shapes "
                    "(matched by kernel name; docs/capture.md).")
@@ -63,7 +78,7 @@ class Timings:
 @output_options
 @one_line_errors
 def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank: bool, workers: int | None,
-          ray_address: str | None, capture: Path | None, show_timings: bool) -> None:
+          ray_address: str | None, capture: Path | None, show_timings: bool, cache: Path | None) -> None:
     """Where each serving step's GPU time goes. PATH: a Kineto trace (.json/.json.gz) or a folder of rank files;
     without PATH, the bundled example (vLLM gpt-oss, 8×B200 TP=8, one prefill step)."""
     from servescope.analysis.rank_workers import start_for_folder
@@ -78,8 +93,11 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
             from servescope.advise import analyze
             from servescope.analysis.analyze import example_trace
 
-        analysis = analyze(path or example_trace(), kind=kind, top_n=top_n,
-                           workers=workers if pool is None else pool, ray_address=ray_address, capture=capture)
+        with _rank_cache(cache) as cached:
+            analysis = analyze(path or example_trace(), kind=kind, top_n=top_n,
+                               workers=workers if pool is None else pool, ray_address=ray_address, capture=capture)
+    for w in cached.warnings if cached is not None else ():  # a damaged or outdated cache, rebuilt
+        note(f"warning: {w}")
 
     def text(console: Console) -> None:  # Rich is imported for text only
         from servescope.report.trace_text import render_trace

@@ -1,0 +1,183 @@
+"""Rank folders at population scale (issue 30 part 3): 1,000 rank files on 2 cores, 10 of them damaged, then again
+from the per-rank summary cache.
+
+What it does: builds bench/out/ranks_scale/N<n>/ — N plain-JSON rank files made from HTA's two real sampled ranks
+(tests/data/traces/hta/trace_filter, MIT), rank r from sampled rank r % 2 with `distributedInfo.rank = r`,
+`world_size = N` and every GPU/CPU duration scaled by its own factor in [1 − jitter, 1 + jitter] (seeded by r, so
+ranks differ as real ranks do and the slowest rank varies); `--copies k` repeats the events k times (fresh ids,
+shifted times, as make_big_trace.py does) for bigger files. The last `--damaged` files are overwritten with damage
+of six kinds (truncated mid-event, random bytes, empty, a JSON array of numbers, nested too deeply, cut gzip).
+A folder of two such files (one per core) is built beside it. Then, each in a fresh process:
+  A. `servescope trace --json TWO --workers 2`                      one file per core
+  B. `servescope trace --json BIG --workers 2 --cache C` (C empty)   the first run (fills the cache)
+  C. the same again                                                   the second run, from the cache
+  D. `servescope trace --json ONE`                                   one file alone (the one-file working set)
+and prints, as Markdown for bench/RESULTS.md: wall s, peak RSS of the largest process (GNU time %M), peak RSS
+summed over the process tree (sampled from /proc every 20 ms), ranks analysed, damaged files named in the warnings;
+then the two ratios of the targets: B ÷ (N/2 × A) (≤ 2: the folder costs at most twice one file per core, per file)
+and C ÷ B (≤ 0.10).
+What it does not do: run in CI or assert anything (the targets are read off its output).
+
+    python bench/bench_rank_scale.py [--ranks 1000] [--damaged 10] [--copies 1] [--jitter 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from bench_ranks import _tree_rss_bytes  # noqa: E402  (bench scripts are run as files, not a package)
+from make_big_trace import _max_ids, _shifted  # noqa: E402
+
+SAMPLED = HERE.parent / "tests" / "data" / "traces" / "hta" / "trace_filter"
+SOURCES = (SAMPLED / "sampled_rank-0.json.gz", SAMPLED / "sampled_rank-1.json.gz")
+
+
+def _repeated(doc: dict[str, Any], copies: int) -> list[dict[str, Any]]:
+    events = doc["traceEvents"]
+    if copies == 1:
+        return events
+    timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
+    dt_us = max(e["ts"] + float(e.get("dur", 0)) for e in timed) - min(e["ts"] for e in timed) + 1000.0
+    step = {k: v + 1 for k, v in _max_ids(events).items()}
+    return [_shifted(e, k, dt_us, step) for k in range(copies) for e in events]
+
+
+def _jittered(events: list[dict[str, Any]], rank: int, jitter: float) -> list[dict[str, Any]]:
+    rng = random.Random(rank)
+    out = []
+    for ev in events:
+        if isinstance(ev.get("dur"), (int, float)):
+            ev = {**ev, "dur": round(ev["dur"] * (1 + jitter * (2 * rng.random() - 1)), 3)}
+        out.append(ev)
+    return out
+
+
+def _write_rank(folder: Path, rank: int, n: int, sources: list[dict[str, Any]], jitter: float) -> None:
+    doc = dict(sources[rank % 2])
+    doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": n}
+    doc["traceEvents"] = _jittered(doc["traceEvents"], rank, jitter)
+    (folder / f"rank{rank}.json").write_text(json.dumps(doc))
+
+
+DAMAGE = ("truncated", "random bytes", "empty", "numbers", "nested", "cut gzip")
+
+
+def _damage(path: Path, kind: str) -> Path:
+    if kind == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 3])
+    elif kind == "random bytes":
+        path.write_bytes(random.Random(path.name).randbytes(4096))
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "numbers":
+        path.write_text(json.dumps(list(range(1000))))
+    elif kind == "nested":
+        path.write_text("[" * 5000)
+    else:  # a gzip cut in half, renamed .json.gz
+        gz = path.with_suffix(".json.gz")
+        gz.write_bytes(gzip.compress(path.read_bytes())[:2000])
+        path.unlink()
+        return gz
+    return path
+
+
+def build(ranks: int, damaged: int, copies: int, jitter: float) -> tuple[Path, Path, Path, list[str]]:
+    """(the big folder, the two-file folder, one file, the damaged file names); built once per parameters."""
+    root = HERE / "out" / "ranks_scale" / f"N{ranks}_c{copies}_j{jitter}_d{damaged}"
+    big, two = root / "big", root / "two"
+    names_file = root / "damaged.json"
+    if not names_file.exists():
+        shutil.rmtree(root, ignore_errors=True)
+        big.mkdir(parents=True)
+        two.mkdir()
+        docs = [json.loads(gzip.decompress(s.read_bytes())) for s in SOURCES]
+        sources = [{**d, "traceEvents": _repeated(d, copies)} for d in docs]
+        for r in range(ranks):
+            _write_rank(big, r, ranks, sources, jitter)
+        for r in range(2):
+            shutil.copyfile(big / f"rank{r}.json", two / f"rank{r}.json")
+        hit = [_damage(big / f"rank{r}.json", DAMAGE[i % len(DAMAGE)]).name
+               for i, r in enumerate(range(ranks - damaged, ranks))]
+        names_file.write_text(json.dumps(hit))
+    return big, two, two / "rank0.json", json.loads(names_file.read_text())
+
+
+def _timed(cmd: list[str]) -> dict[str, Any]:
+    """Wall s, peak RSS MB of the largest process (GNU time), peak RSS MB of the process tree, stdout, stderr."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=out, stderr=subprocess.PIPE,
+                                text=True)
+        peak = [0]
+
+        def sample() -> None:
+            while proc.poll() is None:
+                peak[0] = max(peak[0], _tree_rss_bytes(proc.pid))
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, err = proc.communicate()
+        sampler.join()
+        out.seek(0)
+        stdout = out.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd} failed: {err[-800:]}")
+    wall_s, rss_kib = err.strip().splitlines()[-1].split()
+    return {"wall_s": float(wall_s), "rss_mb": float(rss_kib) * 1024 / 1e6, "tree_mb": peak[0] / 1e6,
+            "doc": json.loads(stdout), "stderr": err}
+
+
+def _named(run: dict[str, Any], names: list[str]) -> int:
+    """Damaged files named in the warnings (a folded line names 8 and counts the rest as '+k more')."""
+    text = "\n".join(run["doc"].get("warnings", []))
+    more = sum(int(w.split("+", 1)[1].split()[0]) for w in run["doc"].get("warnings", []) if ", +" in w
+               and "skipped" in w)
+    return sum(n in text for n in names) + more
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=1000)
+    ap.add_argument("--damaged", type=int, default=10)
+    ap.add_argument("--copies", type=int, default=1)
+    ap.add_argument("--jitter", type=float, default=0.05)
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    big, two, one, damaged = build(a.ranks, a.damaged, a.copies, a.jitter)
+    size_mb = (two / "rank0.json").stat().st_size / 1e6
+    print(f"inputs: {a.ranks} files of {size_mb:.2f} MB ({a.damaged} damaged), built or found in "
+          f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    cli = [sys.executable, "-m", "servescope", "trace", "--json"]
+    with tempfile.TemporaryDirectory() as cache:
+        runs = {"A one file per core (2 files, --workers 2)": _timed([*cli, str(two), "--workers", "2"]),
+                "B 1 file alone": _timed([*cli, str(one)]),
+                "C first run (--workers 2 --cache, empty)": _timed([*cli, str(big), "--workers", "2", "--cache", cache]),
+                "D second run (from the cache)": _timed([*cli, str(big), "--workers", "2", "--cache", cache])}
+    print(f"\n{a.ranks} rank files of {size_mb:.2f} MB, {a.damaged} damaged; 2 workers\n")
+    print("| run | wall s | peak RSS MB, largest process | peak RSS MB, process tree | ranks analysed | damaged named |")
+    print("|---|---|---|---|---|---|")
+    for name, r in runs.items():
+        ranks = len(r["doc"].get("ranks", []))
+        print(f"| {name} | {r['wall_s']:.2f} | {r['rss_mb']:.0f} | {r['tree_mb']:.0f} | {ranks} | "
+              f"{_named(r, damaged)}/{len(damaged) if 'C' in name or 'D' in name else 0} |")
+    one_per_core, first, second = (runs[k]["wall_s"] for k in list(runs)[0:1] + list(runs)[2:4])
+    print(f"\nfirst run ÷ ({a.ranks}/2 × one file per core) = {first / (a.ranks / 2 * one_per_core):.3f} (target ≤ 2)")
+    print(f"second run ÷ first run = {second / first:.3f} (target ≤ 0.10)")
+
+
+if __name__ == "__main__":
+    main()

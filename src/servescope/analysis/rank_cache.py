@@ -1,0 +1,209 @@
+"""Per-rank summary cache for rank folders: one Parquet file per input folder, in a cache folder the caller names.
+
+Does: keep, for each rank file analysed, the outcome of its analysis (`ranks.RankOutcome`: breakdown, warnings, or
+why it failed) so that a second run over the same folder — or a diff of two captures — analyses only the files that
+changed. A cached row is used when the file's resolved path, size, mtime_ns, the servescope version and the options
+that change a result (`--top`) all match; everything else is analysed again and the cache file rewritten (to a
+temporary name, then renamed: a run that dies leaves the old cache whole). Columns: the key (path, size_bytes,
+mtime_ns, version, options), a per-rank summary a reader can query with Polars alone (rank, device, steps, gpu_busy_us,
+gpu_span_us, comm_us, error), the warnings, and the breakdown itself, msgpack-encoded by its types (msgspec), so a
+cached outcome equals a fresh one field for field. A cache file that cannot be read, is not of this layout, or comes
+from another servescope version is ignored and rebuilt, with a warning (`caching` collects them for the CLI).
+Where: `servescope trace FOLDER --cache DIR` names DIR; the file is DIR/ranks-<sha256 of the folder's path>.parquet.
+servescope never writes next to its inputs (they may be read-only, shared, or another team's capture), and the cache
+is opt-in: during development the version does not change when the analysis does, so a default cache would serve
+answers from older code.
+Does not: analyse (analysis.ranks does, and calls `lookup`/`store` around its runners), cache a run that uses
+`--capture` (its shapes change results), or notice a file rewritten with the same size within one mtime tick.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import polars as pl
+
+from servescope import __version__, errors
+from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown
+from servescope.analysis.ranks import RankOutcome
+
+SCHEMA: dict[str, Any] = {
+    "path": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64, "version": pl.String, "options": pl.String,
+    "outcomes_in_file": pl.Int32, "rank": pl.Int64, "device": pl.String, "steps": pl.Int32,
+    "gpu_busy_us": pl.Float64, "gpu_span_us": pl.Float64, "comm_us": pl.Float64, "error_type": pl.String,
+    "error": pl.String, "warnings": pl.List(pl.String), "breakdown": pl.Binary,
+}
+Key = tuple[int, int, str]  # (size_bytes, mtime_ns, options) of one resolved path
+
+
+@dataclass
+class CacheUse:
+    """The cache folder of a run and what it says: hits, misses and warnings (a damaged or outdated cache)."""
+
+    folder: Path
+    hits: int = 0
+    misses: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+_IN_USE: ContextVar[CacheUse | None] = ContextVar("servescope_rank_cache", default=None)
+
+
+@contextmanager
+def caching(folder: str | Path | None) -> Iterator[CacheUse | None]:
+    """Rank folders analysed inside this block use the cache in `folder` (None: no cache); yields what it did."""
+    use = None if folder is None else CacheUse(Path(folder))
+    token = _IN_USE.set(use)
+    try:
+        yield use
+    finally:
+        _IN_USE.reset(token)
+
+
+def in_use() -> CacheUse | None:
+    return _IN_USE.get()
+
+
+def file_key(path: str, options: str) -> tuple[str, Key]:
+    """(resolved path, (size, mtime_ns, options)) of a rank file; a file that cannot be stat'ed gets a key that
+    matches nothing (the analysis then says what is wrong with it)."""
+    resolved = os.path.realpath(path)
+    try:
+        st = os.stat(resolved)
+    except OSError:
+        return resolved, (-1, -1, options)
+    return resolved, (st.st_size, st.st_mtime_ns, options)
+
+
+def cache_file(folder: Path, files: Sequence[str]) -> Path:
+    """DIR/ranks-<digest>.parquet: one cache file per set of input folders (a rank folder: its own path)."""
+    parents = sorted({os.path.dirname(os.path.realpath(f)) for f in files})
+    digest = hashlib.sha256("\0".join(parents).encode()).hexdigest()[:16]
+    return folder / f"ranks-{digest}.parquet"
+
+
+# --- reading -------------------------------------------------------------------------------------------------------
+
+
+def _error(kind: str | None, message: str | None) -> errors.TraceError | None:
+    if message is None:
+        return None
+    cls = getattr(errors, kind or "", None)
+    return (cls if isinstance(cls, type) and issubclass(cls, errors.TraceError) else errors.TraceError)(message)
+
+
+def _outcomes(rows: list[dict[str, Any]], path: str) -> list[RankOutcome]:
+    decoder = msgspec.msgpack.Decoder(TraceBreakdown)
+    return [RankOutcome(path, r["rank"], None if r["breakdown"] is None else decoder.decode(r["breakdown"]),
+                        tuple(r["warnings"] or ()), _error(r["error_type"], r["error"]))
+            for r in rows if r["outcomes_in_file"] > 0]
+
+
+def _read(path: Path) -> tuple[dict[str, tuple[Key, list[RankOutcome]]], str | None]:
+    """{resolved path: (key, outcomes)} and why the file was ignored (None when it was used)."""
+    try:
+        frame = pl.read_parquet(path)
+        if dict(frame.schema) != SCHEMA:
+            return {}, "not a servescope rank cache (its columns differ)"
+        versions = set(frame["version"].unique().to_list())
+        if versions and versions != {__version__}:
+            return {}, f"written by servescope {', '.join(sorted(map(str, versions)))}, this is {__version__}"
+        by_path: dict[str, list[dict[str, Any]]] = {}
+        for row in frame.iter_rows(named=True):
+            by_path.setdefault(row["path"], []).append(row)
+        out = {}
+        for p, rows in by_path.items():
+            out[p] = ((rows[0]["size_bytes"], rows[0]["mtime_ns"], rows[0]["options"]), _outcomes(rows, p))
+        return out, None
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, pl.exceptions.PolarsError, msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+        text = str(exc).strip().splitlines()
+        return {}, f"damaged ({text[0] if text else type(exc).__name__})"
+
+
+# --- writing -------------------------------------------------------------------------------------------------------
+
+
+def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> list[dict[str, Any]]:
+    base = {"path": path, "size_bytes": key[0], "mtime_ns": key[1], "version": __version__, "options": key[2],
+            "outcomes_in_file": len(outcomes)}
+    empty = {"rank": None, "device": None, "steps": None, "gpu_busy_us": None, "gpu_span_us": None, "comm_us": None,
+             "error_type": None, "error": None, "warnings": [], "breakdown": None}
+    rows = [] if outcomes else [{**base, **empty}]
+    for o in outcomes:
+        b = o.breakdown
+        row = {**base, **empty, "rank": o.rank, "warnings": list(o.warnings)}
+        if o.error is not None:
+            row.update(error_type=type(o.error).__name__, error=str(o.error))
+        if b is not None:
+            row.update(device=b.device_name, steps=len(b.steps), gpu_busy_us=sum(s.gpu_busy_us for s in b.steps),
+                       gpu_span_us=sum(s.gpu_span_us for s in b.steps),
+                       comm_us=sum(s.classes_us.get(COMMUNICATION, 0.0) for s in b.steps),
+                       breakdown=msgspec.msgpack.encode(b))
+        rows.append(row)
+    return rows
+
+
+def _write(path: Path, entries: dict[str, tuple[Key, list[RankOutcome]]]) -> None:
+    rows = [r for p, (key, outcomes) in entries.items() for r in _rows(p, key, outcomes)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pl.DataFrame(rows, schema=SCHEMA).write_parquet(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class Lookup:
+    """One run's view of the cache: which files it holds (`cached`), which must be analysed (`missing`); `store`
+    puts the fresh outcomes in and rewrites the cache file when anything changed."""
+
+    def __init__(self, use: CacheUse, files: Sequence[str], options: str,
+                 keep: Callable[[list[RankOutcome]], list[RankOutcome]] = list) -> None:
+        self.use, self.path = use, cache_file(use.folder, files)
+        self.keys = [file_key(f, options) for f in files]
+        stored, problem = _read(self.path)
+        if problem is not None:
+            use.warnings.append(f"rank cache {self.path}: {problem}; ignored and rebuilt")
+        self.cached: dict[int, list[RankOutcome]] = {}
+        for i, (path, key) in enumerate(self.keys):
+            hit = stored.get(path)
+            if hit is not None and hit[0] == key and key[0] >= 0:
+                self.cached[i] = keep([_named(o, files[i]) for o in hit[1]])
+        self.missing = [i for i in range(len(files)) if i not in self.cached]
+        self._dirty = problem is not None or bool(self.missing) or set(stored) != {p for p, _ in self.keys}
+        use.hits += len(self.cached)
+        use.misses += len(self.missing)
+
+    def store(self, fresh: dict[int, list[RankOutcome]]) -> None:
+        """Write the cache with the cached and `fresh` outcomes of this run's files (files gone are dropped)."""
+        if not self._dirty:
+            return
+        entries = {p: (key, self.cached[i] if i in self.cached else fresh[i]) for i, (p, key) in enumerate(self.keys)
+                   if key[0] >= 0}
+        try:
+            _write(self.path, entries)
+        except OSError as exc:
+            self.use.warnings.append(f"rank cache {self.path}: cannot write it ({exc.strerror or exc}); "
+                                     "results not cached")
+
+
+def _named(o: RankOutcome, file: str) -> RankOutcome:
+    """A cached outcome under the name this run gives its file (the cache keys the resolved path; a run may reach
+    the same file by another relative path)."""
+    if o.breakdown is not None and o.breakdown.file != file:
+        return replace(o, file=file, breakdown=replace(o.breakdown, file=file))
+    return replace(o, file=file)
