@@ -112,3 +112,38 @@ def test_unknown_system_has_no_tables_and_a_bad_file_names_itself(monkeypatch: p
          "rows": [["bfloat16", 512, 0, [1.0, -2.0]]]}]})
     with pytest.raises(BadConfig, match=r"opcurves/fake.json: table 0 \(gemm/vllm/1\)"):
         opcurves.load_opcurves.__wrapped__("fake")
+
+
+def _same_table(a: opcurves.OpTable, b: opcurves.OpTable) -> bool:
+    import dataclasses
+
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if not (np.array_equal(x, y, equal_nan=True) if isinstance(x, np.ndarray) else x == y):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("system", opcurve_systems())
+def test_one_ops_tables_are_the_full_loads_tables_of_that_op(system: str) -> None:
+    """load_opcurves(system, op) (what the trace's "% of achievable" reads: the GEMMs) builds the same tables,
+    domains and version windows included, as the full load filtered to that op."""
+    full = load_opcurves(system)
+    for op in sorted({t.op for t in full}):
+        part, want = load_opcurves(system, op), [t for t in full if t.op == op]
+        assert len(part) == len(want) and all(_same_table(a, b) for a, b in zip(part, want, strict=True)), op
+
+
+def test_one_op_reads_only_its_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded work: a malformed table of another op is not read by a load of the GEMMs; the full load refuses it."""
+    gemm = {"op": "gemm", "engine": "vllm", "version": "0.24.0", "framework": "VLLM", "source": "x.parquet",
+            "kernel_sources": ["k"], "fixed": {}, "key": ["gemm_dtype", "n", "k", "kernel"], "axes": {"m": [1, 2]},
+            "rows": [["bfloat16", 512, 512, 0, [1.0, 2.0]]]}
+    broken = {"op": "moe", "engine": "vllm"}  # no version, no rows
+    monkeypatch.setattr(tables, "opcurve_systems", lambda: ["fake"])
+    monkeypatch.setattr(tables, "opcurves", lambda system: {"time_unit": "us", "system": "fake",
+                                                            "tables": [gemm, broken]})
+    got = opcurves.load_opcurves.__wrapped__("fake", "gemm")
+    assert [(t.op, t.engine, t.version, t.keys) for t in got] == [("gemm", "vllm", "0.24.0", (("bfloat16", 512, 512),))]
+    with pytest.raises(BadConfig, match=r"opcurves/fake.json: table 1"):
+        opcurves.load_opcurves.__wrapped__("fake")

@@ -69,7 +69,7 @@ def _table(gpu: str, op: str, engine: str, version: str, transfer: bool = False)
     system = _system(gpu)
     if system is None:
         return None, f"no measured curves for GPU '{gpu}' (have: {', '.join(opcurve_systems())})"
-    found = [t for t in load_opcurves(system) if t.op == op and t.engine == engine.lower()]
+    found = [t for t in load_opcurves(system, op) if t.op == op and t.engine == engine.lower()]
     if not found:
         return None, f"no {op} curves for {engine} on {system}"
     if not version:  # no version named: the newest engine, as the engine defaults are (specs.engines)
@@ -89,7 +89,7 @@ def _table(gpu: str, op: str, engine: str, version: str, transfer: bool = False)
 def known_versions(gpu: str, op: str, engine: str) -> tuple[str, ...]:
     """The measured versions of `engine` for `op` on `gpu`, oldest first (empty: none)."""
     system = _system(gpu)
-    tables = load_opcurves(system) if system else ()
+    tables = load_opcurves(system, op) if system else ()
     return tuple(sorted({t.version for t in tables if t.op == op and t.engine == engine.lower()},
                         key=version_number))
 
