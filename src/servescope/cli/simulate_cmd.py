@@ -355,6 +355,16 @@ def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None,
               help="SLA on the mean TTFT, ms: every point screened on the closed form, the passing front simulated.")
 @click.option("--tpot-max", type=click.FloatRange(min=0, min_open=True), default=None,
               help="SLA on the mean TPOT, ms (as --ttft-max; either or both).")
+@click.option("--isls", default=None, help="Grid sweep (two tiers): comma-separated ISLs (default: --isl).")
+@click.option("--osls", default=None, help="Grid sweep: comma-separated OSLs (default: --osl).")
+@click.option("--quants", default=None,
+              help="Grid sweep: comma-separated weight schemes (base = the options' quantisation, native, fp8, ...).")
+@click.option("--max-grid-mib", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Grid sweep: refuse a grid whose screen needs more memory than this (MiB; default 2048).")
+@click.option("--simulate-max", type=click.IntRange(min=0), default=None,
+              help="Grid sweep: simulate at most this many front points (default 8).")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
+              help="Grid sweep: the simulations as Ray tasks; bare --ray starts a local Ray, --ray ADDRESS joins one.")
 @measured_option
 @output_options
 @one_line_errors
@@ -364,8 +374,19 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, ttft_max: floa
     against tok/s per user. With --measured: calibrated on your figures (measured on the layout of the options;
     its levels carried to the other layouts) and the measured points listed. With --ttft-max/--tpot-max: every
     point screened against the SLA on the closed form, then only the passing points on their Pareto front
-    simulated (a closed loop each), with how many were screened, passed and simulated."""
+    simulated (a closed loop each), with how many were screened, passed and simulated. With --isls, --osls or
+    --quants: a grid sweep in two tiers (layouts × quantisations × ISL × OSL × concurrencies screened from the step
+    model at anchors, its error measured, the points within it of the SLA or the front on the full closed form, the
+    best of the front simulated; docs/simulate.md §Grid sweeps)."""
     from servescope.cli._scenario import _int_list
+
+    grid_opts = {k: kw.pop(k) for k in ("isls", "osls", "quants", "max_grid_mib", "simulate_max", "ray_address")}
+    if any(grid_opts[k] is not None for k in ("isls", "osls", "quants")):
+        from servescope.cli._sweep_grid import grid_command
+
+        grid_command(_scenario(kw), n_gpus, _int_list(concurrency), all_points, ttft_max, tpot_max, measured, out,
+                     grid_opts)
+        return
     from servescope.planner.sweep import sweep as run_sweep
     from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import sweep_document

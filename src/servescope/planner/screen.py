@@ -13,13 +13,13 @@ touched and the measured curves' bends) is interpolated bilinearly in (batch, co
 serving combination (perfmodel.serving.combine_serving, output_tok_s) turns the parts into TPOT, TTFT and output
 tok/s: the max(memory, compute) per class, collectives and overheads are applied by the model's own code. The KV
 slots per point (memory.max_concurrency at the point's mean context) are exact.
-Screening error: the full closed form (perfmodel.serving.predict_arrays on the point's scenario) at `sample`
-held-out points drawn at random (seeded) off the anchor contexts; the largest relative error per quantity, times
-MARGIN_SAFETY, is the margin the exact tier's selection uses (planner.sweep.grid_sweep).
+The screen is the full closed form at the anchor points (both lengths anchors, the concurrency within the KV
+slots); its error elsewhere is measured on held-out points (planner.sweep_grid.screen_error) and used as the
+margin of the exact tier's selection.
 Memory: `grid_bytes` estimates what the screen holds before anything is built; `check_budget` refuses a grid
 above the budget with its size.
 What it does not: speculative settings (the serving closed form has none), the calibrated restatement
-(--measured), or pick points (planner.sweep).
+(--measured), measure its error or pick points (planner.sweep_grid).
 """
 
 from __future__ import annotations
@@ -43,11 +43,6 @@ if TYPE_CHECKING:
 CTX_ANCHORS = 9
 # ISL and OSL anchors per configuration (length scenarios the decode step is evaluated in).
 LEN_ANCHORS = 3
-# The margin is the largest sampled relative error times this (assumption: a 2,000-point sample's maximum
-# under-reads the grid's, so it is doubled), and at least MARGIN_FLOOR.
-MARGIN_SAFETY = 2.0
-MARGIN_FLOOR = 1e-3
-ERROR_SAMPLE = 2000
 DEFAULT_MAX_GRID_MIB = 2048
 # Bytes the screen holds per grid point: the results (config, TPOT, TTFT, output tok/s, index arithmetic: 8 float64
 # / int64 columns) kept for the whole grid.
@@ -95,7 +90,7 @@ def check_budget(grid: Grid, max_bytes: float) -> None:
         raise ScenarioError(
             f"sweep grid of {grid.size:,} points ({len(grid.layouts)} layouts × {len(grid.quants)} quantisations × "
             f"{len(grid.isl)} ISL × {len(grid.osl)} OSL × {len(grid.concurrency)} concurrencies) needs about "
-            f"{need / MIB:,.0f} MiB, above the {max_bytes / MIB:,.0f} MiB budget (--max-grid-mib)")
+            f"{need / MIB:,.4g} MiB, above the {max_bytes / MIB:,.4g} MiB budget (--max-grid-mib)")
 
 
 def check_axes(grid: Grid) -> None:
@@ -338,14 +333,6 @@ def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int =
             "on_anchor": anchors.holds(ax) & (ax.c <= cap)}
 
 
-def exact_points(sc: Scenario, isl: int, osl: int, concurrency: Sequence[int]) -> dict[str, np.ndarray]:
-    """The full closed form (perfmodel.serving.predict_arrays) at one (ISL, OSL) and some concurrencies."""
-    from servescope.perfmodel.serving import predict_arrays
-
-    a = predict_arrays(sc.with_(isl=int(isl), osl=int(osl)), list(concurrency))
-    return {k: np.asarray(a[k], dtype=float) for k in QUANTITIES}
-
-
 @dataclass(frozen=True)
 class Screened:
     """The screened grid: per configuration block of `grid.per_config` points (Axes order) the three quantities."""
@@ -378,46 +365,3 @@ def screen_grid(base: Scenario, grid: Grid, max_bytes: float = DEFAULT_MAX_GRID_
     values = {q: np.concatenate([b[q] for b in blocks]) for q in QUANTITIES}
     on_anchor = np.concatenate([b["on_anchor"] for b in blocks])
     return Screened(grid, tuple(cfgs), tuple(skipped), values, on_anchor)
-
-
-@dataclass(frozen=True)
-class ScreenError:
-    """The screen against the full closed form on `sample` held-out points: largest and 99th-percentile relative
-    error per quantity, and the margin (largest · MARGIN_SAFETY, at least MARGIN_FLOOR)."""
-
-    sample: int
-    max_rel: dict[str, float]
-    p99_rel: dict[str, float]
-
-    @property
-    def margin(self) -> dict[str, float]:
-        return {q: max(MARGIN_FLOOR, MARGIN_SAFETY * v) for q, v in self.max_rel.items()}
-
-
-def exact_at(s: Screened, idx: np.ndarray) -> dict[str, np.ndarray]:
-    """The full closed form at the points `idx` (grouped by configuration, ISL and OSL: one call per group)."""
-    out = {q: np.empty(len(idx)) for q in QUANTITIES}
-    groups: dict[tuple[int, int, int], list[int]] = {}
-    for j, i in enumerate(idx):
-        k = int(i) // s.grid.per_config
-        _, isl, osl, _ = s.where(int(i))
-        groups.setdefault((k, isl, osl), []).append(j)
-    for (k, isl, osl), js in groups.items():
-        concs = [s.where(int(idx[j]))[3] for j in js]
-        e = exact_points(s.configs[k].scenario, isl, osl, concs)
-        for q in QUANTITIES:
-            out[q][js] = e[q]
-    return out
-
-
-def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> ScreenError:
-    """`ScreenError` on up to `sample` points drawn (seeded) from those off the anchor contexts."""
-    held = np.flatnonzero(~s.on_anchor)
-    if held.size == 0:
-        return ScreenError(0, dict.fromkeys(QUANTITIES, 0.0), dict.fromkeys(QUANTITIES, 0.0))
-    rng = np.random.default_rng(seed)
-    idx = np.sort(rng.choice(held, size=min(sample, held.size), replace=False))
-    exact = exact_at(s, idx)
-    rel = {q: np.abs(s.values[q][idx] / exact[q] - 1.0) for q in QUANTITIES}
-    return ScreenError(len(idx), {q: float(r.max()) for q, r in rel.items()},
-                       {q: float(np.percentile(r, 99)) for q, r in rel.items()})

@@ -1,0 +1,46 @@
+"""`servescope sweep --isls/--osls/--quants`: the grid sweep in two tiers (planner.sweep_grid), one library call and
+one render. What it does not: --measured (the calibrated restatement is per layout of the closed form's sweep)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from servescope.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from servescope.cli._app import Output
+    from servescope.perfmodel.scenario import Scenario
+
+
+def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_points: bool, ttft_max: float | None,
+                 tpot_max: float | None, measured: tuple[str, ...], out: Output, opts: dict[str, Any]) -> None:
+    from servescope.cli._scenario import _int_list
+    from servescope.planner.screen import DEFAULT_MAX_GRID_MIB, Grid
+    from servescope.planner.sweep import Sla
+    from servescope.planner.sweep_grid import SIMULATE_MAX, grid_sweep
+    from servescope.report.plan_doc import scenario_document
+    from servescope.report.sweep_grid_doc import grid_document, render_grid
+    from servescope.report.titles import scenario_title
+    from servescope.units import MIB, ms_to_s
+
+    if measured:
+        raise ScenarioError("sweep --measured does not combine with --isls/--osls/--quants (a grid sweep runs the "
+                            "uncalibrated model)")
+    n = n_gpus if n_gpus is not None else base.tp * base.dp
+    quants = tuple(q.strip() for q in (opts["quants"] or "base").split(",") if q.strip())
+    if not quants:
+        raise click.BadParameter(f"expected comma-separated schemes, got {opts['quants']!r}", param_hint="--quants")
+    grid = Grid(n, base.model.is_moe, tuple(concs), tuple(_int_list(opts["isls"] or str(base.isl))),
+                tuple(_int_list(opts["osls"] or str(base.osl))), quants)
+    sla = None
+    if ttft_max is not None or tpot_max is not None:
+        sla = Sla(None if ttft_max is None else ms_to_s(ttft_max), None if tpot_max is None else ms_to_s(tpot_max))
+    mib = opts["max_grid_mib"] if opts["max_grid_mib"] is not None else DEFAULT_MAX_GRID_MIB
+    sim_max = opts["simulate_max"] if opts["simulate_max"] is not None else SIMULATE_MAX
+    gs = grid_sweep(base, grid, sla, max_bytes=mib * MIB, simulate_max=sim_max, ray=opts["ray_address"])
+    doc = grid_document(gs)
+    doc["scenario"] = scenario_document(base)
+    title = scenario_title(base, layout=False, backend=True, n_gpus=n)
+    out.emit(doc, text=lambda console: render_grid(title, doc, console, all_points))

@@ -1,0 +1,294 @@
+"""A grid sweep in two tiers (issue 30.4; aiconfigurator's screen-then-simulate, Vidur's search on Ray): the screen
+over the whole grid (planner.screen), its error measured, then the full closed form on the points the screen cannot
+rule out, then `simulate` on the best of those.
+
+  error     = max over `sample` held-out points (seeded, off the anchors) of |screen / full closed form − 1|, per
+              quantity (TPOT, TTFT, output tok/s); margin m = max(MARGIN_FLOOR, MARGIN_SAFETY · error)
+  bounds    the full closed form x of a screened x̂ lies in [x̂/(1 + m), x̂/(1 − m)] (m < 1)
+  may meet  the SLA at the optimistic bounds (TTFT, TPOT at x̂/(1 + m));  sure: at the pessimistic ones
+  near      may meet, and no point that surely meets has pessimistic tok/s per GPU and tok/s per user both above
+            the point's optimistic ones: every point that could be on the SLA-feasible front (its optimum included)
+  exact     the full closed form (perfmodel.serving.predict_arrays) at every near point; the SLA and the Pareto front
+            of tok/s per GPU against tok/s per user on those values
+  simulated the SLA-feasible front's `simulate_max` best by tok/s per GPU (simulate.simulate: a closed loop of
+            simulate.points_prompts requests, seed 0), on worker processes of Ray with `ray` (an address, or "local")
+            — the same runs in the same order either way
+What it does not: hold the grid's exact values (only the near points'), or simulate a point off the front.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from servescope.errors import ServescopeError
+from servescope.planner.screen import DEFAULT_MAX_GRID_MIB, QUANTITIES, Grid, Screened, screen_grid
+from servescope.planner.sweep import Simulated, Sla
+from servescope.units import MIB
+
+if TYPE_CHECKING:
+    from servescope.perfmodel.scenario import Scenario
+    from servescope.planner.layouts import Layout
+    from servescope.simulate.metrics import SimResult
+
+# The margin is the largest sampled relative error times MARGIN_SAFETY (assumption: a 2,000-point sample's maximum
+# under-reads the whole grid's, so it is doubled), and at least MARGIN_FLOOR (float rounding at the anchors).
+MARGIN_SAFETY = 2.0
+MARGIN_FLOOR = 1e-3
+MARGIN_CAP = 0.5  # the bounds need m < 1; a screen this far off is reported, not trusted further
+ERROR_SAMPLE = 2000
+SIMULATE_MAX = 8
+
+
+def exact_points(sc: Scenario, isl: int, osl: int, concurrency: Sequence[int]) -> dict[str, np.ndarray]:
+    """The full closed form (perfmodel.serving.predict_arrays) at one (ISL, OSL) and some concurrencies."""
+    from servescope.perfmodel.serving import predict_arrays
+
+    a = predict_arrays(sc.with_(isl=int(isl), osl=int(osl)), list(concurrency))
+    return {k: np.asarray(a[k], dtype=float) for k in QUANTITIES}
+
+
+def exact_at(s: Screened, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The full closed form at the points `idx` (grouped by configuration, ISL and OSL: one call per group)."""
+    out = {q: np.empty(len(idx)) for q in QUANTITIES}
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    concs: dict[tuple[int, int, int], list[int]] = {}
+    for j, i in enumerate(idx):
+        _, isl, osl, c = s.where(int(i))
+        key = (int(i) // s.grid.per_config, isl, osl)
+        groups.setdefault(key, []).append(j)
+        concs.setdefault(key, []).append(c)
+    for (k, isl, osl), js in groups.items():
+        e = exact_points(s.configs[k].scenario, isl, osl, concs[(k, isl, osl)])
+        for q in QUANTITIES:
+            out[q][js] = e[q]
+    return out
+
+
+@dataclass(frozen=True)
+class ScreenError:
+    """The screen against the full closed form on `sample` held-out points: largest and 99th-percentile relative
+    error per quantity; the margin (module docstring)."""
+
+    sample: int
+    max_rel: dict[str, float]
+    p99_rel: dict[str, float]
+
+    @property
+    def margin(self) -> dict[str, float]:
+        return {q: min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY * v)) for q, v in self.max_rel.items()}
+
+
+def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> ScreenError:
+    """`ScreenError` on up to `sample` points drawn (seeded) from those off the anchors."""
+    held = np.flatnonzero(~s.on_anchor)
+    if held.size == 0:
+        return ScreenError(0, dict.fromkeys(QUANTITIES, 0.0), dict.fromkeys(QUANTITIES, 0.0))
+    idx = np.sort(np.random.default_rng(seed).choice(held, size=min(sample, held.size), replace=False))
+    exact = exact_at(s, idx)
+    rel = {q: np.abs(s.values[q][idx] / exact[q] - 1.0) for q in QUANTITIES}
+    return ScreenError(len(idx), {q: float(r.max()) for q, r in rel.items()},
+                       {q: float(np.percentile(r, 99)) for q, r in rel.items()})
+
+
+def _meets(tpot: np.ndarray, ttft: np.ndarray, sla: Sla | None) -> np.ndarray:
+    ok = np.ones(tpot.shape, dtype=bool)
+    if sla is not None and sla.tpot_max_s is not None:
+        ok &= tpot <= sla.tpot_max_s
+    if sla is not None and sla.ttft_max_s is not None:
+        ok &= ttft <= sla.ttft_max_s
+    return ok
+
+
+def workloads(s: Screened, idx: np.ndarray | None = None) -> np.ndarray:
+    """Each point's workload (ISL, OSL pair) as one integer: fronts and optima compare points of one workload."""
+    i = np.arange(s.values["tpot_s"].size) if idx is None else np.asarray(idx)
+    return (i % s.grid.per_config) // len(s.grid.concurrency)
+
+
+def near_set(values: dict[str, np.ndarray], group: np.ndarray, n_gpus: int, sla: Sla | None,
+             margin: dict[str, float]) -> np.ndarray:
+    """Whether each screened point is near its workload's SLA-feasible front (module docstring: may meet, not
+    surely dominated by a point of the same `group`), vectorised: the surely-meeting points sorted by group, then
+    pessimistic tok/s per GPU descending, with a running maximum of their pessimistic tok/s per user that restarts
+    at each group (an offset of one user range per group)."""
+    mt, mf, mo = (margin[q] for q in QUANTITIES)
+    tpot, ttft, tok = values["tpot_s"], values["ttft_s"], values["output_tok_s"] / n_gpus
+    may = _meets(tpot / (1 + mt), ttft / (1 + mf), sla)
+    sure = _meets(tpot / (1 - mt), ttft / (1 - mf), sla)
+    if not sure.any():
+        return may
+    g = group.astype(float)
+    q_gpu, q_user, q_g = tok[sure] / (1 + mo), (1 - mt) / tpot[sure], g[sure]
+    p_gpu, p_user = tok / (1 - mo), (1 + mt) / tpot
+    span_gpu = 2.0 * float(max(q_gpu.max(), p_gpu.max())) + 1.0
+    span_user = 2.0 * float(max(q_user.max(), p_user.max())) + 1.0
+    key = q_g * span_gpu - q_gpu  # ascending: group, then tok/s per GPU descending
+    order = np.argsort(key, kind="stable")
+    key, best = key[order], np.maximum.accumulate(q_user[order] + q_g[order] * span_user)
+    above = np.searchsorted(key, g * span_gpu - p_gpu, side="left")  # ... with a strictly higher tok/s per GPU
+    first = np.searchsorted(key, g * span_gpu - span_gpu / 2.0, side="left")  # the group's first
+    dominated = (above > first) & (best[np.maximum(above - 1, 0)] - g * span_user > p_user)
+    return may & ~dominated
+
+
+def front_flags(gpu: np.ndarray, user: np.ndarray) -> np.ndarray:
+    """Whether each point is on the Pareto front of (gpu, user), both maximised: no other point at least as good on
+    both and better on one (ties on both are all kept)."""
+    order = np.lexsort((-user, -gpu))
+    flags = np.zeros(gpu.shape, dtype=bool)
+    best_above = -np.inf  # the best user of the points with a strictly higher gpu
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and gpu[order[j]] == gpu[order[i]]:
+            j += 1
+        group = order[i:j]
+        top = user[group[0]]  # the group is sorted by user, best first
+        flags[group] = (user[group] == top) & (top > best_above)
+        best_above = max(best_above, top)
+        i = j
+    return flags
+
+
+def grouped_front(gpu: np.ndarray, user: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """`front_flags` within each group."""
+    flags = np.zeros(gpu.shape, dtype=bool)
+    for g in np.unique(group):
+        m = group == g
+        flags[m] = front_flags(gpu[m], user[m])
+    return flags
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One point of the exact tier: the full closed form's values, and the screen's for comparison."""
+
+    layout: Layout
+    quant: str
+    isl: int
+    osl: int
+    concurrency: int
+    tpot_s: float
+    ttft_s: float
+    output_tok_s: float
+    screened_tpot_s: float
+    screened_ttft_s: float
+    screened_output_tok_s: float
+    sla_met: bool
+    on_front: bool
+    simulated: Simulated | None = None
+
+
+@dataclass(frozen=True)
+class GridSweep:
+    grid: Grid
+    sla: Sla | None
+    screened: int  # points the screen priced (the configurations the model accepts)
+    skipped: tuple[str, ...]  # "<configuration>: <reason>"
+    error: ScreenError
+    points: tuple[GridPoint, ...]  # the near points, with the full closed form
+    simulated: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def margin(self) -> dict[str, float]:
+        return self.error.margin
+
+
+Runner = Callable[["Scenario", int], "SimResult"]
+
+
+def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None,
+               max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB, sample: int = ERROR_SAMPLE,
+               simulate_max: int = SIMULATE_MAX, ray: str | None = None, run: Runner | None = None) -> GridSweep:
+    """The two tiers of the module docstring on `grid` around `base`; `run(scenario, concurrency)` replaces the
+    closed-loop simulation (tests)."""
+    s = screen_grid(base, grid, max_bytes)
+    err = screen_error(s, sample)
+    idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.margin))
+    exact = exact_at(s, idx)
+    ok = _meets(exact["tpot_s"], exact["ttft_s"], sla)
+    gpu, user, wl = exact["output_tok_s"] / grid.n_gpus, 1.0 / exact["tpot_s"], workloads(s, idx)
+    front = np.zeros(idx.shape, dtype=bool)
+    front[ok] = grouped_front(gpu[ok], user[ok], wl[ok])
+    pts = [_point(s, int(i), {q: float(exact[q][j]) for q in QUANTITIES}, bool(ok[j]), bool(front[j]))
+           for j, i in enumerate(idx)]
+    best = _to_simulate(front, gpu, wl)[:simulate_max]
+    sims, notes = _simulate(s, [int(idx[j]) for j in best], sla, ray, run)
+    for j, sim in zip(best, sims, strict=True):
+        if sim is not None:
+            pts[j] = _with_sim(pts[j], sim)
+    return GridSweep(grid, sla, int(s.values["tpot_s"].size), s.skipped, err, tuple(pts),
+                     sum(x is not None for x in sims), tuple(notes))
+
+
+def _to_simulate(front: np.ndarray, gpu: np.ndarray, wl: np.ndarray) -> list[int]:
+    """The front's points in simulation order: each workload's best tok/s per GPU first (by that figure), then
+    each one's second best, and so on."""
+    ranked = sorted(np.flatnonzero(front), key=lambda j: (-gpu[j], j))
+    count: dict[int, int] = {}
+    rank: dict[int, int] = {}
+    for j in ranked:
+        w = int(wl[j])
+        rank[j] = count.get(w, 0)
+        count[w] = rank[j] + 1
+    return sorted(ranked, key=lambda j: (rank[j], -gpu[j], j))
+
+
+def _point(s: Screened, i: int, exact: dict[str, float], ok: bool, front: bool) -> GridPoint:
+    cfg, isl, osl, c = s.where(i)
+    return GridPoint(cfg.layout, cfg.quant, isl, osl, c, exact["tpot_s"], exact["ttft_s"], exact["output_tok_s"],
+                     float(s.values["tpot_s"][i]), float(s.values["ttft_s"][i]), float(s.values["output_tok_s"][i]),
+                     ok, front)
+
+
+def _with_sim(p: GridPoint, sim: Simulated) -> GridPoint:
+    from dataclasses import replace
+
+    return replace(p, simulated=sim)
+
+
+def _simulate(s: Screened, idx: list[int], sla: Sla | None, ray: str | None,
+              run: Runner | None) -> tuple[list[Simulated | None], list[str]]:
+    """The simulation of each point (closed loop), in order; a refused point is a note, not a failure."""
+    jobs = []
+    for i in idx:
+        cfg, isl, osl, c = s.where(i)
+        jobs.append((cfg.scenario.with_(isl=isl, osl=osl), c, f"{cfg.label()} isl{isl} osl{osl} c{c}"))
+    task = _SimTask(jobs, sla, run)
+    if ray is None:
+        outs = [task(str(k), 0) for k in range(len(jobs))]
+    else:
+        from servescope.analysis.ray_tasks import run_on_ray
+
+        outs = run_on_ray(task, [str(k) for k in range(len(jobs))], 0, ray)
+    return [o if isinstance(o, Simulated) else None for o in outs], [o for o in outs if isinstance(o, str)]
+
+
+@dataclass(frozen=True)
+class _SimTask:
+    """One point's simulation by its index (a Ray task or a plain call): Simulated, or a note when refused."""
+
+    jobs: list[tuple[Scenario, int, str]]
+    sla: Sla | None
+    run: Runner | None
+
+    def __call__(self, key: str, _top_n: int) -> Simulated | str:
+        sc, c, label = self.jobs[int(key)]
+        try:
+            res = self.run(sc, c) if self.run is not None else _closed(sc, c)
+        except ServescopeError as e:
+            return f"{label}: not simulated: {e}"
+        met = (self.sla or Sla()).met(res.ttft.mean_s, res.tpot.mean_s)
+        return Simulated(res.requests, res.ttft.mean_s, res.ttft.p99_s, res.tpot.mean_s, res.tpot.p99_s,
+                         res.output_tok_s, met)
+
+
+def _closed(sc: Scenario, c: int) -> SimResult:
+    from servescope.simulate import points_prompts, simulate
+
+    return simulate(sc, "closed", c, points_prompts(c))
