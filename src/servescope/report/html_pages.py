@@ -146,6 +146,12 @@ def _simulate_run(run: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
         f"req/s, mean {run['mean_in_flight']:.3g} in flight, longest step {run['max_step_ms']:,.2f} ms, KV capacity "
         f"{run['kv_capacity_tokens']:,} tokens")},
         table(["metric", *[f"{q} ms" for q in PERCENTILES]], _latency_rows(run), nd=2, title="latency percentiles")]
+    parts = run.get("boundaries")
+    if parts:  # TTFT and TPOT by boundary (report/simulate_doc.boundaries_document)
+        rows = [[f"{side.upper()} {'−' if r['sign'] < 0 else '+'} {r['part']}", *[r["ms"][x] for x in PERCENTILES],
+                 r["source"], r["detail"]] for side in ("ttft", "tpot") for r in parts[side]]
+        blocks.append(table(["part", *[f"{x} ms" for x in PERCENTILES], "source", "detail"], rows, nd=3,
+                            title="TTFT and TPOT by boundary"))
     q = run.get("queueing")
     if q:
         blocks.append(table(["queued", "mean wait s", "longest wait s", "preemptions", "preempted requests"],

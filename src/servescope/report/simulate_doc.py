@@ -41,10 +41,27 @@ def run_dict(res: SimResult) -> dict[str, Any]:
         "settings": res.settings,
         "timeline": res.timeline,
         "warnings": list(res.warnings),
+        **({"boundaries": boundaries_document(res)} if res.parts else {}),
         **({"prefix_cache": {"prefix_hit_rate": res.settings.get("prefix_hit_rate", 0.0),
                              "shared_prefix_tokens": res.settings.get("shared_prefix_tokens", 0), **res.prefix}}
            if res.prefix else {}),
     }
+
+
+def boundaries_document(res: SimResult) -> dict[str, list[dict[str, Any]]]:
+    """TTFT and TPOT by boundary (simulate/boundaries.py): per side, each part's ms (mean/p50/p90/p99 over the
+    requests), the sign it enters the sum with, and where it came from (`source`: model | trace; `detail`)."""
+    from servescope.simulate.boundaries import SIGNS, TPOT_PARTS, TTFT_PARTS
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for side, names in (("ttft", TTFT_PARTS), ("tpot", TPOT_PARTS)):
+        rows = []
+        for k in names:
+            kind, _, detail = res.part_sources.get(k, "model").partition(": ")
+            rows.append({"part": k, "sign": int(SIGNS.get(k, 1.0)), "ms": _ms(res.parts[k]), "source": kind,
+                         "detail": detail})
+        out[side] = rows
+    return out
 
 
 def simulate_document(res: SimResult) -> dict[str, Any]:
@@ -104,11 +121,31 @@ def engine_metrics_document(m: EngineMetrics, sims: Sequence[SimResult]) -> dict
                      "simulated_ms": None if sim is None else _ms(sim),
                      "error_pct": (sim.mean_s - meas.mean_s) / meas.mean_s * 100.0
                      if ok and sim is not None and meas is not None else None})
+    rows.append(_front_and_delivery_row(m, sims))
     mean_in_flight = (sum(r.mean_in_flight for r in sims) / len(sims)) if sims else None
     return {"file": m.path, "engine": m.engine, "source": m.source, "boundaries": rows,
             "gauges": {"running": m.running, "kv_usage": m.kv_usage, "prefix_hit_rate": m.prefix_hit_rate,
                        "series": m.series, "simulated_mean_in_flight": mean_in_flight},
             "mean_isl": m.mean_isl, "mean_osl": m.mean_osl, "runs_pooled": len(sims)}
+
+
+def _front_and_delivery_row(m: EngineMetrics, sims: Sequence[SimResult]) -> dict[str, Any]:
+    """What the engine's TTFT holds outside its queue and prefill — the front end and the first-token delivery —
+    as the scrape measures it (engine metric: mean TTFT − mean queue − mean prefill; means only, a difference of
+    histograms has no percentiles) beside the simulated parts front_end + delivery."""
+    import numpy as np
+
+    parts = [b for b in (m.boundaries.get(k) for k in ("ttft", "queue", "prefill")) if b is not None]
+    meas = parts[0].mean_s - parts[1].mean_s - parts[2].mean_s if len(parts) == 3 else None
+    pooled = [r.samples["part:front_end"] + r.samples["part:delivery"] for r in sims if "part:front_end" in r.samples]
+    sim = Stats.of(np.concatenate(pooled)) if pooled else None
+    ok = meas is not None and sim is not None and meas > 0
+    return {"boundary": "front_end+delivery",
+            "series": None if meas is None else " − ".join(b.series for b in parts) + " (means)",
+            "count": None if meas is None else parts[0].count,
+            "measured_ms": None if meas is None else {"mean": meas * MS_PER_S, "p50": None, "p90": None, "p99": None},
+            "simulated_ms": None if sim is None else _ms(sim),
+            "error_pct": (sim.mean_s - meas) / meas * 100.0 if ok and sim is not None and meas is not None else None}
 
 
 SWEEP_SCHEMA = "servescope.sweep/1"

@@ -19,6 +19,26 @@ def _latency_table(doc: dict[str, Any]) -> Table:
     return t
 
 
+PART_LABELS = {"front_end": "front end", "queue": "queue", "prefill": "prefill", "delivery": "first-token delivery",
+               "gpu": "GPU step", "host": "host gap", "rank_wait": "rank-arrival wait", "overlap": "overlap (hidden)",
+               "stall": "stall (KV copies, idle)"}
+
+
+def _parts_table(doc: dict[str, Any]) -> Table:
+    """TTFT and TPOT by boundary (ms; boundaries_document), each part with its sign and source."""
+    t = Table(box=None, pad_edge=False)
+    for col in ("by boundary (ms)", "mean", "p50", "p90", "p99", "source"):
+        t.add_column(col, justify="right" if col in ("mean", "p50", "p90", "p99") else "left")
+    for side, head in (("ttft", "TTFT ="), ("tpot", "TPOT = mean ITL =")):
+        t.add_row(head, "", "", "", "", "")
+        for r in doc["boundaries"][side]:
+            sign = "−" if r["sign"] < 0 else "+"
+            t.add_row(f"  {sign} {PART_LABELS.get(r['part'], r['part'])}",
+                      *(f"{r['ms'][k] + 0.0 if abs(r['ms'][k]) >= 5e-4 else 0.0:,.3f}"
+                        for k in ("mean", "p50", "p90", "p99")), r["source"])
+    return t
+
+
 def _over_time(doc: dict[str, Any]) -> str:
     tl = doc["timeline"]
     if not tl["t_s"]:
@@ -41,6 +61,8 @@ def render_run(title: str, doc: dict[str, Any], console: Console) -> None:
                   f"{doc['request_throughput_per_s']:.3f} req/s, {doc['mean_in_flight']:.1f} requests in flight "
                   "on average")
     console.print(_latency_table(doc))
+    if doc.get("boundaries"):
+        console.print(_parts_table(doc))
     console.print(_over_time(doc))
     if doc.get("prefix_cache"):
         pc = doc["prefix_cache"]
@@ -80,13 +102,15 @@ def render_compare(title: str, doc: dict[str, Any], console: Console) -> None:
         for r in run["comparison"]:
             t.add_row(r["metric"], f"{r['measured']:,.1f}", f"{r['simulated']:,.1f}", f"{r['error_pct']:+.1f}%")
         console.print(t)
+        if run.get("boundaries"):
+            console.print(_parts_table(run))
         for w in run["warnings"]:
             console.print(f"[yellow]note[/yellow] {w}")
         console.print()
 
 
 def _cell(st: dict[str, float] | None, key: str) -> str:
-    return "–" if st is None else f"{st[key]:,.1f}"
+    return "–" if st is None or st.get(key) is None else f"{st[key]:,.1f}"
 
 
 def render_engine_metrics(em: dict[str, Any], console: Console) -> None:
@@ -102,7 +126,7 @@ def render_engine_metrics(em: dict[str, Any], console: Console) -> None:
     for r in em["boundaries"]:
         m, s = r["measured_ms"], r["simulated_ms"]
         err = "not in the scrape" if m is None else ("–" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%")
-        t.add_row(r["boundary"].upper(), *(_cell(m, k) for k in ("mean", "p50", "p90", "p99")),
+        t.add_row(r["boundary"].replace("_", " ").upper(), *(_cell(m, k) for k in ("mean", "p50", "p90", "p99")),
                   *(_cell(s, k) for k in ("mean", "p50", "p90", "p99")), err)
     console.print(t)
     g = em["gauges"]

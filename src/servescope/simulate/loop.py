@@ -9,8 +9,9 @@ the engine at the step's end (the client holds each `delivery_s` later: boundari
 clock jumps to the next send.
 Recorded per request: sent, first scheduled, first token and finish as the engine emits them, preemptions,
 prefill tokens and prefix-cache hits (prefix.py); the pooled inter-token gaps; per step: time, running, queued,
-KV blocks in use, tokens, and the step's parts (GPU, rank-arrival wait, host time, host time exposed:
-stepcost.last_parts) that boundaries.py splits each request's TPOT into.
+KV blocks in use, tokens, and the step's GPU time, rank-arrival wait and sequences (stepcost.last_gpu_s,
+last_wait_s; the host time and what of it is exposed computed from them once, after the run) that boundaries.py
+splits each request's TPOT into.
 What it does not: summarise (metrics.py) or pick defaults (engine.py).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 
@@ -173,7 +175,7 @@ class _Loop:
         self.first_sched, self.considered = np.full(n, np.nan), np.full(n, np.nan)
         self.first_tok, self.last_tok, self.finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.itl: list[np.ndarray] = []
-        self.rec: list[tuple[float, ...]] = []  # end, dt, running, waiting, tokens, blocks, gpu, wait, cpu, host
+        self.rec: list[tuple[float, ...]] = []  # end, dt, running, waiting, tokens, blocks, gpu, wait, sequences
         self.now, self.finished = 0.0, 0
 
     def run(self) -> RawRun:
@@ -216,7 +218,7 @@ class _Loop:
         self.first_tok[emit[np.isnan(self.first_tok[emit])]] = self.now
         self.last_tok[emit] = self.now
         self.rec.append((self.now, dt, len(st.run), len(st.waiting), int(toks.sum()), st.used_blocks,
-                         *self.cost.last_parts))
+                         self.cost.last_gpu_s, self.cost.last_wait_s, len(ids)))
         self._finish(done)
 
     def _decode_run(self, ids: np.ndarray, swap_s: float = 0.0) -> None:
@@ -229,7 +231,6 @@ class _Loop:
         k = st.decode_room(ids, min(k, MAX_RUN_STEPS))
         durs, ends = self._run_until_event(st.computed[ids].astype(float) + 1.0, k, swap_s)
         k = len(durs)
-        parts = [np.broadcast_to(p, (len(self.cost.last_parts[0]),))[:k] for p in self.cost.last_parts]
         used0 = st.used_blocks
         self.itl.append(ends[0] - self.last_tok[ids])
         if k > 1:
@@ -239,7 +240,7 @@ class _Loop:
         done = st.advance_decode(ids, k)
         used1 = st.used_blocks + int(st.freed_last)  # before the finished requests released their blocks
         used = used0 + (used1 - used0) * np.arange(1, k + 1) / k  # blocks fill in between (linear)
-        self._record(ends, durs, len(ids), used, parts)
+        self._record(ends, durs, len(ids), used)
         self._finish(done)
 
     def _run_until_event(self, ctx: np.ndarray, k: int, swap_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -273,14 +274,17 @@ class _Loop:
         if self.progress is not None:
             self.progress(self.finished, self.wl.n)
 
-    def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray,
-                parts: list[np.ndarray]) -> None:
-        run, wait = len(self.st.run), len(self.st.waiting)
-        self.rec.extend((e, d, run, wait, tokens, u, *p) for e, d, u, *p in zip(
-            ends.tolist(), durs.tolist(), used.tolist(), *(x.tolist() for x in parts), strict=True))
+    def _record(self, ends: np.ndarray, durs: np.ndarray, tokens: int, used: np.ndarray) -> None:
+        """The run's steps (tokens = its sequences, one token each), with their GPU time and rank wait."""
+        run, wait, k = len(self.st.run), len(self.st.waiting), len(durs)
+        w = self.cost.last_wait_s
+        waits = w[:k].tolist() if np.ndim(w) else repeat(w, k)
+        self.rec.extend((e, d, run, wait, tokens, u, g, rw, tokens) for e, d, u, g, rw in zip(
+            ends.tolist(), durs.tolist(), used.tolist(), self.cost.last_gpu_s[:k].tolist(), waits, strict=True))
 
     def _raw(self) -> RawRun:
-        r = np.asarray(self.rec, dtype=float).reshape(-1, 10)
+        r = np.asarray(self.rec, dtype=float).reshape(-1, 9)
+        cpu, exposed = self.cost.host_parts(r[:, 6], r[:, 8])  # the same functions, per step, as priced
         st = self.st
         return RawRun(
             sent_s=self.cl.sent, first_sched_s=self.first_sched, considered_s=self.considered,
@@ -292,6 +296,7 @@ class _Loop:
             block_size_tokens=self.cfg.block_size_tokens, setup_s=self.split.front_s,
             prefill_tokens=st.prefilled.copy(), cached_tokens=None if st.pc is None else st.pc.cached.copy(),
             swap_blocks=st.swap_total, swap_s=self.swap_s, delivery_s=self.split.delivery_s,
-            step_gpu_s=r[:, 6], step_wait_s=r[:, 7], step_cpu_s=r[:, 8], step_host_s=r[:, 9],
+            step_gpu_s=r[:, 6] - r[:, 7], step_wait_s=r[:, 7], step_cpu_s=np.broadcast_to(cpu, len(r)),
+            step_host_s=exposed,
             sources=self.split.sources,
         )

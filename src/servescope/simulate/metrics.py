@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from servescope.simulate.boundaries import split_requests
+from servescope.simulate.boundaries import Parts, split_requests
 from servescope.simulate.loop import RawRun
 from servescope.units import MS_PER_S
 
@@ -82,6 +82,23 @@ class SimResult:
     prefix: dict[str, float] = field(default_factory=dict)  # prefix caching: prompt / prefill / cached tokens
     parts: dict[str, Stats] = field(default_factory=dict)  # TTFT and TPOT by boundary (boundaries.py)
     part_sources: dict[str, str] = field(default_factory=dict)  # where each part came from
+
+
+def part_stats(parts: Parts) -> dict[str, Stats]:
+    """mean / p50 / p90 / p99 of every part (Stats.of's definition: over the finite values), one
+    percentile call per side (the TPOT parts are finite on the same requests)."""
+    out: dict[str, Stats] = {}
+    for side in (parts.ttft, parts.tpot):
+        names = list(side)
+        x = np.stack([side[k] for k in names])
+        x = x[:, np.isfinite(x).all(axis=0)]
+        if not x.shape[1]:
+            out.update({k: Stats.of(np.zeros(0)) for k in names})
+            continue
+        q = np.percentile(x, [50, 90, 99], axis=1)
+        out.update({k: Stats(float(x[i].mean()), float(q[0, i]), float(q[1, i]), float(q[2, i]))
+                    for i, k in enumerate(names)})
+    return out
 
 
 def per_request(raw: RawRun) -> dict[str, np.ndarray]:
@@ -162,7 +179,7 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
         settings=dict(settings or {}), warnings=tuple(warnings),
         boundaries={k: Stats.of(v) for k, v in samples.items() if not k.startswith("part:")}, samples=samples,
-        prefix=prefix_summary(raw), parts={k: Stats.of(v) for k, v in (parts.ttft | parts.tpot).items()},
+        prefix=prefix_summary(raw), parts=part_stats(parts),
         part_sources=parts.sources,
     )
 

@@ -27,7 +27,7 @@ chunks (n tokens after L tokens of context each). Its time, from the closed-form
   wait         rank-arrival wait, part of the step above: under attention-DP the decode attention is priced at the
                busiest rank (⌈b/dp⌉ sequences), the others wait attn · (1 − (b/dp)/⌈b/dp⌉) for it (0 at dp = 1);
                a trace's measured wait per step (EngineConfig.rank_wait_s) replaces it: step − model wait + measured
-               (the parts of the last step priced: `last_parts`, read by loop.py for boundaries.py)
+               (the last step's GPU time and wait: `last_gpu_s`, `last_wait_s`, recorded by loop.py)
 A pure-decode step at one context and an unpadded batch gives exactly the closed form's decode step (under attention-DP,
 the closed form's at decode_only: its busiest-rank context-spread factor, dp_balance.py, is not applied here).
 Not used here: the closed form's fitted queueing and interference constants (ttft_queue_frac,
@@ -87,7 +87,8 @@ class StepCost:
         self.host_scale = 1.0  # a measured decode level scales it with the decode tables (loop.py)
         # rank-arrival wait (boundaries.py): a trace's measured wait per step replaces the model's when given
         self.rank_wait_s = cfg.rank_wait_s
-        self.last_parts: tuple[Any, Any, Any, Any] = (0.0, 0.0, 0.0, 0.0)  # the last step(s): gpu, wait, cpu, host
+        self.last_gpu_s: Any = 0.0  # the last step(s) priced: GPU time (the rank wait included) and its rank wait
+        self.last_wait_s: Any = 0.0
         self.inv_pf_eff_m1 = 1.0 / eff.prefill_eff - 1.0
         # the fitted per-layer prefill set-up of MLA / linear-attention models is a per-request TTFT cost in the
         # closed form (fitted there, on TTFT): charged once per request here too, not to every step that carries a
@@ -174,18 +175,18 @@ class StepCost:
             attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
             attn *= (-(-b // self.dp)) / b
         run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b,
-                                           attn * self._wait_frac(b))
+                                           attn * self._wait_frac(b) if self.dp > 1 else 0.0)
         return run_s
 
     def host_s(self, gpu_s: Any, seqs: int) -> Any:
         """The host time a step of `seqs` sequences adds to its GPU time: combine.host_cpu_s (× host_scale) exposed
         as combine.exposed_host_s says — the closed form's functions, so both charge the same cost between steps."""
-        return self.host_parts(gpu_s, seqs)[1]
+        cpu = self.host_scale * host_cpu_s(self.eff, seqs)
+        return exposed_host_s(cpu, gpu_s, self.overlap, self.eff.overlap_exposed_frac)
 
     def host_parts(self, gpu_s: Any, seqs: int) -> tuple[Any, Any]:
         """(host seconds of the step: combine.host_cpu_s × host_scale, what of it is exposed: host_s)."""
-        cpu = self.host_scale * host_cpu_s(self.eff, seqs)
-        return cpu, exposed_host_s(cpu, gpu_s, self.overlap, self.eff.overlap_exposed_frac)
+        return self.host_scale * host_cpu_s(self.eff, seqs), self.host_s(gpu_s, seqs)
 
     def _wait_frac(self, b: int) -> float:
         """The share of b decode sequences' attention (priced at the busiest of dp ranks, ⌈b/dp⌉ sequences) that
@@ -195,12 +196,11 @@ class StepCost:
 
     def _plus_cpu(self, gpu_s: Any, seqs: int, wait_s: Any = 0.0) -> Any:
         """GPU time plus the step's host time (host_s); `wait_s` of the GPU time is rank-arrival wait (the model's,
-        replaced by a trace's `rank_wait_s` when given). Keeps the parts in `last_parts` (boundaries.py)."""
+        replaced by a trace's `rank_wait_s` when given). Keeps both in `last_gpu_s`, `last_wait_s` (loop.py)."""
         if self.rank_wait_s is not None:
             gpu_s, wait_s = gpu_s - wait_s + self.rank_wait_s, self.rank_wait_s
-        cpu, host = self.host_parts(gpu_s, seqs)
-        self.last_parts = (gpu_s - wait_s, wait_s, cpu, host)
-        return gpu_s + host
+        self.last_gpu_s, self.last_wait_s = gpu_s, wait_s
+        return gpu_s + self.host_s(gpu_s, seqs)
 
     def step_s(self, dec_ctx: np.ndarray, chunks_n: np.ndarray, chunks_ctx: np.ndarray) -> float:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
@@ -208,7 +208,7 @@ class StepCost:
         b_dec, n_chunks = len(dec_ctx), len(chunks_n)
         top = len(self.tok_dec_s) - 1
         dec_attn = self.decode_attention_s(dec_ctx)
-        wait = dec_attn * self._wait_frac(b_dec)
+        wait = dec_attn * self._wait_frac(b_dec) if self.dp > 1 else 0.0
         if not n_chunks:
             return float(self._plus_cpu(self.tok_dec_s[min(b_dec, top)] + dec_attn, b_dec, wait))
         t_all = min(b_dec + int(chunks_n.sum()), top)
