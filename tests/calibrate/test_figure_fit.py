@@ -23,7 +23,9 @@ BOTH = ["tpot=12.1ms@c1", "allreduce_share=0.40@c1"]
 @pytest.fixture(scope="module")
 def kimi() -> Scenario:
     # efficiencies fixed (collective scales 1): the custom path's ratio is then exactly that of the two curves
-    return Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16", efficiency=Efficiency())
+    # a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`: the newest release's curves; issue 28)
+    return Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16", efficiency=Efficiency(),
+                          engine_version="+pcie-ar")
 
 
 @pytest.fixture(scope="module")

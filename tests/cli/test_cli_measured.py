@@ -14,7 +14,10 @@ from click.testing import CliRunner
 from servescope.cli import main
 from servescope.report.html_charts import latency_throughput, pareto
 
-KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
+# the reference box runs a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`, the newest release's
+# curves; issue 28): stock vLLM refuses it there (planner.allreduce_paths)
+KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16",
+        "--engine-version", "+pcie-ar"]
 BOTH = ["--measured", "tpot=12.1ms@c1", "--measured", "allreduce_share=0.40@c1"]  # reachable: test_figure_fit
 SGLANG = Path(__file__).parents[1] / "data" / "bench_serve" / "datacrunch_h200_sglang_llama_3_3_70b_online_output.jsonl"
 

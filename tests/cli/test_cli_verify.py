@@ -21,7 +21,10 @@ from independent import DATA, gpu_events
 from servescope.cli import main
 from servescope.report.verify_text import render_verify
 
-REFERENCE_BOX = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
+# the reference box runs a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`, the newest release's
+# curves; issue 28): stock vLLM refuses it there (planner.allreduce_paths)
+REFERENCE_BOX = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16",
+                 "--engine-version", "+pcie-ar"]
 CONTROL = DATA / "traces/hta/trace_diff/control/control.json.gz"
 TEST = DATA / "traces/hta/trace_diff/test/test.json.gz"
 EAGLE3 = ["--before", "tpot=12.1ms@c1", "--after", "tpot=9.17ms@c1"]  # the reference box, batch 1 (issue 17)

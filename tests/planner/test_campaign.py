@@ -16,12 +16,14 @@ from servescope.planner import plan
 from servescope.planner.campaign import logged_applied, off_baseline, stale_plan
 from servescope.planner.curves import plan_curves
 
-KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8"]
+# the reference box runs a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`, the newest release's
+# curves; issue 28): stock vLLM refuses it there (planner.allreduce_paths)
+KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--engine-version", "+pcie-ar"]
 
 
 @pytest.fixture(scope="module")
 def box() -> Scenario:
-    return Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8)
+    return Scenario.build("kimi-k2.5", "rtx_pro_6000_server", tp=8, engine_version="+pcie-ar")
 
 
 def test_applied_track_is_the_new_baseline(box: Scenario) -> None:

@@ -16,7 +16,10 @@ from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 from servescope.report.plan_text import combination_product, eng_seconds, gain_text, speedup_text
 
-KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
+# the reference box runs a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`, the newest release's
+# curves; issue 28): stock vLLM refuses it there (planner.allreduce_paths)
+KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16",
+        "--engine-version", "+pcie-ar"]
 README = [*KIMI, "--forbid", "quantization", "--target", "3ms"]
 
 

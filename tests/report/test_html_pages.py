@@ -19,7 +19,10 @@ from servescope.analysis.analyze import example_trace
 from servescope.cli import main
 from servescope.report.html_sections import caveats, fmt
 
-KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16"]
+# the reference box runs a vLLM build that allows custom all-reduce on 8 PCIe GPUs (`+pcie-ar`, the newest release's
+# curves; issue 28): stock vLLM refuses it there (planner.allreduce_paths)
+KIMI = ["--model", "kimi-k2.5", "--gpu", "rtx_pro_6000_server", "--tp", "8", "--moe-quant", "int4-w4a16",
+        "--engine-version", "+pcie-ar"]
 B200 = ["--model", "gpt-oss-120b", "--gpu", "b200_sxm", "--tp", "8"]
 FIGURE = re.compile(r'<script type="application/json" id="(fig\d+)-spec">(.*?)</script>', re.S)
 WARNINGS = re.compile(r'<section id="warnings" class="warnings">(.*?)</section>', re.S)

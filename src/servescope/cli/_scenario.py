@@ -57,7 +57,15 @@ def _scenario_options(fn: F, required: bool) -> F:
                           "scheduling); default: what the engine version does (vLLM from "
                           f"{value_since('vllm', 'overlap', 'enabled').removesuffix('.0')}, SGLang, TRT-LLM on)."),
         click.option("--engine-version", default="", metavar="VERSION",
-                     help="Engine release whose defaults are priced (e.g. 0.16.0); default: the newest in the data."),
+                     help="Engine release whose defaults are priced (e.g. 0.16.0); default: the newest in the data. "
+                          "A local label names the build, not the release: +pcie-ar (0.24.0+pcie-ar, or +pcie-ar "
+                          "for the newest) a vLLM build that allows custom all-reduce on >2 PCIe GPUs, +pcie-ar-cpp "
+                          "the community fork's one-shot."),
+        click.option("--pcie-topology", default=None, metavar="PRESET",
+                     help="The box's PCIe switches (specs/data/pcie_topology.toml: switch-2x4, switch-4x2, "
+                          "switch-1x8, direct-2socket, direct-4); default: switch-2x4. Prices custom all-reduce."),
+        click.option("--topology", "topology_file", default=None, metavar="FILE",
+                     help="The box's PCIe topology read from `nvidia-smi topo -m` output (instead of a preset)."),
         click.option("--gpu-memory-utilization", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
                      help="Share of GPU memory the engine may use; default: the engine version's (vLLM 0.9)."),
         click.option("--routing", default="skewed", show_default=True, metavar="skewed|uniform|FILE",
@@ -114,6 +122,7 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
         quant=kw["quant"], moe_quant=kw["moe_quant"], kv_quant=kv, cuda_graphs=kw["cuda_graphs"],
         isl=kw["isl"], osl=kw["osl"], backend=kw["backend"].lower(), interconnect=kw["interconnect"],
         engine_version=kw.get("engine_version") or "", gpu_memory_utilization=kw.get("gpu_memory_utilization"),
+        pcie_topology=_topology(kw),
     )
     if sc.engine.note:  # the defaults used are printed with the result (provenance); an odd version is a warning
         note("warning: " + sc.engine.note)
@@ -131,6 +140,16 @@ def _scenario(kw: dict[str, Any]) -> Scenario:
     if (routing := _routing(kw.get("routing") or "skewed", sc)) is not None:
         changes["routing"] = routing
     return sc.with_(**changes) if changes else sc
+
+
+def _topology(kw: dict[str, Any]) -> Any:
+    """--pcie-topology PRESET or --topology FILE (a Path: Scenario.build reads it), not both."""
+    from pathlib import Path
+
+    preset, path = kw.get("pcie_topology"), kw.get("topology_file")
+    if preset and path:
+        raise click.BadParameter("give a preset or a file, not both", param_hint="--pcie-topology/--topology")
+    return Path(path) if path else preset
 
 
 def _routing(text: str, sc: Scenario) -> Any:

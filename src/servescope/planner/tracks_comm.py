@@ -3,20 +3,19 @@ in planner.tracks_ep with the experts' load imbalance and is re-exported here).
 
 Does: decide whether each applies on this system and engine (the vLLM rules in hardware-and-models.md §2c),
 and express it as a what-if:
-  custom_allreduce   every all-reduce call below vLLM's 8 MiB limit costs min(current, custom path): the
-                     measured PCIe one-shot curve of specs.collectives (`pcie_oneshot`, R6K-ONESHOT) where it
-                     exists, else min(one-shot, two-shot) with
-                     one-shot  t = floor + (n−1)·bytes / bw_in      (each rank reads every peer's buffer)
-                     two-shot  t = 2·floor + 2(n−1)/n · bytes / bw_in (reduce-scatter + all-gather)
-                     PCIe: floor by GPU count (2: 4.1 µs AIC-COMM vLLM graph AR; 4: 6.1 µs, 8: 7.5 µs
-                     R6K-ONESHOT), bw_in 28 GB/s (DERIVED: R6K-ONESHOT 8 GPUs, 256 KB in 73.6 µs);
-                     NVLink: floor 4.6 µs (AIC-COMM H100 custom AR, 1 KB), bw_in 0.78 × NVLink per direction
-                     (DERIVED: AIC-COMM H100 custom AR 16 MB in 92.4 µs).
-                     The custom path is scaled like the curve it replaces (the in-situ collective scale of a
-                     calibration stays), so the track is priced from the step's all-reduce term: new term = term ×
-                     ratio, ratio = custom / current per call at the step's message size (details
-                     `all_reduce_ratio`; PCIe 8 GPUs at 14 KiB: the measured one-shot over the NCCL curve), and
-                     the TPOT gain is 1 / (1 − s · (1 − ratio)) at all-reduce share s of the step.
+  custom_allreduce   the engine's gates first (planner.allreduce_paths: vLLM turns custom all-reduce off on > 2
+                     PCIe-only GPUs; a build that lifts it is named `--engine-version X+pcie-ar`), then every
+                     all-reduce call is priced on the path the engine's rule gives it (one-shot, two-shot or NCCL
+                     by message size; no min() with the current path: the engine does not pick per message):
+                     PCIe: the measured one-shot curve (R6K-ONESHOT) inside its message range where no topology
+                     was named, else current call × (custom / NCCL ring) on the box's PCIe topology (switch
+                     uplinks, sockets: specs.pcie_topology; default preset switch-2x4), which can exceed 1 — a
+                     loss. NVLink: one-shot/two-shot formula (allreduce_paths.NvlinkFormula).
+                     `custom_ar_call_s` keeps the topology-free PCIe formula (the better of
+                     one-shot  t = floor + (n−1)·bytes / bw_in and two-shot t = 2·floor + 2(n−1)/n · bytes / bw_in,
+                     bw_in 28 GB/s DERIVED from R6K-ONESHOT: 8 GPUs, 256 KB in 73.6 µs).
+                     details `all_reduce_ratio` = new / old per call at the step's message size; the TPOT gain is
+                     1 / (1 − s · (1 − ratio)) at all-reduce share s of the step.
   nccl_tuning        all-reduce on the measured tuned-NCCL curve (`nccl_tuned`, R6K-NCCL) where it exists, else
                      bus bandwidth ×(tuned / default) (R6K-NCCL; NVIDIA/nccl-tests#212 for NVLS); and the
                      latency floor back to the measured floor when calibration found it inflated.
@@ -30,22 +29,35 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.allreduce_paths import (
+    GATED_BACKENDS,
+    NVLINK_CUSTOM_AR_BW_FRACTION,
+    NVLINK_CUSTOM_AR_FLOOR_S,
+    PATCHED_HOW,
+    PCIE_ONESHOT_FLOOR_S,
+    SYMM_MEM_CAPABILITIES,
+    SYMM_MEM_NOTE,
+    VLLM_CUSTOM_AR_WORLD_SIZES,
+    VLLM_PCIE_GATE,
+    EngineAllReduce,
+    MeasuredOneShot,
+    NvlinkFormula,
+    TopologyAllReduce,
+    engine_path,
+    patched_rule,
+)
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.tracks_ep import expert_imbalance, expert_parallel_track, imbalance_adjust
 from servescope.planner.whatif import Adjust, Change, Collective, StepView, WhatIf
 from servescope.specs.collectives import CollectiveCurves, load_collectives
+from servescope.specs.pcie_topology import PcieTopology, default_topology_name, load_pcie_topology
 from servescope.units import GIGA
 
 # expert_parallel_track, expert_imbalance and imbalance_adjust are planner.tracks_ep's, re-exported
 __all__ = ["collective_fusion_track", "custom_ar_call_s", "custom_allreduce_track", "expert_imbalance",
            "expert_parallel_track", "imbalance_adjust", "nccl_tuning_track"]
 
-VLLM_CUSTOM_AR_MAX_BYTES = 8192 * 1024  # VLLM-CAR max_size
-VLLM_CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # VLLM-CAR
-PCIE_ONESHOT_FLOOR_S = {2: 4.1e-6, 4: 6.1e-6, 8: 7.5e-6}  # AIC-COMM (2 GPUs); R6K-ONESHOT (4, 8 GPUs)
 PCIE_ONESHOT_BW = 28.0 * GIGA  # DERIVED from R6K-ONESHOT: 7 × 256 KiB / (73.6 − 7.5) µs
-NVLINK_CUSTOM_AR_FLOOR_S = 4.6e-6  # AIC-COMM H100 SXM vLLM custom AR at 1 KB
-NVLINK_CUSTOM_AR_BW_FRACTION = 0.78  # DERIVED: AIC-COMM H100 custom AR 16 MB = 92.4 µs two-shot at 450 GB/s
 PCIE_TUNED_BUSBW = 41.1 * GIGA  # R6K-NCCL: 8 GPUs, 3 PCIe switches, NCCL_MIN_NCHANNELS=8
 PCIE_DEFAULT_BUSBW = 23.8 * GIGA  # hardware-and-models.md §2b: AIC-COMM nccl-tests 64 MiB all_reduce
 NVLS_OVER_RING = 480.0 / 370.0  # NVIDIA/nccl-tests#212: 8x H100 NVLS ~480 GB/s vs ring ~370 effective
@@ -157,28 +169,60 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     if link == "pcie_no_p2p":
         return not_applicable(kind, f"{sc.gpu.name} has no GPU peer-to-peer access over PCIe; custom "
                               "all-reduce needs P2P (vLLM gpu_p2p_access_check)", "new kernel", validate)
-    curves = _curves(ctx)
-    if curves.custom_allreduce_available:
+    curves, topo = _curves(ctx), _topology(ctx)
+    if curves.custom_allreduce_available or (topo is not None and topo.fully_nvlinked()):
         return not_applicable(kind, "already in use: vLLM enables its custom all-reduce on this system "
-                              f"({'NVLink' if link == 'nvlink' else '2 PCIe GPUs'})", "config change", validate)
+                              f"({'2 PCIe GPUs' if ctx.pcie and sc.tp == 2 else 'NVLink'})", "config change",
+                              validate)
+    rule = patched_rule(sc.engine_build)
+    if ctx.pcie and sc.tp > 2 and sc.backend in GATED_BACKENDS and rule is None:
+        symm = "" if str(sc.gpu.compute_capability) in SYMM_MEM_CAPABILITIES else f"; {SYMM_MEM_NOTE}"
+        return not_applicable(kind, f"{VLLM_PCIE_GATE}{symm}. {PATCHED_HOW}", "engine upgrade", validate)
+    adjust, source = _engine_adjust(ctx, rule or "vllm", topo)
     effort = "engine upgrade" if ctx.pcie else "config change"
     pre: tuple[str, ...] = ("GPU peer-to-peer access (P2P) between all TP ranks",)
     note = curves.custom_allreduce_reason
     if ctx.pcie:
-        pre += ("an engine build that allows one-shot all-reduce on >2 PCIe GPUs (vLLM disables it: 'not "
-                "supported on more than two PCIe-only GPUs'); e.g. local-inference-lab/vllm#261 "
-                "VLLM_ENABLE_PCIE_ALLREDUCE=1, VLLM_PCIE_ALLREDUCE_BACKEND=cpp",)
-    nvl, n = float(sc.gpu.nvlink_bw_bytes_per_s or 0.0), int(sc.tp)
-    measured = _alternative_call_s(curves, "pcie_oneshot")
-    call_s: CallCost = measured or FormulaAllReduce(n, link, nvl)
-    source = ("measured one-shot curve (specs.collectives pcie_oneshot, R6K-ONESHOT)" if measured
-              else "one-shot/two-shot formula (module docstring)")
-    max_bytes = curves.custom_allreduce_max_bytes or VLLM_CUSTOM_AR_MAX_BYTES
-    adjust = AllReducePath(call_s, max_bytes)
-    old, new = (v.collectives["all_reduce"].time_s for v in (ctx.baseline.step, adjust(sc, ctx.baseline.step)))
+        pre += (f"an engine build that allows custom all-reduce on >2 PCIe GPUs (this one: +{sc.engine_build}; "
+                "stock vLLM disables it: 'not supported on more than two PCIe-only GPUs'); e.g. "
+                "local-inference-lab/vllm#261 VLLM_ENABLE_PCIE_ALLREDUCE=1",)
+    old = ctx.baseline.step.collectives["all_reduce"]
+    old_call = old.time_s / old.calls_per_step
+    new_call, how = adjust.per_call_s(sc, old_call, old.bytes_per_call)
+    path = engine_path(adjust.rule, adjust.n_gpus, old.bytes_per_call)
+    priced = f"priced with {source}; at {old.bytes_per_call / 1024:.0f} KiB per call the engine runs {how}"
     return Proposal(kind, True, None, effort, pre, validate, whatif=WhatIf(kind, adjust=adjust),
-                    note=f"{note}; priced with the {source}" if note else f"priced with the {source}",
-                    details={"source": source, "all_reduce_ratio": new / old if old > 0 else 1.0})
+                    note=f"{note}; {priced}" if note else priced,
+                    details={"source": source, "path": path,
+                             "all_reduce_ratio": new_call / old_call if old_call > 0 else 1.0,
+                             "pcie_topology": topo.describe() if topo is not None else None})
+
+
+def _topology(ctx: Context) -> PcieTopology | None:
+    """The TP group's PCIe topology: the scenario's, else the default preset (None on NVLink)."""
+    sc = ctx.scenario
+    if not ctx.pcie:
+        return None
+    box = sc.pcie_topology or load_pcie_topology(default_topology_name())
+    return box.group(int(sc.tp)) if box.n_gpus >= sc.tp else None
+
+
+def _engine_adjust(ctx: Context, rule: str, topo: PcieTopology | None) -> tuple[EngineAllReduce, str]:
+    """The step adjustment pricing the engine's path per call, and what prices it (module docstring)."""
+    sc, n = ctx.scenario, int(ctx.scenario.tp)
+    if not ctx.pcie or topo is None:
+        return (EngineAllReduce(rule, n, nvlink=NvlinkFormula(n, float(sc.gpu.nvlink_bw_bytes_per_s or 0.0))),
+                "the NVLink one-shot/two-shot formula (planner.allreduce_paths)")
+    curves = _curves(ctx)
+    nccl = curves.curves.get("all_reduce")
+    floor = float(nccl.latency_floor_s) if nccl is not None else 0.0
+    physics = TopologyAllReduce(topo, float(sc.gpu.pcie_bw_bytes_per_s), floor)
+    alt = curves.alternatives.get("pcie_oneshot")
+    measured = (MeasuredOneShot(alt) if alt is not None and alt.n_gpus == n and sc.pcie_topology is None
+                else None)
+    source = (f"the PCIe links of {topo.describe()}: custom over NCCL ring (planner.allreduce_paths)"
+              + ("; the measured one-shot curve (R6K-ONESHOT) inside its range" if measured else ""))
+    return EngineAllReduce(rule, n, physics, measured), source
 
 
 def nccl_tuning_track(ctx: Context) -> Proposal:

@@ -188,11 +188,15 @@ def deployment(pair: Pair, path: str | Path = "ledger") -> Scenario:
         raise BadConfig(f"{where}: field isl/osl/tp_size/pp_size/attention_dp_size/moe_ep_size: {exc}") from None
     kv_cell = pair.cell("kv_quant_mode").lower()
     kv = _KV.get(kv_cell, kv_cell) or kv
+    version = pair.cell("backend_version")
+    if pair.track == "custom_allreduce" and "+" not in version:  # measured running: the build allowed it
+        version += "+pcie-ar"  # (planner.allreduce_paths: a build that lifts the PCIe gate)
     try:
         return Scenario.build(model=r["model_path"].strip(), gpu=r["system"].strip(), tp=tp, ep=ep, pp=pp, dp=dp,
                               quant=w, moe_quant=e, kv_quant=kv, isl=isl, osl=osl, backend=r["backend"].strip(),
                               interconnect=pair.cell("interconnect") or None,
-                              engine_version=pair.cell("backend_version"), check_memory=False,
+                              engine_version=version, pcie_topology=pair.cell("pcie_topology") or None,
+                              check_memory=False,
                               cuda_graphs=pair.track != "cuda_graphs")  # a CUDA-graph pair's before runs eager
     except (ScenarioError, SpecError) as exc:
         raise BadConfig(f"{where}: field deployment: {str(exc).splitlines()[0][:200]}") from None
