@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 # of bench/bench_sweep_grid.py within a few per cent on the bundled models (measured, bench/RESULTS.md).
 CTX_ANCHORS = 9
 # ISL and OSL anchors per configuration (length scenarios the decode step is evaluated in).
-LEN_ANCHORS = 3
+LEN_ANCHORS = 5
 DEFAULT_MAX_GRID_MIB = 2048
 # Bytes the screen holds per grid point: the results (config, TPOT, TTFT, output tok/s, index arithmetic: 8 float64
 # / int64 columns) kept for the whole grid.
@@ -185,6 +185,15 @@ def pick_anchors(values: Sequence[int], n: int) -> np.ndarray:
     return np.unique(v[np.abs(v[None, :] - want[:, None]).argmin(axis=1)])
 
 
+def batch_anchors(sc: Scenario, concurrency: Sequence[int]) -> np.ndarray:
+    """1, the grid's concurrencies, and each CUDA-graph capture size s of the engine on both sides of its edge
+    (s·dp and s·dp + 1 sequences over the dp ranks), up to the largest concurrency: between s·dp + 1 and the next
+    size's s'·dp the step runs padded to s', so its padded parts are flat there and the rest affine in the batch."""
+    top = max(concurrency)
+    edges = [e for s in (sc.engine.graphs.capture_sizes if sc.cuda_graphs else ()) for e in (s * sc.dp, s * sc.dp + 1)]
+    return np.unique(np.asarray([1, *concurrency, *(e for e in edges if e <= top)], dtype=float))
+
+
 def ctx_anchors(ctx: np.ndarray, extra: np.ndarray, n: int = CTX_ANCHORS) -> np.ndarray:
     """n context lengths geometric from the smallest to the largest decode context of the grid, and `extra`."""
     lo, hi = float(ctx.min()), float(ctx.max())
@@ -286,11 +295,11 @@ class Anchors:
     ctx: np.ndarray
 
     @classmethod
-    def of(cls, grid: Grid, ctx: np.ndarray, decode_only: bool, n_len: int = LEN_ANCHORS,
+    def of(cls, sc: Scenario, grid: Grid, ctx: np.ndarray, n_len: int = LEN_ANCHORS,
            n_ctx: int = CTX_ANCHORS) -> Anchors:
         isl, osl = pick_anchors(grid.isl, n_len), pick_anchors(grid.osl, n_len)
-        own = (isl[:, None] + (0.0 if decode_only else osl[None, :] / 2.0)).ravel()  # the anchor scenarios' contexts
-        return cls(isl, osl, np.unique(np.asarray([1, *grid.concurrency], dtype=float)), ctx_anchors(ctx, own, n_ctx))
+        own = (isl[:, None] + (0.0 if sc.decode_only else osl[None, :] / 2.0)).ravel()  # the anchor scenarios' contexts
+        return cls(isl, osl, batch_anchors(sc, grid.concurrency), ctx_anchors(ctx, own, n_ctx))
 
     def holds(self, ax: Axes) -> np.ndarray:
         """Points whose lengths are both anchors (their context is then one too): the screen is exact there up to
@@ -314,7 +323,7 @@ def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int =
     ctx = ax.isl if sc.decode_only else ax.isl + ax.osl / 2.0
     cap = slots(sc, ax.isl + ax.osl / 2.0)
     ce = np.minimum(ax.c, cap)
-    anchors = Anchors.of(grid, ctx, sc.decode_only, n_len, n_ctx)
+    anchors = Anchors.of(sc, grid, ctx, n_len, n_ctx)
     dec = _decode_parts(sc, ax, ce, ctx, anchors)
     per_step = np.maximum(1, sc.engine.scheduler.max_num_batched_tokens // np.maximum(ax.isl, 1)).astype(float)
     in_step = np.minimum(per_step, np.ceil(ce / sc.dp))

@@ -265,7 +265,10 @@ def _simulate(s: Screened, idx: list[int], sla: Sla | None, ray: str | None,
     else:
         from servescope.analysis.ray_tasks import run_on_ray
 
-        outs = run_on_ray(task, [str(k) for k in range(len(jobs))], 0, ray)
+        def one(key: str, top_n: int) -> Simulated | str:  # Ray remotes a function, not a callable object
+            return task(key, top_n)
+
+        outs = run_on_ray(one, [str(k) for k in range(len(jobs))], 0, ray)
     return [o if isinstance(o, Simulated) else None for o in outs], [o for o in outs if isinstance(o, str)]
 
 
