@@ -106,11 +106,13 @@ def test_an_unknown_command_is_still_one_line_and_every_command_is_listed() -> N
 def test_trace_loads_the_model_curves_it_uses_not_the_model() -> None:
     """The trace's "% of achievable" reads perfmodel.opcurve (the measured GEMM curves); perfmodel's names load
     lazily, so the scenario, step and serving modules (the closed form) are not imported, and one file starts no
-    worker pool (multiprocessing loads only when a rank folder's pool starts)."""
+    worker pool (multiprocessing loads only when a rank folder's pool starts); servescope.advise's names load
+    lazily too, so the plan's glue (advice, measure) is not imported."""
     modules = loaded("trace", "--json")
-    assert "servescope.perfmodel.opcurve" in modules
+    assert {"servescope.perfmodel.opcurve", "servescope.advise.peaks"} <= modules
     assert [m for m in ("servescope.perfmodel.scenario", "servescope.perfmodel.step", "servescope.perfmodel.serving",
-                        "multiprocessing", "concurrent.futures.process") if m in modules] == []
+                        "multiprocessing", "concurrent.futures.process", "servescope.advise.advice",
+                        "servescope.advise.measure") if m in modules] == []
 
 
 def test_perfmodel_names_load_on_first_use() -> None:

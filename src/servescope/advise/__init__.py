@@ -13,17 +13,43 @@ inside the functions that need it, so that `servescope trace`, which analyses th
 
 from __future__ import annotations
 
-from servescope.advise.advice import Advice, Overview, advise, overview
-from servescope.advise.calibration import (
-    calibration_from_analysis,
-    calibration_from_trace,
-    calibration_rank,
-    figure_fit,
-    kernel_evidence,
-)
-from servescope.advise.measure import measure_objective, verify_plan
-from servescope.advise.peaks import analyze, peaks_for, rank_peaks
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from servescope.advise.advice import Advice, Overview, advise, overview
+    from servescope.advise.calibration import (
+        calibration_from_analysis,
+        calibration_from_trace,
+        calibration_rank,
+        figure_fit,
+        kernel_evidence,
+    )
+    from servescope.advise.measure import measure_objective, verify_plan
+    from servescope.advise.peaks import analyze, peaks_for, rank_peaks
+
+# The names load lazily (PEP 562): `servescope trace` imports `analyze` (peaks) and not advice or measure (issue 30).
+_LAZY = {
+    **dict.fromkeys(("Advice", "Overview", "advise", "overview"), "servescope.advise.advice"),
+    **dict.fromkeys(("calibration_from_analysis", "calibration_from_trace", "calibration_rank", "figure_fit",
+                     "kernel_evidence"), "servescope.advise.calibration"),
+    **dict.fromkeys(("measure_objective", "verify_plan"), "servescope.advise.measure"),
+    **dict.fromkeys(("analyze", "peaks_for", "rank_peaks"), "servescope.advise.peaks"),
+}
 
 __all__ = ["Advice", "Overview", "advise", "analyze", "calibration_from_analysis", "calibration_from_trace",
            "calibration_rank", "figure_fit", "kernel_evidence", "measure_objective", "overview", "peaks_for",
            "rank_peaks", "verify_plan"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # looked up once
+        return value
+    raise AttributeError(f"module 'servescope.advise' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazy names too, so that `dir()` and completion show the public API."""
+    return sorted({*globals(), *__all__})
