@@ -182,6 +182,8 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
     effort = "engine upgrade" if ctx.pcie else "config change"
     pre: tuple[str, ...] = ("GPU peer-to-peer access (P2P) between all TP ranks",)
     note = curves.custom_allreduce_reason
+    if ctx.pcie and sc.tp > 2 and rule is not None:
+        note = f"{note + ' — ' if note else ''}lifted by this engine build (+{sc.engine_build})"
     if ctx.pcie:
         pre += (f"an engine build that allows custom all-reduce on >2 PCIe GPUs (this one: +{sc.engine_build}; "
                 "stock vLLM disables it: 'not supported on more than two PCIe-only GPUs'); e.g. "
@@ -220,7 +222,8 @@ def _engine_adjust(ctx: Context, rule: str, topo: PcieTopology | None) -> tuple[
     alt = curves.alternatives.get("pcie_oneshot")
     measured = (MeasuredOneShot(alt) if alt is not None and alt.n_gpus == n and sc.pcie_topology is None
                 else None)
-    source = (f"the PCIe links of {topo.describe()}: custom over NCCL ring (planner.allreduce_paths)"
+    named = "" if sc.pcie_topology is not None else ", the default (no --pcie-topology named)"
+    source = (f"the PCIe links of {topo.describe()}{named}: custom over NCCL ring (planner.allreduce_paths)"
               + ("; the measured one-shot curve (R6K-ONESHOT) inside its range" if measured else ""))
     return EngineAllReduce(rule, n, physics, measured), source
 
