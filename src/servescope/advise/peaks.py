@@ -4,7 +4,8 @@ Does: resolve a trace's GPU in specs (`peaks_for`: datasheet FLOP/s and HBM band
 omitted and why) and build its measured achievable reference (`_achievable`: aiconfigurator's measured GEMM curves,
 perfmodel.opcurve, else the dense-GEMM curve measured on this GPU from traces, perfmodel.gemm_curve; never below
 the datasheet roofline); hand both to the analysis as data (`analyze`: analysis.analyze_trace with the peaks
-resolved, so its findings include kernel_headroom; the analysis reads no specs).
+resolved, so its findings include kernel_headroom; `_split_pricer`: the split-K what-if of a sparse decode kernel,
+perfmodel.split_k); the analysis reads no specs).
 Does not: analyse the trace itself, calibrate, plan or format. The model side (specs, perfmodel: ~0.1 s of
 imports) loads inside the functions, so that `servescope trace` pays it only for a GPU with measured curves.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.analysis.breakdown import TraceBreakdown
+from servescope.analysis.launch import SplitPricer, SplitWhatIf
 from servescope.analysis.rank_workers import RankPool
 from servescope.analysis.roofline import Achievable, Peaks, WorkGroup, curve_reference
 
@@ -45,7 +47,26 @@ def peaks_for(device_name: str | None, num_sms: int | None) -> tuple[Peaks | Non
     achievable, source, note = _achievable(g)
     notes.append(note)
     return Peaks(g.name, dict(g.flops_per_s), g.hbm_bw_bytes_per_s, num_sms or g.sm_count,
-                 f"specs/data/gpus/{g.name}.toml", achievable, source), tuple(notes)
+                 f"specs/data/gpus/{g.name}.toml", achievable, source, _split_pricer(g)), tuple(notes)
+
+
+def _split_pricer(g: GpuSpec) -> SplitPricer:
+    """Split-K what-ifs of the engines' sparse decode kernels on this GPU (specs.decode_kernels' loop shapes,
+    perfmodel.split_k's model at the datasheet bandwidth; heads per CTA: the kernel's head tile, the trace does not
+    say how many heads a rank holds). None for a kernel the table does not know. The model side loads on the first
+    sparse decode kernel priced."""
+
+    def price(name: str, ctas: int, sms: int, call_s: float) -> SplitWhatIf | None:
+        from servescope.perfmodel.split_k import sparse_decode_model
+        from servescope.specs.decode_kernels import shape_for
+
+        shape = shape_for(name)
+        if shape is None or ctas < 1 or call_s <= 0:
+            return None
+        best = sparse_decode_model(shape, ctas, sms, call_s, shape.head_block, g.hbm_bw_bytes_per_s).best()
+        return SplitWhatIf(shape.label, best.splits, best.time_s, best.call_s, best.reduce_s, best.tried, shape.source)
+
+    return price
 
 
 def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:

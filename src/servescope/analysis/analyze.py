@@ -2,7 +2,9 @@
 
 Does: run the stages for each rank — a rank folder's files in parallel worker processes (or Ray tasks) through
 `servescope.analysis.ranks` — filter by step kind, build the cross-rank view, and collect warnings, one line per cause;
-with a peaks resolver, the kernel findings against measured references (analysis.headroom); with a capture trace,
+with a peaks resolver, the kernel findings against measured references (analysis.headroom); the sparse decode
+grid-collapse findings (analysis.sparse_decode: with the split-K what-if the peaks' pricer gives) replacing
+low_occupancy for the kernels they name; with a capture trace,
 shapes for graph-replayed kernels (analysis.capture).
 Does not: print or format.
 """
@@ -28,6 +30,7 @@ from servescope.analysis.ranks import (
     group_warnings,
 )
 from servescope.analysis.roofline import CaptureWork, Peaks
+from servescope.analysis.sparse_decode import sparse_decode_findings
 from servescope.errors import NoGpuEvents, TraceError
 from servescope.progress import stage
 from servescope.trace.folder import rank_files, rank_order
@@ -99,6 +102,21 @@ def _outcomes(path: Path, top_n: int, workers: int | RankPool | None, ray_addres
     return sorted(fixed, key=_sort_key), group_warnings(per_file) + notes
 
 
+def _sparse_decode(ranks: list[TraceBreakdown], resolved: tuple[tuple[Peaks | None, tuple[str, ...]], ...]
+                   ) -> list[Finding]:
+    """The sparse decode grid-collapse findings of every rank, with the split-K pricer its peaks carry."""
+    pricers = [p.split_k if p is not None else None for p, _ in resolved] or [None] * len(ranks)
+    return [f for b, pricer in zip(ranks, pricers, strict=True) for f in sparse_decode_findings(b, pricer)]
+
+
+def _without_covered(findings: list[Finding]) -> list[Finding]:
+    """Drop a `low_occupancy` finding whose kernel a `sparse_decode_grid_collapse` of the same rank and kind names
+    (the latter says why and what split-K buys; "low occupancy" alone is the wrong finding)."""
+    covered = {(f.rank, f.kind, f.evidence.get("kernel")) for f in findings if f.code == "sparse_decode_grid_collapse"}
+    return [f for f in findings if not (f.code == "low_occupancy" and (f.rank, f.kind, f.evidence.get("kernel"))
+                                        in covered)]
+
+
 def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, workers: int | RankPool | None = None,
                   ray_address: str | None = None, peaks: PeaksResolver | None = None,
                   capture: str | Path | None = None) -> TraceAnalysis:
@@ -124,6 +142,7 @@ def analyze_trace(path: str | Path, kind: str | None = None, top_n: int = 10, wo
     with stage("findings"):  # the peaks and measured references they are held against included
         resolved = tuple(peaks(b) for b in ranks) if peaks is not None else ()
         kernels = [f for b, (p, _) in zip(ranks, resolved, strict=True) for f in kernel_headroom(b, p)] if resolved else []
-        findings = tuple(find_all(ranks, kernels))
+        kernels += _sparse_decode(ranks, resolved)
+        findings = tuple(_without_covered(find_all(ranks, kernels)))
     return TraceAnalysis(str(path), tuple(ranks), findings, tuple(warnings),
                          cross_rank_view(ranks), resolved, str(capture) if capture is not None else None)

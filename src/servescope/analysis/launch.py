@@ -8,14 +8,16 @@ specs.hardware's `sm_count` for a GPU the trace does not describe), give per ker
 "64 CTAs on 188 SMs" is 0.34 CTAs per SM, one wave, 34% of SMs busy.
 Assumptions: one resident CTA per SM unless told (a decode attention CTA holding ~100 KB of shared memory leaves room
 for one); a kernel whose grid varies between calls is described by its median call.
-Does not: read registers, shared memory or achieved occupancy (the reader drops them), or price anything
-(analysis.split_k does).
+`SplitWhatIf` / `SplitPricer`: a split-K what-if of one launch as data, and the callable that prices one (the
+model side's perfmodel.split_k, handed in through `Peaks.split_k` by advise: analysis reads no specs).
+Does not: read registers, shared memory or achieved occupancy (the reader drops them), or price anything.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import polars as pl
 
@@ -83,3 +85,26 @@ def launches(trace: Trace, sms: int | None = None) -> list[Launch]:
         threads = int(r["threads"]) if r["threads"] is not None else None
         out.append(Launch(r["name"], int(r["calls"]), float(r["median_us"]), int(round(r["ctas"])), threads, n_sms))
     return out
+
+
+@dataclass(frozen=True)
+class SplitWhatIf:
+    """Split-K on one launch: the best S, predicted and measured seconds per call, the combine's part, the seconds
+    at every S tried, which engine kernel it was priced as and the source of its shape."""
+
+    label: str
+    splits: int
+    time_s: float
+    call_s: float
+    reduce_s: float
+    tried: dict[int, float] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def gain(self) -> float:
+        return self.call_s / self.time_s
+
+
+# (kernel name, CTAs, SMs, measured seconds per call) → the what-if, or None for a kernel the pricer does not know
+SplitPricer = Callable[[str, int, int, float], SplitWhatIf | None]
+

@@ -39,6 +39,7 @@ from servescope.analysis.costs import (  # noqa: F401 - re-exported: the cost mo
     sparse_topk_attention_cost,
     w4a16_gemm_cost,
 )
+from servescope.analysis.launch import SplitPricer
 from servescope.analysis.op_costs import OpCost, op_cost, parse_inputs  # noqa: F401 - re-exported
 from servescope.analysis.steps import LENGTH_COLUMNS
 
@@ -276,7 +277,8 @@ Achievable = Callable[[WorkGroup], float | None]
 class Peaks:
     """Datasheet ceilings of one GPU, SI: dense FLOP/s by dtype key (bf16, fp8, fp4, int8), HBM bytes/s, SMs;
     `source` says where they came from. `achievable`: the measured reference (`Achievable`), None when nothing was
-    measured for this GPU; `achievable_source` names it."""
+    measured for this GPU; `achievable_source` names it. `split_k`: prices a split-K what-if of a launch on this GPU
+    (analysis.launch.SplitPricer; advise hands in perfmodel.split_k), None when not given."""
 
     name: str
     flops_per_s: Mapping[str, float]
@@ -285,6 +287,7 @@ class Peaks:
     source: str
     achievable: Achievable | None = None
     achievable_source: str | None = None
+    split_k: SplitPricer | None = None
 
     def ridge_flops_per_byte(self, dtype: str) -> float | None:
         """Ridge point = peak FLOP/s ÷ HBM B/s (FLOP/byte); None without a peak for the dtype."""

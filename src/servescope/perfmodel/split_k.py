@@ -1,27 +1,32 @@
 """Split-K (flash-decoding KV splits) priced from a kernel's own grid and per-CTA work: what S splits buy.
 
-Does: given one kernel's launch (CTAs, the GPU's SMs, CTAs resident per SM), its measured time per call and the
-work of one CTA (tiles along the split axis, bytes per tile, bytes every CTA moves whatever its share: the query
-it loads and the partial state it stores), predict its time per call at S splits and the best S.
+Does: given one kernel's launch (CTAs, the GPU's SMs, CTAs resident per SM), its measured time per call and the work
+of one CTA (the token segments its loop walks, the tile width, the bytes it streams whatever its share), predict its
+time per call at S splits and the best S.
 
-Model (SI units; seconds, bytes, bytes/s):
-  waves(S)   = ⌈CTAs·S / (SMs · resident)⌉                      SM slots fill in waves; a partial wave costs a whole one
-  t_cta(S)   = (fixed_bytes + ⌈tiles/S⌉ · tile_bytes) / thr     the straggler CTA walks the most tiles (a split never
-                                                                gets less than one tile; `fixed_bytes` is not split)
-  thr        = (fixed_bytes + tiles · tile_bytes) / (t₁ / waves(1))   per-CTA throughput, from the measured call t₁
-  reduce(S)  = kernel_s + partial_bytes / thr   (S > 1 only)   a separate combine kernel (one graph-replayed launch)
-                                                                reading one partial per CTA at the same per-CTA
-                                                                throughput (a combine as parallel as the split grid)
-  floor      = CTAs · (fixed_bytes + tiles · tile_bytes) / bw  (bw known) the device's bandwidth bounds every S
-  t(S)       = max(waves(S) · t_cta(S), floor) + reduce(S)
-Assumptions: a CTA's speed is set by its own serial chain (a decode CTA walking a gather/dequant/online-softmax loop is
-latency-bound, far below its SM's share of bandwidth), so co-resident CTAs run at the same per-CTA throughput until
-the device's bandwidth floor; the split changes only how many tiles the straggler walks. Per-CTA work is uniform
-across the grid (the measured straggler stands for all); where it is not, t₁ already is the straggler's.
-Consequences: the gain is bounded by the straggler (⌈tiles/S⌉ ≥ 1) and by the fixed bytes, and it falls below 1
-where the grid already fills the SMs (more waves for the same work) or per-CTA work is short (the reduce
-dominates): `best` then keeps S = 1.
-Does not: read a trace (analysis.launch gives the geometry) or know a kernel by name (analysis.sparse_decode does).
+Model (SI units: seconds, bytes, bytes/s; `bw` = the device's memory bandwidth — the callers give the datasheet's —, `bw_sm` = bw / SMs):
+  waves(S)   = ⌈CTAs·S / (SMs · resident)⌉                 SM slots fill in waves; a partial wave costs a whole one
+  tiles(S)   = Σ_segments ⌈⌈n/S⌉ / block⌉                   the straggler split's tiles: each segment is split on its
+                                                           own and walked a whole tile at a time (≥ 1 tile)
+  fixed      = fixed_bytes / bw_sm                          streaming in the query, out the partial state: a CTA
+                                                           reaching its SM's share of the bandwidth, not split
+  t_tile     = (t₁ / waves(1) − fixed) / tiles(1)           one tile of the gather loop, from the measured call t₁
+  t_cta(S)   = fixed + tiles(S) · t_tile                    the straggler CTA
+  reduce(S)  = launch + ⌈CTAs·slices / SMs⌉ · (S · partial_bytes / slices) / bw_sm       (S > 1 only)
+                                                           a separate combine: one more graph-replayed launch, each
+                                                           of its CTAs (`slices` per output tile) streaming S partials
+  floor      = CTAs · (fixed_bytes + Σ n · token_bytes) / bw                the device's bandwidth bounds every S
+  t(S)       = max(waves(S) · t_cta(S), floor) + reduce(S);   t(1) = t₁ (measured)
+Assumptions: a decode CTA walking a gather → dequant → online-softmax loop is bound by its own serial chain, so its
+tile time is what the measured call says and co-resident CTAs keep it until the bandwidth floor; the split kernel
+walks the same tiles as the unsplit one; per-CTA work is uniform across the grid (the measured straggler stands for
+every CTA; where it is not, t₁ already is the straggler's).
+Consequences: the gain is bounded by the straggler (a split never walks less than a tile per segment) and by the
+fixed streaming; it falls below 1 where the grid already fills the SMs (more waves for the same tiles) or a CTA's
+work is short (the reduce dominates): `best` then keeps S = 1.
+`sparse_decode_model` builds the inputs of one of the engines' sparse-attention decode kernels (specs.decode_kernels)
+from its launch: the query and state of a CTA are its real heads (masked loads move only those).
+Does not: read a trace (analysis.launch gives the geometry) or detect a kernel (analysis.sparse_decode does).
 """
 
 from __future__ import annotations
@@ -30,69 +35,89 @@ import math
 from dataclasses import dataclass
 
 from servescope.errors import ServescopeError
+from servescope.perfmodel.efficiency import measured_kernel_overhead_s
+from servescope.specs.decode_kernels import DecodeKernel
 
-# The splits a what-if tries: powers of two up to this many (vLLM's split-K decode paths go to 16–64 splits)
+# The splits a what-if tries: powers of two up to this many (vLLM's split-K decode paths go to 16–32 splits)
 MAX_SPLITS = 64
-# Per-kernel cost of one more launch in a CUDA-graph replay (launch gap + a small kernel's tail): 1.99 µs measured
-# on vLLM's FULL-graph decode trace (specs/data/engine_overheads.toml [vllm.graph] per_kernel_us, the perfmodel's
-# kernel_overhead_s); repeated here because analysis reads no specs.
-REDUCE_KERNEL_S = 1.99e-6
 
 
 @dataclass(frozen=True)
 class SplitKernel:
-    """One kernel's launch and per-CTA work (module docstring for the model). `call_s`: measured time per call at
-    S = 1; `tiles`: tiles along the split axis per CTA (e.g. ⌈top-k / BLOCK_N⌉); `tile_bytes`: bytes one tile reads;
-    `fixed_bytes`: bytes one CTA moves whatever its share (query in, partial state out); `partial_bytes`: one split's
-    partial output (fp32 m, l, acc) the combine reads; `bw_bytes_per_s`: achievable device bandwidth (None: no
-    floor)."""
+    """One kernel's launch and per-CTA work (module docstring for the model). `call_s`: measured seconds per call
+    at S = 1; `segments`: tokens per CTA of each segment its loop walks (e.g. (top-k,) or (SWA window, top-k));
+    `block`: tokens per tile; `token_bytes`: bytes one token reads (KV row + index); `fixed_bytes`: bytes a CTA
+    streams whatever its share (query in, state out); `partial_bytes`: one split's partial (fp32 m, l, acc) the
+    combine reads; `bw_bytes_per_s`: the device's memory bandwidth; `slices`: combine CTAs per output tile."""
 
     ctas: int
     sms: int
     call_s: float
-    tiles: int
-    tile_bytes: float
+    segments: tuple[int, ...]
+    block: int
+    token_bytes: float
     fixed_bytes: float
     partial_bytes: float
+    bw_bytes_per_s: float
     resident_per_sm: int = 1
-    bw_bytes_per_s: float | None = None
-    kernel_s: float = REDUCE_KERNEL_S
+    slices: int = 1
+    kernel_s: float | None = None  # one more graph-replayed launch; None: measured_kernel_overhead_s()
 
     def __post_init__(self) -> None:
-        if self.ctas < 1 or self.sms < 1 or self.tiles < 1 or self.resident_per_sm < 1:
-            raise ServescopeError(f"split-K: CTAs, SMs, tiles and resident CTAs must be ≥ 1 (got {self.ctas}, "
-                                  f"{self.sms}, {self.tiles}, {self.resident_per_sm})")
-        if self.call_s <= 0 or self.tile_bytes <= 0 or self.fixed_bytes < 0 or self.partial_bytes < 0:
-            raise ServescopeError("split-K: the call time and tile bytes must be > 0, the other bytes ≥ 0")
+        counts = (self.ctas, self.sms, self.block, self.resident_per_sm, self.slices)
+        if min(counts) < 1 or not self.segments or min(self.segments) < 0 or sum(self.segments) < 1:
+            raise ServescopeError(f"split-K: CTAs, SMs, block, resident CTAs and slices must be ≥ 1 and the segments "
+                                  f"hold tokens (got {counts}, segments {self.segments})")
+        if self.call_s <= 0 or self.bw_bytes_per_s <= 0 or min(self.token_bytes, self.fixed_bytes,
+                                                                self.partial_bytes) < 0:
+            raise ServescopeError("split-K: the call time and bandwidth must be > 0, the byte counts ≥ 0")
+
+    @property
+    def launch_s(self) -> float:
+        """One more kernel in a CUDA-graph replay (launch gap + a small kernel's tail): measured on vLLM's FULL-graph
+        decode trace (specs/data/engine_overheads.toml [vllm.graph] per_kernel_us, 1.99 µs) unless given."""
+        return self.kernel_s if self.kernel_s is not None else measured_kernel_overhead_s()
 
     def waves(self, splits: int = 1) -> int:
         """⌈CTAs·S / (SMs · resident per SM)⌉."""
         return math.ceil(self.ctas * splits / (self.sms * self.resident_per_sm))
 
-    @property
-    def cta_bytes(self) -> float:
-        """Bytes one CTA moves at S = 1 (fixed + every tile)."""
-        return self.fixed_bytes + self.tiles * self.tile_bytes
+    def tiles(self, splits: int = 1) -> int:
+        """Tiles the straggler split walks: Σ ⌈⌈n/S⌉ / block⌉ over the segments."""
+        return sum(math.ceil(math.ceil(n / splits) / self.block) for n in self.segments if n > 0)
 
     @property
-    def throughput(self) -> float:
-        """Per-CTA throughput (bytes/s) the measured call implies: one CTA's bytes over one wave's time."""
-        return self.cta_bytes / (self.call_s / self.waves(1))
+    def sm_bw(self) -> float:
+        """One SM's share of the achievable bandwidth (bytes/s)."""
+        return self.bw_bytes_per_s / self.sms
+
+    @property
+    def fixed_s(self) -> float:
+        """A CTA's streaming of the query and its state: fixed_bytes at its SM's share of the bandwidth."""
+        return self.fixed_bytes / self.sm_bw
+
+    @property
+    def tile_s(self) -> float:
+        """One tile of the loop, from the measured call (0 when the call is already at the fixed floor)."""
+        return max(0.0, self.call_s / self.waves(1) - self.fixed_s) / self.tiles(1)
 
     def cta_s(self, splits: int) -> float:
-        """The straggler CTA's time at S splits: fixed bytes plus ⌈tiles/S⌉ tiles at the per-CTA throughput."""
-        return (self.fixed_bytes + math.ceil(self.tiles / splits) * self.tile_bytes) / self.throughput
+        """The straggler CTA at S splits."""
+        return self.fixed_s + self.tiles(splits) * self.tile_s
 
     def reduce_s(self, splits: int) -> float:
-        """The combine of S partials: one more graph-replayed launch plus one partial read per CTA; 0 at S = 1."""
-        return 0.0 if splits <= 1 else self.kernel_s + self.partial_bytes / self.throughput
+        """The combine of S partials (0 at S = 1): a launch plus its CTAs streaming S partials, in waves."""
+        if splits <= 1:
+            return 0.0
+        waves = math.ceil(self.ctas * self.slices / self.sms)
+        return self.launch_s + waves * splits * self.partial_bytes / self.slices / self.sm_bw
 
     def floor_s(self) -> float:
-        """The device's bandwidth floor for the kernel's bytes (0 without a bandwidth)."""
-        return self.ctas * self.cta_bytes / self.bw_bytes_per_s if self.bw_bytes_per_s else 0.0
+        """The device's bandwidth floor for every byte the kernel moves."""
+        return self.ctas * (self.fixed_bytes + sum(self.segments) * self.token_bytes) / self.bw_bytes_per_s
 
     def time_s(self, splits: int) -> float:
-        """Predicted seconds per call at `splits` (≥ 1); S = 1 returns the measured call."""
+        """Predicted seconds per call at `splits` (≥ 1); S = 1 is the measured call."""
         if splits < 1:
             raise ServescopeError(f"split-K: splits must be ≥ 1 (got {splits})")
         if splits == 1:
@@ -100,12 +125,9 @@ class SplitKernel:
         return max(self.waves(splits) * self.cta_s(splits), self.floor_s()) + self.reduce_s(splits)
 
     def candidates(self) -> list[int]:
-        """1, 2, 4, … up to MAX_SPLITS and no more than the tiles (a split below one tile is empty)."""
-        out, s = [], 1
-        while s <= min(MAX_SPLITS, self.tiles):
-            out.append(s)
-            s *= 2
-        return out
+        """1, 2, 4, … up to MAX_SPLITS and no more than the longest segment's tiles (past that a split is empty)."""
+        top = min(MAX_SPLITS, max(math.ceil(n / self.block) for n in self.segments))
+        return [2 ** i for i in range(int(math.log2(max(top, 1))) + 1)]
 
     def best(self) -> SplitChoice:
         """The S with the least predicted time (S = 1 when no split pays), with the time of every S tried."""
@@ -116,7 +138,7 @@ class SplitKernel:
 
 @dataclass(frozen=True)
 class SplitChoice:
-    """The best split: S, predicted seconds per call, the measured call, the reduce's share, waves, all S tried."""
+    """The best split: S, predicted seconds per call, the measured call, the reduce's part, waves, every S tried."""
 
     splits: int
     time_s: float
@@ -135,6 +157,18 @@ class SplitChoice:
         """Old / new time per call."""
         return self.call_s / self.time_s
 
-    def loss_at(self, splits: int) -> float:
-        """Old / new at a forced S: below 1 where splitting loses."""
+    def gain_at(self, splits: int) -> float:
+        """Old / new at a forced S (below 1 where splitting loses)."""
         return self.call_s / self.tried[splits]
+
+
+def sparse_decode_model(k: DecodeKernel, ctas: int, sms: int, call_s: float, heads: int, bw_bytes_per_s: float,
+                        segments: tuple[int, ...] | None = None) -> SplitKernel:
+    """The split-K inputs of `k` launched as `ctas` CTAs of `heads` real heads each (≤ its head tile) on `sms` SMs
+    (`segments`: the model's top-k and window, else the table's)."""
+    h = max(1, min(heads, k.head_block))
+    partial = h * (k.state_dim * 4 + 8)            # fp32 acc + m, l per head
+    fixed = h * k.q_dim * 2 + partial              # bf16 query in, fp32 state out
+    return SplitKernel(ctas, sms, call_s, segments or k.segments, k.block, k.token_bytes, fixed, partial,
+                       bw_bytes_per_s, slices=k.slices)
+

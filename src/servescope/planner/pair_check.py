@@ -9,8 +9,9 @@ Does: read a ledger (validation.pairs, tracks checked against TRACK_KINDS), buil
     (output tok/s after / before) equals the TPOT gain (tok/s = concurrency / TPOT), so tpot_ms and
     output_tok_s rows read the same number;
   * kernel_us rows — a per-call ratio where the track states one (custom_allreduce, nccl_tuning: the all-reduce
-    call before / after, details `all_reduce_ratio`); otherwise unpriced, saying that the plan prices the
-    track end to end.
+    call before / after, details `all_reduce_ratio`; split_k_attention: details `split_k_ratio`, from the row's
+    `kernel` and its measured `before` handed to the plan as one traced kernel); otherwise unpriced, saying that
+    the plan prices the track end to end.
 A track the plan finds not applicable (e.g. the engine refuses it) is unpriced with the plan's reason.
 Does not: fit anything to the pairs (no constant here or in the plan is set from them), or render.
 """
@@ -21,12 +22,14 @@ from pathlib import Path
 
 from servescope.errors import PlanError, ScenarioError
 from servescope.perfmodel.scenario import Scenario
+from servescope.planner.kernels import KernelEvidence, KernelRow, KindTime
 from servescope.planner.plan import plan
 from servescope.planner.tracks import TRACK_KINDS
 from servescope.validation.pairs import Pair, PairCheck, Prediction, deployment, read_ledger
 from servescope.validation.spec_pairs import SPEC_TRACK, evaluate, spec_pair
 
-PER_CALL_RATIO = {"custom_allreduce": "all_reduce_ratio"}  # track -> details key of new / old time per call
+# track -> details key of new / old time per call
+PER_CALL_RATIO = {"custom_allreduce": "all_reduce_ratio", "split_k_attention": "split_k_ratio"}
 
 
 def check_pairs(path: str | Path) -> list[PairCheck]:
@@ -55,7 +58,7 @@ def predict(x: Pair, sc: Scenario) -> Prediction:
         return Prediction(None, why_not="a speculative row is priced by the speculative pricing: give spec_kind")
     others = tuple(k for k in TRACK_KINDS if k != x.track)
     try:
-        t = plan(sc, "tpot", x.concurrency, forbid=others).track(x.track)
+        t = plan(sc, "tpot", x.concurrency, forbid=others, kernels=_row_kernel(x)).track(x.track)
     except (PlanError, ScenarioError) as exc:
         return Prediction(None, why_not=f"the plan cannot be made: {str(exc).splitlines()[0]}")
     if not t.applicable or t.gain is None:
@@ -67,3 +70,13 @@ def predict(x: Pair, sc: Scenario) -> Prediction:
             return Prediction(None, why_not="the plan prices this track end to end, not per kernel")
         return Prediction(1.0 / float(ratio), how=f"the track's per-call ratio ({key})")
     return Prediction(t.gain, t.gain_low, t.gain_high, how=f"plan {x.track} at concurrency {x.concurrency}")
+
+
+def _row_kernel(x: Pair) -> KernelEvidence | None:
+    """A split_k_attention kernel_us row naming its `kernel`: that kernel's measured call (`before`, one call of one
+    decode step) as the per-kernel numbers a trace would give (the track prices its split from the measured call)."""
+    if x.track != "split_k_attention" or x.metric != "kernel_us" or not x.cell("kernel"):
+        return None
+    row = KernelRow("decode", x.cell("kernel"), "attention", None, None, 1, x.before, None, 1)
+    return KernelEvidence(None, None, (row,), (KindTime("decode", 1, x.before, {"attention": x.before}),))
+

@@ -1,7 +1,7 @@
 """The track list: every mitigation the planner evaluates, by name, in the order plans list them.
 
-Does: map each track kind to the function that proposes its what-if (tracks_comm, tracks_compute, tracks_kernels,
-tracks_spec),
+Does: map each track kind to the function that proposes its what-if (tracks_comm, tracks_compute, split_k_track,
+tracks_kernels, tracks_spec),
 and validate names given by a user (`parse_forbid`). `TRACK_KINDS` is derived from the map: one declaration.
 Does not: evaluate a track (planner.plan) or decide what pays.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from servescope.errors import PlanError
+from servescope.planner.split_k_track import split_k_attention_track
 from servescope.planner.track import Context, Proposal
 from servescope.planner.tracks_comm import (
     collective_fusion_track,
@@ -24,7 +25,6 @@ from servescope.planner.tracks_compute import (
     parallelism_change_track,
     pd_disaggregation_track,
     quantization_track,
-    split_k_attention_track,
 )
 from servescope.planner.tracks_kernels import kernel_tuning_track
 from servescope.planner.tracks_spec import speculative_track

@@ -1,14 +1,10 @@
-"""Compute, memory and layout tracks: `cuda_graphs`, `async_scheduling`, `split_k_attention`, `quantization`,
-`pd_disaggregation`, `parallelism_change`.
+"""Compute, memory and layout tracks: `cuda_graphs`, `async_scheduling`, `quantization`, `pd_disaggregation`,
+`parallelism_change` (`split_k_attention` has its own module, planner.split_k_track).
 
 Does: express each as a scenario change the performance model prices:
   cuda_graphs        per-kernel CPU launch (launch_overhead_s) → graph replay gap (kernel_overhead_s).
   async_scheduling   vLLM --async-scheduling: the step's CPU time (scheduler, input preparation, sampling output)
                      is hidden behind the GPU's, step = max(GPU, CPU) instead of their sum (Scenario.overlaps_cpu).
-  split_k_attention  only with a trace: when the calibrated attention kernels run below one block per SM,
-                     split-K/flash-decoding fills every SM: achieved bandwidth ≈ min(1, blocks per SM) of a
-                     full-occupancy kernel, so the fitted attention efficiency is divided by that fraction
-                     (capped at the full-occupancy default).
   quantization       KV cache to FP8; 16-bit weights to FP8; routed experts to FP4 on Blackwell (precision-lowering,
                      can be forbidden); the best of these.
   pd_disaggregation  decode no longer absorbs other requests' prefills (the perfmodel's interference term);
@@ -25,11 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from servescope.calibrate import knob_value
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
-from servescope.planner.kernels import KernelRow
 from servescope.planner.layouts import layouts
 from servescope.planner.track import Context, Proposal, not_applicable
 from servescope.planner.whatif import Change, WhatIf
@@ -87,64 +81,6 @@ def _cpu_basis(ctx: Context) -> str:
     return ("the gain is the step's CPU time, a fitted number (cpu_overhead_s + cpu_overhead_per_seq_s · batch, "
             "docs/model.md §4) that also carries per-step costs the model does not explain: calibrate on a trace "
             "with consecutive steps of this engine or measure the A/B")
-
-
-def split_k_attention_track(ctx: Context) -> Proposal:
-    kind = "split_k_attention"
-    validate = ("switch the attention backend to one that splits the KV sequence (VLLM_ATTENTION_BACKEND="
-                "FLASHINFER or FLASH_ATTN with num_splits>1); in a trace the attention kernel's blocks per SM "
-                "should reach ≥1 and its time fall")
-    cal = ctx.calibration
-    blocks = cal.attention_blocks_per_sm if cal is not None else None
-    low = _low_occupancy_attention(ctx)
-    if low:  # the trace's per-kernel numbers (the kernel_tuning track's): the same weighting, and the kernels' names
-        blocks = sum((r.blocks_per_sm or 0.0) * r.measured_us for r in low) / sum(r.measured_us for r in low)
-        validate += "; " + "; ".join(
-            f"{r.name[:50]}: now {r.measured_us / max(r.calls, 1):,.1f} µs per call at {r.blocks_per_sm:.2f} blocks "
-            "per SM" for r in low[:2])
-    knob = cal.knobs.get("attention") if cal is not None else None
-    if cal is None or blocks is None or knob is None:
-        return not_applicable(kind, "needs a trace: the model assumes attention already reaches full-occupancy "
-                              "efficiency; calibrate on a trace to see blocks per SM", "engine upgrade", validate)
-    if blocks >= 1.0:
-        return not_applicable(kind, f"attention already fills the GPU ({blocks:.2f} blocks per SM in the trace)",
-                              "engine upgrade", validate)
-    from servescope.perfmodel import default_efficiency
-
-    sc = ctx.scenario
-    full = knob_value(default_efficiency(str(sc.gpu.generation), sc.backend), knob)
-    fitted = knob_value(sc.efficiency, knob)
-    # an SM without a block pulls nothing: achieved ≈ min(1, blocks per SM) of a full-occupancy kernel, so
-    # filling every SM divides the attention time by that fraction (capped at the full-occupancy default)
-    target = min(full, fitted / max(occupancy(blocks), 1e-3))
-    if target <= fitted * 1.01:
-        return not_applicable(kind, f"attention runs at {blocks:.2f} blocks per SM but already reaches the "
-                              f"full-occupancy efficiency ({knob} {fitted:.2f})", "engine upgrade", validate)
-
-    change = Change.of(efficiency={knob: target})
-    pre = (f"the trace's attention kernels run {blocks:.2f} blocks per SM (< 1): most SMs idle",)
-    note = (f"achieved attention bandwidth ≈{occupancy(blocks):.0%} of a full-occupancy kernel; "
-            f"{knob} {fitted:.3f} → {target:.3f}")
-    return Proposal(kind, True, None, "engine upgrade", pre, validate, whatif=WhatIf(kind, scenario=change),
-                    note=note, details={"blocks_per_sm": blocks, "knob": knob})
-
-
-def _low_occupancy_attention(ctx: Context) -> list[KernelRow]:
-    """The traced attention kernels (per-kernel numbers of the calibrated step kinds) with blocks per SM known,
-    longest first; [] without per-kernel numbers."""
-    ev = ctx.kernels
-    if ev is None:
-        return []
-    kinds = {s.kind for s in ctx.calibration.steps} if ctx.calibration is not None else None
-    rows = [r for r in ev.rows if r.kernel_class == "attention" and r.blocks_per_sm is not None
-            and (kinds is None or r.kind in kinds)]
-    return sorted(rows, key=lambda r: -r.measured_us)
-
-
-def occupancy(blocks_per_sm: float) -> float:
-    """Fraction of full-occupancy bandwidth a kernel reaches with `blocks_per_sm` blocks per SM: min(1, b)
-    (planner assumption: SMs without a block pull nothing; one block per SM reaches its share)."""
-    return min(1.0, max(0.0, blocks_per_sm))
 
 
 def _quant_options(sc: Scenario) -> dict[str, Any]:
