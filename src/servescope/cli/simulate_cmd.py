@@ -98,6 +98,9 @@ def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
                    "HOST:PORT/metrics > FILE after the run): its measured TTFT, queue, prefill, decode, ITL and "
                    "E2E (mean, p50/p90/p99 from the histograms) are shown beside the simulated ones. Without "
                    "--concurrency a closed loop runs at the running requests the scrape shows.")
+@click.option("--rank-trace", "rank_trace", type=click.Path(exists=True, path_type=Path), default=None,
+              help="A trace of this deployment's ranks (a folder of per-rank files): their measured wait for the "
+                   "slowest rank at each collective, per step, replaces the model's rank-arrival wait in every step.")
 @measured_option
 @output_options
 @one_line_errors
@@ -105,7 +108,8 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
              range_ratio: float | None, range_convention: str, max_num_seqs: int | None, max_num_batched_tokens: int | None,
              max_model_len: int | None, kv_cache_tokens: int | None, engine_log: Path | None, seed: int,
              replay_file: Path | None, compare_file: Path | None, prefix_hit_rate: float, workload: str | None,
-             kv_offload: str | None, metrics_file: Path | None, measured: tuple[str, ...], out: Output, **kw: Any) -> None:
+             kv_offload: str | None, metrics_file: Path | None, rank_trace: Path | None, measured: tuple[str, ...],
+             out: Output, **kw: Any) -> None:
     """Simulate the engine's scheduler step by step: TTFT, TPOT, ITL, E2E percentiles and throughput. With
     --measured every decode step runs at the deployment's measured level (the calibrated closed form's TPOT over
     the model's at --concurrency, else at the first measured concurrency)."""
@@ -116,10 +120,19 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     offload_bytes = parse_offload(kv_offload)
     shared_prefix = parse_workload(workload)
     check_hit_rate(prefix_hit_rate)
+    from servescope.cli._simulate_runs import (
+        compare_runs,
+        emit_run,
+        metrics_concurrency,
+        rank_wait,
+        read_metrics,
+        replay_run,
+    )
+
     sc = _scenario(kw)
-    metrics = _read_metrics(metrics_file)
+    metrics = read_metrics(metrics_file)
     if metrics is not None and concurrency is None and arrival == "closed" and compare_file is None:
-        concurrency = _metrics_concurrency(metrics)
+        concurrency = metrics_concurrency(metrics)
     if engine_log is not None and kv_cache_tokens is None:
         kv_cache_tokens = _logged_kv(engine_log)
     engine, kv = _engine(sc, compare_file, {"max_num_seqs": max_num_seqs, "max_num_batched_tokens":
@@ -129,19 +142,20 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
     level = _measured_level(_at_file_lengths(sc, requests, replay_file) if measured else sc, measured, concurrency)
     if level is not None:
         engine = engine.with_(decode_level=level[0])
+    engine = engine.with_(rank_wait_s=rank_wait(rank_trace))
     title = scenario_title(sc, backend=True)
     if compare_file is not None:
-        _compare(sc, engine, compare_file, kv, seed, title, out, metrics)
+        compare_runs(sc, engine, compare_file, kv, seed, title, out, metrics)
         return
     if replay_file is not None and requests is not None:
-        _replay(sc, engine, requests, concurrency, kv, title, out, metrics)
+        replay_run(sc, engine, requests, concurrency, kv, title, out, metrics)
         return
     lengths, range_ratio = _lengths(sc, lengths_file, range_ratio, range_convention, num_prompts, seed)
     with _progress(out.format == "text" or out.path is not None) as progress:
         res = _run(sc, engine, kv, progress, arrival=arrival, concurrency=concurrency, num_prompts=num_prompts,
                    lengths=lengths, range_ratio=range_ratio, seed=seed, prefix_hit_rate=prefix_hit_rate,
                    shared_prefix=shared_prefix, offload_bytes=offload_bytes)
-    _emit_run(sc, res, level, metrics, title, out)
+    emit_run(sc, res, level, metrics, title, out)
 
 
 def _engine(sc: Scenario, compare_file: Path | None, given: dict[str, int | None]) -> tuple[Any, int | None]:
@@ -151,7 +165,9 @@ def _engine(sc: Scenario, compare_file: Path | None, given: dict[str, int | None
     from servescope.simulate import engine_for
 
     if compare_file is not None:  # the bench file's sidecar settings, unless given on the command line
-        given = {**_sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
+        from servescope.cli._simulate_runs import sidecar
+
+        given = {**sidecar(compare_file), **{k: v for k, v in given.items() if v is not None}}
     kv = given.pop("kv_cache_tokens", None)
     return engine_for(sc, **given), kv
 
@@ -187,54 +203,6 @@ def _run(sc: Scenario, engine: Any, kv: int | None, progress: Callable[[int, int
     return run_simulation(sc, arrival, concurrency, num_prompts, lengths, range_ratio, seed, engine,
                           kv, progress, memory_limit(), time_limit_s=MAX_RUN_S, prefix_hit_rate=prefix_hit_rate,
                           shared_prefix_tokens=shared_prefix, kv_offload_bytes=offload_bytes)
-
-
-def _emit_run(sc: Scenario, res: Any, level: Any, metrics: Any, title: str, out: Output) -> None:
-    """The synthetic run's document (with the scenario, the measured level and the scrape's metrics) to `out`."""
-    from servescope.report.plan_doc import scenario_document
-    from servescope.report.simulate_doc import simulate_document
-    from servescope.report.simulate_text import render_run
-
-    doc = simulate_document(res)
-    doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
-    if level is not None:
-        doc["measured"] = level[1]
-    _add_metrics(doc, metrics, [res])
-    out.emit(doc, text=lambda console: _with_metrics(render_run, title, doc, console), warnings=res.warnings)
-
-
-def _read_metrics(path: Path | None) -> Any:
-    """The scrape of `--metrics` (validation.metrics.EngineMetrics), or None."""
-    if path is None:
-        return None
-    from servescope.validation.metrics import read_metrics
-
-    return read_metrics(path)
-
-
-def _metrics_concurrency(metrics: Any) -> int | None:
-    """The closed loop's concurrency from the scrape's running-requests gauge (said in a note), or None."""
-    if metrics.running is None or metrics.running < 1:
-        return None
-    c = max(1, round(metrics.running))
-    note(f"--metrics: closed loop at concurrency {c}, the running requests {metrics.series['running']} shows at "
-         "the scrape (--concurrency sets another)")
-    return c
-
-
-def _add_metrics(doc: dict[str, Any], metrics: Any, results: list[Any]) -> None:
-    if metrics is not None:
-        from servescope.report.simulate_doc import engine_metrics_document
-
-        doc["engine_metrics"] = engine_metrics_document(metrics, results)
-
-
-def _with_metrics(render: Callable[..., None], title: str, doc: dict[str, Any], console: Any) -> None:
-    render(title, doc, console)
-    if "engine_metrics" in doc:
-        from servescope.report.simulate_text import render_engine_metrics
-
-        render_engine_metrics(doc["engine_metrics"], console)
 
 
 def _measured_level(sc: Scenario, values: tuple[str, ...], concurrency: int | None) -> tuple[float, Any] | None:
@@ -300,49 +268,6 @@ def _at_file_lengths(sc: Scenario, requests: Any, path: Path | None) -> Scenario
         note(f"--measured calibrates at {path.name}'s mean lengths, ISL {isl} / OSL {osl} (the scenario has "
              f"{sc.isl} / {sc.osl})")
     return sc.with_(isl=isl, osl=osl)
-
-
-def _replay(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, kv_cache_tokens: int | None,
-            title: str, out: Output, metrics: Any = None) -> None:
-    from servescope.report.plan_doc import scenario_document
-    from servescope.report.simulate_doc import replay_document
-    from servescope.report.simulate_text import render_replay
-    from servescope.simulate import replay_workload, simulate_workload
-
-    wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
-    with _progress(out.format == "text" or out.path is not None) as progress:
-        res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, memory_limit(), time_limit_s=MAX_RUN_S)
-    doc = replay_document(res, requests)
-    doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
-    _add_metrics(doc, metrics, [res])
-    out.emit(doc, text=lambda console: _with_metrics(render_replay, title, doc, console), warnings=res.warnings)
-
-
-def _sidecar(bench: Path) -> dict[str, int | None]:
-    from servescope.validation.benchfile import read_server_settings, sidecar_path
-
-    side = sidecar_path(bench)
-    return dict(read_server_settings(side)) if side.is_file() else {}
-
-
-def _compare(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | None, seed: int, title: str,
-             out: Output, metrics: Any = None) -> None:
-    from servescope.report.simulate_doc import compare_document
-    from servescope.report.simulate_text import render_compare
-    from servescope.simulate import simulate_workload
-    from servescope.simulate.metrics import flat_metrics
-    from servescope.validation.benchfile import bench_workload, compare
-    from servescope.validation.benchio import read_bench
-
-    pairs = []
-    for run in read_bench(path):
-        sc_run = sc.with_(isl=max(1, round(run.mean_isl)), osl=max(1, round(run.mean_osl)))
-        res = simulate_workload(sc_run, bench_workload(run, seed), engine, kv_cache_tokens,
-                                memory_limit_bytes=memory_limit(), time_limit_s=MAX_RUN_S)
-        pairs.append((run, res, compare(run, flat_metrics(res))))
-    doc = compare_document(pairs)
-    _add_metrics(doc, metrics, [res for _, res, _ in pairs])
-    out.emit(doc, text=lambda console: _with_metrics(render_compare, title, doc, console))
 
 
 @main.command()

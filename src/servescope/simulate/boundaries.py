@@ -23,11 +23,13 @@
 Exact by construction: prefill and stall are what is left of the request's TTFT and TPOT once the other parts are
 taken (the tests compute them independently). Each part carries where it came from: `model`, `trace`, or, in the
 comparison with a /metrics scrape (report/simulate_doc.py), `engine metric`.
-What it does not: simulate (loop.py) or read a trace (the caller passes the measured wait).
+What it does not: simulate (loop.py) or read a trace (rank_wait_from_skew takes the per-rank collective times the
+caller measured: cli `simulate --rank-trace`, analysis.ranks).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +38,7 @@ import numpy as np
 from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.engine import EngineConfig
 from servescope.specs.serving_boundaries import delivery
+from servescope.units import us_to_s
 
 if TYPE_CHECKING:
     from servescope.simulate.loop import RawRun
@@ -67,6 +70,19 @@ def split_setup(sc: Scenario, cfg: EngineConfig, setup_s: float) -> Split:
                      f"set-up) less the delivery",
         "delivery": f"{MODEL}: specs/data/serving_boundaries.toml [[{cfg.backend}]] since {d.since}: {d.source}",
         "rank_wait": wait})
+
+
+def rank_wait_from_skew(per_rank_us: Iterable[Sequence[float]], steps: int) -> float | None:
+    """A trace's rank-arrival wait per step, s, from each collective's kernel time per rank summed over `steps`
+    common steps (µs; analysis.ranks CollectiveSkew.per_rank_us): Σ over collectives of (mean over ranks −
+    fastest rank) / steps. A collective's kernel on a rank runs from that rank's arrival to the last one's plus
+    the transfer, so its time above the shortest (the last to arrive) is that rank's wait; the mean over ranks is
+    the wait the step carries beyond the model's (perfmodel prices isolated collectives: specs/collectives.py).
+    None without steps or collectives."""
+    rows = [list(r) for r in per_rank_us if len(r)]
+    if steps < 1 or not rows:
+        return None
+    return us_to_s(float(sum(sum(r) / len(r) - min(r) for r in rows))) / steps
 
 
 @dataclass(frozen=True)

@@ -178,13 +178,13 @@ class StepCost:
                                            attn * self._wait_frac(b) if self.dp > 1 else 0.0)
         return run_s
 
-    def host_s(self, gpu_s: Any, seqs: int) -> Any:
+    def host_s(self, gpu_s: Any, seqs: Any) -> Any:
         """The host time a step of `seqs` sequences adds to its GPU time: combine.host_cpu_s (× host_scale) exposed
         as combine.exposed_host_s says — the closed form's functions, so both charge the same cost between steps."""
         cpu = self.host_scale * host_cpu_s(self.eff, seqs)
         return exposed_host_s(cpu, gpu_s, self.overlap, self.eff.overlap_exposed_frac)
 
-    def host_parts(self, gpu_s: Any, seqs: int) -> tuple[Any, Any]:
+    def host_parts(self, gpu_s: Any, seqs: Any) -> tuple[Any, Any]:
         """(host seconds of the step: combine.host_cpu_s × host_scale, what of it is exposed: host_s)."""
         return self.host_scale * host_cpu_s(self.eff, seqs), self.host_s(gpu_s, seqs)
 
