@@ -10,21 +10,32 @@ the data file read with tomllib — not from the parts themselves:
 
 from __future__ import annotations
 
+import json
 import tomllib
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from servescope.cli import main
 from servescope.errors import BadConfig
 from servescope.perfmodel import Scenario
 from servescope.simulate import engine_for, replay_workload, simulate, simulate_workload
-from servescope.simulate.boundaries import TPOT_PARTS, TTFT_PARTS, split_requests
+from servescope.simulate.boundaries import (
+    TPOT_PARTS,
+    TTFT_PARTS,
+    rank_wait_from_skew,
+    split_requests,
+)
 from servescope.simulate.loop import RawRun, simulate_raw
 from servescope.simulate.stepcost import StepCost
 from servescope.specs import serving_boundaries
 
 RTOL, ATOL = 1e-9, 1e-12
+DATA = Path(__file__).parent.parent / "data"
+TRACES, METRICS = DATA / "traces", DATA / "metrics"
 
 
 def _sc(backend: str = "vllm", overlap: bool | None = None, **kw: object) -> Scenario:
@@ -163,3 +174,31 @@ def test_bad_boundaries_file_names_the_field() -> None:
                                              {"since": "0.1", "delivery_s": 0.0, "delivery_s_source": "x"}])
     with pytest.raises(BadConfig, match="no entry for engine"):
         serving_boundaries.delivery("nosuch")
+
+
+def test_rank_wait_from_a_traces_collective_skew() -> None:
+    # an all-reduce whose ranks spent 100, 160, 130 µs over 10 steps: the last to arrive (100) waited 0, the
+    # others 60 and 30 → mean 30 µs over 10 steps; a second collective with no spread adds nothing
+    got = rank_wait_from_skew([(100.0, 160.0, 130.0), (50.0, 50.0, 50.0)], 10)
+    assert got == pytest.approx(3e-6)
+    assert rank_wait_from_skew([], 10) is None and rank_wait_from_skew([(1.0, 2.0)], 0) is None
+
+
+def test_cli_rank_trace_and_the_scrapes_front_end_plus_delivery() -> None:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--isl", "1024", "--osl", "101",
+            "--num-prompts", "40", "--json"]
+    r = CliRunner().invoke(main, [*args, "--rank-trace", str(TRACES / "hta" / "trace_filter"),
+                                  "--metrics", str(METRICS / "vllm_v1_c16.prom")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    wait = {row["part"]: row for row in doc["boundaries"]["tpot"]}["rank_wait"]
+    assert wait["source"] == "trace" and wait["ms"]["mean"] > 0
+    assert doc["settings"]["engine"]["rank_wait_s"] == pytest.approx(wait["ms"]["mean"] / 1e3, rel=1e-6)
+    rows = {row["boundary"]: row for row in doc["engine_metrics"]["boundaries"]}
+    # vllm_v1_c16.prom: TTFT 6.0 s, queue 0.35 s, prefill 4.0 s over 100 requests → (6.0 − 0.35 − 4.0) / 100
+    assert rows["front_end+delivery"]["measured_ms"]["mean"] == pytest.approx(16.5)
+    sim = {row["part"]: row["ms"]["mean"] for row in doc["boundaries"]["ttft"]}
+    assert rows["front_end+delivery"]["simulated_ms"]["mean"] == pytest.approx(sim["front_end"] + sim["delivery"])
+    one_rank = CliRunner().invoke(main, [*args, "--rank-trace", str(TRACES / "hta" / "trace_filter" /
+                                                                     "sampled_rank-0.json.gz")])
+    assert one_rank.exit_code == 1 and "two or more ranks" in one_rank.output
