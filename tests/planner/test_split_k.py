@@ -205,3 +205,12 @@ def test_the_names_the_analysis_finds_are_the_names_the_specs_shape() -> None:
     names = ("_fused_gather_dequant_attn_kernel", "_sparse_attn_decode_ragged_kernel", "flash_mla_sparse_decode_fwd",
              "sparse_mla_decode_kernel", "_sparse_attn_decode_partial_kernel", "ampere_bf16_gemm")
     assert [is_sparse_decode(n) for n in names] == [match(n) is not None for n in names]
+
+
+def test_sparse_decode_kernels_are_attention_not_casts() -> None:
+    from servescope.analysis.classify import classify_name
+
+    # "dequant" in vLLM's SM12x kernel name is its fused dequant-in-registers, not a cast kernel
+    assert classify_name("_fused_gather_dequant_attn_kernel")[0] == "attention"
+    assert classify_name("_sparse_attn_decode_ragged_kernel")[0] == "attention"
+    assert classify_name("per_token_group_quant_fp8")[0] == "cast"

@@ -100,6 +100,9 @@ _ATTENTION: tuple[Rule, ...] = (
     (r"aiter(?:::|\d+)(?:pa|mla)_", "attention", None),
     (r"paged_attention|unified_attention|attention|attn_fwd|attn_bwd|merge_attn_states|_decode_att", "attention", None),
     (r"(?:^|[^a-z])mla_(?:decode|prefill|fwd)", "attention", None),  # MLA decode/prefill kernels (AITER, vLLM)
+    # Sparse MLA / DSA attention (DeepSeek-V3.2/V4, GLM-5): vLLM's SM12x Triton `_fused_gather_dequant_attn_kernel`
+    # (vllm#54929; "dequant" in its name is not a cast kernel), ROCm `_sparse_attn_decode_ragged_kernel` (vllm#44899)
+    (r"_fused_gather_dequant_attn|sparse_?(?:mla|attn)", "attention", None),
     # Triton decode/extend attention (SGLang/vLLM): _fwd_kernel, _fwd_grouped_kernel_stage1, _fwd_kernel_stage2.
     (r"^_fwd_(?:grouped_)?kernel(?:_stage\d)?$|^reduce_segments$", "attention", None),
     # KV-cache writes and attention metadata belong to the attention layer (vLLM runs reshape_and_cache
