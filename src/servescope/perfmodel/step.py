@@ -30,8 +30,9 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
                     scheduling with execution f·cpu + max((1 − f)·cpu − the GPU terms, 0), f = overlap_exposed_frac
                     (the share the overlap cannot hide, fitted) (Scenario.overlaps_cpu: TRT-LLM's
                     default, or vLLM with --async-scheduling)
-Routed experts read per GPU: the distinct experts the step's tokens touch under skewed (power-law) loads, 1/ep of
-them on each GPU (routing.py; uniform routing E/ep · (1 − (1 − k/E)^T) with --routing uniform). Expert compute is set by the busiest expert-parallel rank: the mean load times the expected maximum of ep rank
+Routed experts read per GPU: the distinct experts the step's tokens touch under skewed (power-law) loads (routing.py;
+uniform E · (1 − (1 − k/E)^T) with --routing uniform), those on the busiest of ep GPUs holding whole experts
+(ep_balance.py; at ep = 1 every GPU reads a 1/tp slice of each). Expert compute is set by the busiest expert-parallel rank: the mean load times the expected maximum of ep rank
 loads, from the sampling noise of B·k routed tokens and the skewed loads' placement variance (`moe_imbalance`). A decode batch inside the
 engine's CUDA-graph capture range runs padded to the next captured size (GEMM/expert compute of the padded rows;
 graphs.py); beyond it the step runs eagerly.
@@ -57,6 +58,7 @@ import numpy as np
 from servescope.errors import ScenarioError
 from servescope.perfmodel import hw
 from servescope.perfmodel.combine import combine_step
+from servescope.perfmodel.ep_balance import moe_imbalance
 from servescope.perfmodel.step_curves import (
     attention_curve_parts,
     dense_curve_parts,
@@ -77,7 +79,6 @@ from servescope.perfmodel.step_terms import (
     floor_s,
     indexer_work,
     mixer_parts,
-    moe_imbalance,
     overhead_parts,
     recurrent_work,
     step_shape,
