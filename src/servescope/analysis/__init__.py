@@ -5,6 +5,7 @@
     ranks               rank folders in worker processes or Ray   diff        two analyses, per step kind
     costs, op_costs     cost models; each op's FLOPs and bytes   roofline    kernel work and its roofline
     headroom            kernels against a measured reference
+    launch              per-kernel CTAs, waves, busy SMs          sparse_decode  sparse decode grid collapse
     capture             shapes for graph replays from a capture trace
     analyze             the entry: `analyze_trace(path)` → TraceAnalysis
 
