@@ -49,7 +49,7 @@ NVLINK_CUSTOM_AR_FLOOR_S = 4.6e-6  # AIC-COMM H100 SXM vLLM custom AR at 1 KB
 NVLINK_CUSTOM_AR_BW_FRACTION = 0.78  # DERIVED: AIC-COMM H100 custom AR 16 MB = 92.4 µs two-shot at 450 GB/s
 PATCH_LABELS = {"pcie-ar": "vllm", "pcie-ar-cpp": "fork"}  # local version label -> which kernels' rule
 SYMM_MEM_CAPABILITIES = ("sm_90", "sm_100")  # vLLM SYMM_MEM_ALL_REDUCE_MAX_SIZES keys "9.0", "10.0"
-GATED_BACKENDS = ("vllm", "sglang")
+OWN_ALLREDUCE_BACKEND = "trtllm"  # TRT-LLM has its own all-reduce (not vLLM's code): the vLLM/SGLang gate is not its
 VLLM_PCIE_GATE = ("the engine refuses it: custom all-reduce is off on more than two PCIe-only GPUs without NVLink "
                   "between every pair (vllm/distributed/device_communicators/custom_all_reduce.py: 'Custom "
                   "allreduce is disabled because it's not supported on more than two PCIe-only GPUs')")

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 
 from servescope.perfmodel.scenario import Scenario
 from servescope.planner.allreduce_paths import (
-    GATED_BACKENDS,
     NVLINK_CUSTOM_AR_BW_FRACTION,
     NVLINK_CUSTOM_AR_FLOOR_S,
+    OWN_ALLREDUCE_BACKEND,
     PATCHED_HOW,
     PCIE_ONESHOT_FLOOR_S,
     SYMM_MEM_CAPABILITIES,
@@ -175,7 +175,7 @@ def custom_allreduce_track(ctx: Context) -> Proposal:
                               f"({'2 PCIe GPUs' if ctx.pcie and sc.tp == 2 else 'NVLink'})", "config change",
                               validate)
     rule = patched_rule(sc.engine_build)
-    if ctx.pcie and sc.tp > 2 and sc.backend in GATED_BACKENDS and rule is None:
+    if ctx.pcie and sc.tp > 2 and sc.backend != OWN_ALLREDUCE_BACKEND and rule is None:
         symm = "" if str(sc.gpu.compute_capability) in SYMM_MEM_CAPABILITIES else f"; {SYMM_MEM_NOTE}"
         return not_applicable(kind, f"{VLLM_PCIE_GATE}{symm}. {PATCHED_HOW}", "engine upgrade", validate)
     adjust, source = _engine_adjust(ctx, rule or "vllm", topo)
