@@ -6,8 +6,9 @@ changed. A cached row is used when the file's resolved path, size, mtime_ns, the
 that change a result (`--top`) all match; everything else is analysed again and the cache file rewritten (to a
 temporary name, then renamed: a run that dies leaves the old cache whole). Columns: the key (path, size_bytes,
 mtime_ns, version, options), a per-rank summary a reader can query with Polars alone (rank, device, steps, gpu_busy_us,
-gpu_span_us, comm_us, error), the warnings, and the breakdown itself, msgpack-encoded by its types (msgspec), so a
-cached outcome equals a fresh one field for field. A cache file that cannot be read, is not of this layout, or comes
+gpu_span_us, comm_us, error), the warnings, and the breakdown itself, msgpack-encoded by its types (msgspec) and
+deflated (its kernel names repeat: ~240 KB → ~22 KB a rank on HTA's sampled ranks, so a thousand ranks' cache is held
+and written in tens of MB), so a cached outcome equals a fresh one field for field. A cache file that cannot be read, is not of this layout, or comes
 from another servescope version is ignored and rebuilt, with a warning (`caching` collects them for the CLI).
 Where: `servescope trace FOLDER --cache DIR` names DIR; the file is DIR/ranks-<sha256 of the folder's path>.parquet.
 servescope never writes next to its inputs (they may be read-only, shared, or another team's capture), and the cache
@@ -22,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -103,7 +105,7 @@ def _error(kind: str | None, message: str | None) -> errors.TraceError | None:
 
 def _outcomes(rows: list[dict[str, Any]], path: str) -> list[RankOutcome]:
     decoder = msgspec.msgpack.Decoder(TraceBreakdown)
-    return [RankOutcome(path, r["rank"], None if r["breakdown"] is None else decoder.decode(r["breakdown"]),
+    return [RankOutcome(path, r["rank"], None if r["breakdown"] is None else decoder.decode(zlib.decompress(r["breakdown"])),
                         tuple(r["warnings"] or ()), _error(r["error_type"], r["error"]))
             for r in rows if r["outcomes_in_file"] > 0]
 
@@ -126,7 +128,7 @@ def _read(path: Path) -> tuple[dict[str, tuple[Key, list[RankOutcome]]], str | N
         return out, None
     except FileNotFoundError:
         return {}, None
-    except (OSError, pl.exceptions.PolarsError, msgspec.DecodeError, KeyError, TypeError, ValueError) as exc:
+    except (OSError, pl.exceptions.PolarsError, msgspec.DecodeError, zlib.error, KeyError, TypeError, ValueError) as exc:
         text = str(exc).strip().splitlines()
         return {}, f"damaged ({text[0] if text else type(exc).__name__})"
 
@@ -149,7 +151,7 @@ def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> list[dict[str
             row.update(device=b.device_name, steps=len(b.steps), gpu_busy_us=sum(s.gpu_busy_us for s in b.steps),
                        gpu_span_us=sum(s.gpu_span_us for s in b.steps),
                        comm_us=sum(s.classes_us.get(COMMUNICATION, 0.0) for s in b.steps),
-                       breakdown=msgspec.msgpack.encode(b))
+                       breakdown=zlib.compress(msgspec.msgpack.encode(b), 1))
         rows.append(row)
     return rows
 
