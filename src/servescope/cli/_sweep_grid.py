@@ -1,5 +1,5 @@
 """`servescope sweep --isls/--osls/--quants`: the grid sweep in two tiers (planner.sweep_grid), one library call and
-one render. What it does not: --measured (the calibrated restatement is per layout of the closed form's sweep)."""
+one render; --all: every workload's Pareto front (its candidates to the closed form), else each one's optimum. What it does not: --measured (the calibrated restatement is per layout of the closed form's sweep)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,9 @@ def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_point
         sla = Sla(None if ttft_max is None else ms_to_s(ttft_max), None if tpot_max is None else ms_to_s(tpot_max))
     mib = opts["max_grid_mib"] if opts["max_grid_mib"] is not None else DEFAULT_MAX_GRID_MIB
     sim_max = opts["simulate_max"] if opts["simulate_max"] is not None else SIMULATE_MAX
-    gs = grid_sweep(base, grid, sla, max_bytes=mib * MIB, simulate_max=sim_max, ray=opts["ray_address"])
+    # --all shows each workload's whole front, so the closed form gets the front's candidates, not the optimum's
+    gs = grid_sweep(base, grid, sla, max_bytes=mib * MIB, simulate_max=sim_max, front=all_points,
+                    ray=opts["ray_address"])
     doc = grid_document(gs)
     doc["scenario"] = scenario_document(base)
     title = scenario_title(base, layout=False, backend=True, n_gpus=n)

@@ -173,7 +173,7 @@ class Corners:
         """`table` interpolated multilinearly at the points: Σ over the corners of weight · value."""
         if np.all(table == table.flat[0]):
             return np.full(self.flat.shape[1], float(table.flat[0]))
-        return np.einsum("ij,ij->j", table.ravel()[self.flat], self.weight)
+        return np.asarray(np.einsum("ij,ij->j", table.ravel()[self.flat], self.weight))
 
 
 def pick_anchors(values: Sequence[int], n: int) -> np.ndarray:
@@ -310,7 +310,8 @@ class Anchors:
 def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int = LEN_ANCHORS,
                   n_ctx: int = CTX_ANCHORS) -> dict[str, np.ndarray]:
     """TPOT, TTFT (s) and output tok/s at every point of one configuration (Axes order), from the step model at the
-    anchors (module docstring); `on_anchor`: the points where the screen is the full closed form."""
+    anchors (module docstring); `on_anchor`: the points where the screen is the full closed form; `capped`: the
+    points past their KV slots (their batch, the slots, lies between batch anchors)."""
     from servescope.perfmodel.serving import (
         ServingParts,
         combine_serving,
@@ -339,7 +340,7 @@ def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int =
     a = combine_serving(p, sc.efficiency)
     tok = output_tok_s(ax.c, cap, ax.osl, a["ttft_s"], a["tpot_s"])
     return {"tpot_s": a["tpot_s"], "ttft_s": a["ttft_s"], "output_tok_s": tok,
-            "on_anchor": anchors.holds(ax) & (ax.c <= cap)}
+            "on_anchor": anchors.holds(ax) & (ax.c <= cap), "capped": ax.c > cap}
 
 
 @dataclass(frozen=True)
@@ -351,6 +352,7 @@ class Screened:
     skipped: tuple[str, ...]
     values: dict[str, np.ndarray]  # QUANTITIES, each (len(configs) · per_config,)
     on_anchor: np.ndarray  # bool per point: the screen is the full closed form there (Anchors.holds, c ≤ slots)
+    capped: np.ndarray  # bool per point: the concurrency is past the KV slots (the batch is interpolated)
 
     def where(self, i: int) -> tuple[Config, int, int, int]:
         """Point i's configuration, ISL, OSL and concurrency."""
@@ -372,5 +374,5 @@ def screen_grid(base: Scenario, grid: Grid, max_bytes: float = DEFAULT_MAX_GRID_
     ax = Axes.of(grid)
     blocks = [screen_config(c.scenario, grid, ax, n_len, n_ctx) for c in cfgs]
     values = {q: np.concatenate([b[q] for b in blocks]) for q in QUANTITIES}
-    on_anchor = np.concatenate([b["on_anchor"] for b in blocks])
-    return Screened(grid, tuple(cfgs), tuple(skipped), values, on_anchor)
+    on_anchor, capped = (np.concatenate([b[k] for b in blocks]) for k in ("on_anchor", "capped"))
+    return Screened(grid, tuple(cfgs), tuple(skipped), values, on_anchor, capped)

@@ -1,18 +1,21 @@
 """A grid sweep in two tiers (issue 30.4; aiconfigurator's screen-then-simulate, Vidur's search on Ray): the screen
 over the whole grid (planner.screen), its error measured, then the full closed form on the points the screen cannot
-rule out, then `simulate` on the best of those.
+rule out, then `simulate` on the best of those. Points compare within their workload (an ISL, OSL pair).
 
-  error     = max over `sample` held-out points (seeded, off the anchors) of |screen / full closed form − 1|, per
-              quantity (TPOT, TTFT, output tok/s); margin m = max(MARGIN_FLOOR, MARGIN_SAFETY · error)
-  bounds    the full closed form x of a screened x̂ lies in [x̂/(1 + m), x̂/(1 − m)] (m < 1)
-  may meet  the SLA at the optimistic bounds (TTFT, TPOT at x̂/(1 + m));  sure: at the pessimistic ones
-  near      may meet, and no point that surely meets has pessimistic tok/s per GPU and tok/s per user both above
-            the point's optimistic ones: every point that could be on the SLA-feasible front (its optimum included)
-  exact     the full closed form (perfmodel.serving.predict_arrays) at every near point; the SLA and the Pareto front
-            of tok/s per GPU against tok/s per user on those values
-  simulated the SLA-feasible front's `simulate_max` best by tok/s per GPU (simulate.simulate: a closed loop of
-            simulate.points_prompts requests, seed 0), on worker processes of Ray with `ray` (an address, or "local")
-            — the same runs in the same order either way
+  error     = max over up to `sample` held-out points (seeded, off the anchors) of |screen / full closed form − 1|,
+              per quantity (TPOT, TTFT, output tok/s) and per class of point: within its KV slots (the batch is an
+              anchor) or past them (the batch, the slots, lies between anchors)
+  margin    m = min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY · error)), per class and quantity
+  bounds    the full closed form x of a screened x̂ lies in [x̂/(1 + m), x̂/(1 − m)]
+  may meet  the SLA at the optimistic bounds (TTFT, TPOT at x̂/(1 + m));  surely meets: at the pessimistic ones
+  near      may meet, and no surely-meeting point of the workload has a pessimistic tok/s per GPU above the point's
+            optimistic one (the candidates for the workload's optimum); with `front`, ... above it on both tok/s
+            per GPU and tok/s per user (the candidates for its Pareto front)
+  exact     the full closed form (perfmodel.serving.predict_arrays) at every near point; the SLA, each workload's
+            optimum (most tok/s per GPU within the SLA) and the front of the near points on those values
+  simulated the workloads' optima first, by tok/s per GPU, then the rest of the front, `simulate_max` in all
+            (simulate.simulate: a closed loop of simulate.points_prompts requests, seed 0), as Ray tasks with `ray`
+            (an address, or "local") — the same runs, in the same order, either way
 What it does not: hold the grid's exact values (only the near points'), or simulate a point off the front.
 """
 
@@ -68,30 +71,44 @@ def exact_at(s: Screened, idx: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
+CLASSES = ("within_slots", "past_slots")  # the concurrency fits the KV slots (batch exact) or not (interpolated)
+
+
 @dataclass(frozen=True)
 class ScreenError:
-    """The screen against the full closed form on `sample` held-out points: largest and 99th-percentile relative
-    error per quantity; the margin (module docstring)."""
+    """The screen against the full closed form on held-out points, per class of point (CLASSES: the batch is an
+    anchor, or the KV slots, between anchors): points sampled, largest and 99th-percentile relative error per
+    quantity; the margins (module docstring)."""
 
-    sample: int
-    max_rel: dict[str, float]
-    p99_rel: dict[str, float]
+    sample: dict[str, int]
+    max_rel: dict[str, dict[str, float]]
+    p99_rel: dict[str, dict[str, float]]
 
     @property
-    def margin(self) -> dict[str, float]:
-        return {q: min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY * v)) for q, v in self.max_rel.items()}
+    def margin(self) -> dict[str, dict[str, float]]:
+        return {c: {q: min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY * v)) for q, v in m.items()}
+                for c, m in self.max_rel.items()}
+
+    def at(self, capped: np.ndarray) -> dict[str, np.ndarray]:
+        """Each point's margin per quantity, by its class."""
+        m = self.margin
+        return {q: np.where(capped, m["past_slots"][q], m["within_slots"][q]) for q in QUANTITIES}
 
 
 def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> ScreenError:
-    """`ScreenError` on up to `sample` points drawn (seeded) from those off the anchors."""
-    held = np.flatnonzero(~s.on_anchor)
-    if held.size == 0:
-        return ScreenError(0, dict.fromkeys(QUANTITIES, 0.0), dict.fromkeys(QUANTITIES, 0.0))
-    idx = np.sort(np.random.default_rng(seed).choice(held, size=min(sample, held.size), replace=False))
-    exact = exact_at(s, idx)
-    rel = {q: np.abs(s.values[q][idx] / exact[q] - 1.0) for q in QUANTITIES}
-    return ScreenError(len(idx), {q: float(r.max()) for q, r in rel.items()},
-                       {q: float(np.percentile(r, 99)) for q, r in rel.items()})
+    """`ScreenError` on up to `sample` points per class drawn (seeded) from those off the anchors (a class without
+    such points is exact where it has any: its error is 0)."""
+    rng = np.random.default_rng(seed)
+    n, mx, p99 = {}, {}, {}
+    for name, members in zip(CLASSES, (~s.capped, s.capped), strict=True):
+        held = np.flatnonzero(members & ~s.on_anchor)
+        idx = np.sort(rng.choice(held, size=min(sample, held.size), replace=False))
+        exact = exact_at(s, idx)
+        rel = {q: np.abs(s.values[q][idx] / exact[q] - 1.0) for q in QUANTITIES}
+        n[name] = int(idx.size)
+        mx[name] = {q: float(r.max()) if r.size else 0.0 for q, r in rel.items()}
+        p99[name] = {q: float(np.percentile(r, 99)) if r.size else 0.0 for q, r in rel.items()}
+    return ScreenError(n, mx, p99)
 
 
 def _meets(tpot: np.ndarray, ttft: np.ndarray, sla: Sla | None) -> np.ndarray:
@@ -110,20 +127,32 @@ def workloads(s: Screened, idx: np.ndarray | None = None) -> np.ndarray:
 
 
 def near_set(values: dict[str, np.ndarray], group: np.ndarray, n_gpus: int, sla: Sla | None,
-             margin: dict[str, float]) -> np.ndarray:
-    """Whether each screened point is near its workload's SLA-feasible front (module docstring: may meet, not
-    surely dominated by a point of the same `group`), vectorised: the surely-meeting points sorted by group, then
-    pessimistic tok/s per GPU descending, with a running maximum of their pessimistic tok/s per user that restarts
-    at each group (an offset of one user range per group)."""
-    mt, mf, mo = (margin[q] for q in QUANTITIES)
+             margin: dict[str, np.ndarray] | dict[str, float], front: bool = False) -> np.ndarray:
+    """Whether each screened point is near (module docstring): it may meet the SLA and no point of its `group` that
+    surely meets it is surely better — on tok/s per GPU (`front` False: the candidates for the workload's optimum),
+    or on both tok/s per GPU and tok/s per user (`front`: the candidates for its Pareto front). Margins per
+    quantity: scalars or one per point."""
     tpot, ttft, tok = values["tpot_s"], values["ttft_s"], values["output_tok_s"] / n_gpus
+    mt, mf, mo = (np.broadcast_to(np.asarray(margin[q], dtype=float), tpot.shape) for q in QUANTITIES)
     may = _meets(tpot / (1 + mt), ttft / (1 + mf), sla)
     sure = _meets(tpot / (1 - mt), ttft / (1 - mf), sla)
     if not sure.any():
         return may
-    g = group.astype(float)
-    q_gpu, q_user, q_g = tok[sure] / (1 + mo), (1 - mt) / tpot[sure], g[sure]
-    p_gpu, p_user = tok / (1 - mo), (1 + mt) / tpot
+    q_gpu, p_gpu = tok[sure] / (1 + mo[sure]), tok / (1 - mo)
+    if not front:
+        best = np.full(int(group.max()) + 1, -np.inf)
+        np.maximum.at(best, group[sure], q_gpu)
+        return may & ~(best[group] > p_gpu)
+    return may & ~_front_dominated(group.astype(float), sure, q_gpu, (1 - mt[sure]) / tpot[sure], p_gpu,
+                                   (1 + mt) / tpot)
+
+
+def _front_dominated(g: np.ndarray, sure: np.ndarray, q_gpu: np.ndarray, q_user: np.ndarray, p_gpu: np.ndarray,
+                     p_user: np.ndarray) -> np.ndarray:
+    """Whether a surely-meeting point of the same group beats each point on both: the surely-meeting points sorted
+    by group, then pessimistic tok/s per GPU descending, with a running maximum of their pessimistic tok/s per user
+    that restarts at each group (an offset of one user range per group)."""
+    q_g = g[sure]
     span_gpu = 2.0 * float(max(q_gpu.max(), p_gpu.max())) + 1.0
     span_user = 2.0 * float(max(q_user.max(), p_user.max())) + 1.0
     key = q_g * span_gpu - q_gpu  # ascending: group, then tok/s per GPU descending
@@ -131,8 +160,7 @@ def near_set(values: dict[str, np.ndarray], group: np.ndarray, n_gpus: int, sla:
     key, best = key[order], np.maximum.accumulate(q_user[order] + q_g[order] * span_user)
     above = np.searchsorted(key, g * span_gpu - p_gpu, side="left")  # ... with a strictly higher tok/s per GPU
     first = np.searchsorted(key, g * span_gpu - span_gpu / 2.0, side="left")  # the group's first
-    dominated = (above > first) & (best[np.maximum(above - 1, 0)] - g * span_user > p_user)
-    return may & ~dominated
+    return np.asarray((above > first) & (best[np.maximum(above - 1, 0)] - g * span_user > p_user))
 
 
 def front_flags(gpu: np.ndarray, user: np.ndarray) -> np.ndarray:
@@ -179,7 +207,8 @@ class GridPoint:
     screened_ttft_s: float
     screened_output_tok_s: float
     sla_met: bool
-    on_front: bool
+    on_front: bool  # on the Pareto front of the workload's near points within the SLA (its whole front with `front`)
+    best: bool  # the workload's most tok/s per GPU within the SLA: its optimum
     simulated: Simulated | None = None
 
 
@@ -193,43 +222,44 @@ class GridSweep:
     points: tuple[GridPoint, ...]  # the near points, with the full closed form
     simulated: int
     notes: tuple[str, ...] = field(default=())
-
-    @property
-    def margin(self) -> dict[str, float]:
-        return self.error.margin
+    front: bool = False  # the near set held the front's candidates, not only the optimum's
 
 
 Runner = Callable[["Scenario", int], "SimResult"]
 
 
-def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None,
-               max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB, sample: int = ERROR_SAMPLE,
-               simulate_max: int = SIMULATE_MAX, ray: str | None = None, run: Runner | None = None) -> GridSweep:
-    """The two tiers of the module docstring on `grid` around `base`; `run(scenario, concurrency)` replaces the
+def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB,
+               sample: int = ERROR_SAMPLE, simulate_max: int = SIMULATE_MAX, front: bool = False,
+               ray: str | None = None, run: Runner | None = None) -> GridSweep:
+    """The two tiers of the module docstring on `grid` around `base` (`front`: the near set holds the candidates
+    for each workload's Pareto front, not only for its optimum); `run(scenario, concurrency)` replaces the
     closed-loop simulation (tests)."""
     s = screen_grid(base, grid, max_bytes)
     err = screen_error(s, sample)
-    idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.margin))
+    idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.at(s.capped), front))
     exact = exact_at(s, idx)
     ok = _meets(exact["tpot_s"], exact["ttft_s"], sla)
     gpu, user, wl = exact["output_tok_s"] / grid.n_gpus, 1.0 / exact["tpot_s"], workloads(s, idx)
-    front = np.zeros(idx.shape, dtype=bool)
-    front[ok] = grouped_front(gpu[ok], user[ok], wl[ok])
-    pts = [_point(s, int(i), {q: float(exact[q][j]) for q in QUANTITIES}, bool(ok[j]), bool(front[j]))
-           for j, i in enumerate(idx)]
-    best = _to_simulate(front, gpu, wl)[:simulate_max]
-    sims, notes = _simulate(s, [int(idx[j]) for j in best], sla, ray, run)
-    for j, sim in zip(best, sims, strict=True):
+    on_front, best = np.zeros(idx.shape, dtype=bool), np.zeros(idx.shape, dtype=bool)
+    on_front[ok] = grouped_front(gpu[ok], user[ok], wl[ok])
+    for w in np.unique(wl[ok]):
+        j = np.flatnonzero(ok & (wl == w))
+        best[j[np.argmax(gpu[j])]] = True  # the first of equals, in grid order
+    pts = [_point(s, int(i), {q: float(exact[q][j]) for q in QUANTITIES}, bool(ok[j]), bool(on_front[j]),
+                  bool(best[j])) for j, i in enumerate(idx)]
+    chosen = _to_simulate(on_front, gpu, wl)[:simulate_max]
+    sims, notes = _simulate(s, [int(idx[j]) for j in chosen], sla, ray, run)
+    for j, sim in zip(chosen, sims, strict=True):
         if sim is not None:
             pts[j] = _with_sim(pts[j], sim)
     return GridSweep(grid, sla, int(s.values["tpot_s"].size), s.skipped, err, tuple(pts),
-                     sum(x is not None for x in sims), tuple(notes))
+                     sum(x is not None for x in sims), tuple(notes), front)
 
 
 def _to_simulate(front: np.ndarray, gpu: np.ndarray, wl: np.ndarray) -> list[int]:
     """The front's points in simulation order: each workload's best tok/s per GPU first (by that figure), then
     each one's second best, and so on."""
-    ranked = sorted(np.flatnonzero(front), key=lambda j: (-gpu[j], j))
+    ranked = sorted((int(j) for j in np.flatnonzero(front)), key=lambda j: (-gpu[j], j))
     count: dict[int, int] = {}
     rank: dict[int, int] = {}
     for j in ranked:
@@ -239,11 +269,11 @@ def _to_simulate(front: np.ndarray, gpu: np.ndarray, wl: np.ndarray) -> list[int
     return sorted(ranked, key=lambda j: (rank[j], -gpu[j], j))
 
 
-def _point(s: Screened, i: int, exact: dict[str, float], ok: bool, front: bool) -> GridPoint:
+def _point(s: Screened, i: int, exact: dict[str, float], ok: bool, front: bool, best: bool) -> GridPoint:
     cfg, isl, osl, c = s.where(i)
     return GridPoint(cfg.layout, cfg.quant, isl, osl, c, exact["tpot_s"], exact["ttft_s"], exact["output_tok_s"],
                      float(s.values["tpot_s"][i]), float(s.values["ttft_s"][i]), float(s.values["output_tok_s"][i]),
-                     ok, front)
+                     ok, front, best)
 
 
 def _with_sim(p: GridPoint, sim: Simulated) -> GridPoint:
