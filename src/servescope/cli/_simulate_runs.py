@@ -4,7 +4,8 @@ parses the options and calls these). Thin: one library call and one document per
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +15,31 @@ if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
 
 
-def _limits() -> tuple[int, float]:
-    """This run's memory limit and longest estimated run (cli/simulate_cmd.py)."""
-    from servescope.cli.simulate_cmd import MAX_RUN_S, memory_limit
+# A run estimated (simulate.budget, an upper end) to take longer than this is refused with its estimate.
+MAX_RUN_S = 3600.0
 
+
+@contextmanager
+def progress_for(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """The simulation's `Progress(done, total)` callback when `enabled`: requests done, reported to the command's
+    bars (servescope.progress; `cli._progress.showing_progress` draws one on a terminal once the run has taken a second),
+    else None."""
+    from servescope.progress import report
+
+    yield (lambda done, total: report("simulating requests", done, total)) if enabled else None
+
+
+def memory_limit() -> int:
+    """The memory a simulation may take here: `--max-memory` when given, else simulate.budget.limit_for the
+    machine's available memory."""
+    from servescope._paths import available_memory_bytes, memory_override_bytes
+    from servescope.simulate.budget import limit_for
+
+    return memory_override_bytes() or limit_for(available_memory_bytes())
+
+
+def _limits() -> tuple[int, float]:
+    """This run's memory limit and longest estimated run."""
     return memory_limit(), MAX_RUN_S
 
 
@@ -93,14 +115,13 @@ def _with_metrics(render: Callable[..., None], title: str, doc: dict[str, Any], 
 def replay_run(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, kv_cache_tokens: int | None,
                title: str, out: Output, metrics: Any = None) -> None:
     """`--replay FILE`: the measured requests simulated, their document (the file's latencies beside) to `out`."""
-    from servescope.cli.simulate_cmd import _progress
     from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import replay_document
     from servescope.report.simulate_text import render_replay
     from servescope.simulate import replay_workload, simulate_workload
 
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
-    with _progress(out.format == "text" or out.path is not None) as progress:
+    with progress_for(out.format == "text" or out.path is not None) as progress:
         res = simulate_workload(sc, wl, engine, kv_cache_tokens, progress, *_limits())
     doc = replay_document(res, requests)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer

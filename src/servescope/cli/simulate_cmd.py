@@ -3,8 +3,7 @@ to measured `vllm bench serve` / `sglang.bench_serving` result files (`--compare
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,11 @@ from servescope.cli._app import (
 )
 from servescope.cli._measured import measured_figures, measured_fit, measured_option
 from servescope.cli._scenario import _scenario, scenario_options
+from servescope.cli._simulate_runs import (  # memory_limit: model_cmd too
+    MAX_RUN_S,
+    memory_limit,
+    progress_for,
+)
 
 if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank workers fork; start-up time)
     import numpy as np
@@ -30,25 +34,11 @@ if TYPE_CHECKING:  # the CLI imports no numpy before a command runs (rank worker
 MAX_PROMPTS = 1_000_000
 
 
-# A run estimated (simulate.budget, an upper end) to take longer than this is refused with its estimate.
-MAX_RUN_S = 3600.0
-
-
 # the benchmark clients whose --random-range-ratio --range-ratio follows (benchmark vocabulary, not engine names)
 RANGE_CONVENTIONS = {
     "sglang": "uniform in [ratio·len, len]: sglang.bench_serving --random-range-ratio",
     "vllm": "uniform in [len·(1−ratio), len·(1+ratio)]: vllm bench serve --random-range-ratio",
 }
-
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """The simulation's `Progress(done, total)` callback when `enabled`: requests done, reported to the command's
-    bars (servescope.progress; `_progress.showing_progress` draws one on a terminal once the run has taken a second),
-    else None."""
-    from servescope.progress import report
-
-    yield (lambda done, total: report("simulating requests", done, total)) if enabled else None
-
 
 @main.command()
 @scenario_options
@@ -151,7 +141,7 @@ def simulate(arrival: str, concurrency: int | None, num_prompts: int, lengths_fi
         replay_run(sc, engine, requests, concurrency, kv, title, out, metrics)
         return
     lengths, range_ratio = _lengths(sc, lengths_file, range_ratio, range_convention, num_prompts, seed)
-    with _progress(out.format == "text" or out.path is not None) as progress:
+    with progress_for(out.format == "text" or out.path is not None) as progress:
         res = _run(sc, engine, kv, progress, arrival=arrival, concurrency=concurrency, num_prompts=num_prompts,
                    lengths=lengths, range_ratio=range_ratio, seed=seed, prefix_hit_rate=prefix_hit_rate,
                    shared_prefix=shared_prefix, offload_bytes=offload_bytes)
@@ -218,15 +208,6 @@ def _measured_level(sc: Scenario, values: tuple[str, ...], concurrency: int | No
     note(f"--measured: every decode step simulated at ×{level:.3g} the model (the calibrated TPOT over the model's "
          f"at concurrency {c}; prefill chunks as modelled)")
     return level, measured_document(fit) | {"decode_level": level, "level_at_concurrency": c}
-
-
-def memory_limit() -> int:
-    """The memory a simulation may take here: `--max-memory` when given, else simulate.budget.limit_for the
-    machine's available memory."""
-    from servescope._paths import available_memory_bytes, memory_override_bytes
-    from servescope.simulate.budget import limit_for
-
-    return memory_override_bytes() or limit_for(available_memory_bytes())
 
 
 def _logged_kv(path: Path) -> int | None:

@@ -4,7 +4,7 @@
   front end  sent → schedulable: HTTP, chat template, tokenisation, admission. The model's per-request set-up
              (stepcost.setup_s: efficiency prefill_overhead_s, fitted on TTFT at concurrency 1, plus the fitted
              per-layer MLA / linear-attention prefill set-up) less the delivery: the delivery is split out of that
-             fitted cost, not added to it (split_setup)
+             fitted cost, not added to it (stepcost.split_setup)
   queue      schedulable → first scheduled (vllm:request_queue_time_seconds)
   prefill    first scheduled → the engine emits the first token: every step the request's prompt chunks ran in,
              whole (the steps they share with other requests' decodes and chunks included), and any re-prefill
@@ -35,9 +35,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from servescope.perfmodel.scenario import Scenario
-from servescope.simulate.engine import EngineConfig
-from servescope.specs.serving_boundaries import delivery
 from servescope.units import us_to_s
 
 if TYPE_CHECKING:
@@ -46,30 +43,7 @@ if TYPE_CHECKING:
 TTFT_PARTS = ("front_end", "queue", "prefill", "delivery")
 TPOT_PARTS = ("gpu", "host", "rank_wait", "overlap", "stall")  # tpot = gpu + host + rank_wait − overlap + stall
 SIGNS = {"overlap": -1.0}
-MODEL, TRACE, ENGINE_METRIC = "model", "trace", "engine metric"
-
-
-@dataclass(frozen=True)
-class Split:
-    """The per-request set-up split into the front end (before the queue) and the delivery (after each token)."""
-
-    front_s: float
-    delivery_s: float
-    sources: dict[str, str]
-
-
-def split_setup(sc: Scenario, cfg: EngineConfig, setup_s: float) -> Split:
-    """front end = setup_s − delivery, delivery = min(the engine release's delivery_s, setup_s) (module
-    docstring); the sources of both and of the rank wait."""
-    d = delivery(cfg.backend, sc.engine.version)
-    deliver = min(d.delivery_s, max(setup_s, 0.0))
-    wait = (f"{TRACE}: measured rank-arrival wait {cfg.rank_wait_s:.6g} s per step" if cfg.rank_wait_s is not None
-            else f"{MODEL}: attention-DP busiest-rank wait (stepcost.py; 0 at dp = 1)")
-    return Split(setup_s - deliver, deliver, {
-        "front_end": f"{MODEL}: per-request set-up (efficiency prefill_overhead_s, fitted, + MLA/linear prefill "
-                     f"set-up) less the delivery",
-        "delivery": f"{MODEL}: specs/data/serving_boundaries.toml [[{cfg.backend}]] since {d.since}: {d.source}",
-        "rank_wait": wait})
+MODEL, TRACE = "model", "trace"  # where a part came from ("engine metric": the --metrics scrape, report/)
 
 
 def rank_wait_from_skew(per_rank_us: Iterable[Sequence[float]], steps: int) -> float | None:

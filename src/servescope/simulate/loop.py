@@ -3,7 +3,7 @@
 Time advances one engine step at a time: at each step start the client sends what it may (scheduled time reached
 and, with a cap, a free in-flight slot: a finished request frees its slot when the client holds its last token,
 the end of the step that finished it plus the delivery), requests become schedulable after the front end (the
-per-request set-up of stepcost.py less the delivery; boundaries.split_setup), the scheduler picks the step's
+per-request set-up of stepcost.py less the delivery; stepcost.split_setup), the scheduler picks the step's
 composition (scheduler.py), the step takes the model's time for that composition (stepcost.py), and tokens leave
 the engine at the step's end (the client holds each `delivery_s` later: boundaries.py). With nothing to run the
 clock jumps to the next send.
@@ -31,13 +31,12 @@ from servescope.perfmodel.memory import (
     usable_bytes_per_gpu,
 )
 from servescope.perfmodel.scenario import Scenario
-from servescope.simulate.boundaries import split_setup
 from servescope.simulate.budget import step_tokens
 from servescope.simulate.engine import EngineConfig
 from servescope.simulate.offload import Offload
 from servescope.simulate.prefix import PrefixCache
 from servescope.simulate.scheduler import SchedState
-from servescope.simulate.stepcost import StepCost
+from servescope.simulate.stepcost import StepCost, split_setup
 from servescope.simulate.workload import Workload
 
 Progress = Callable[[int, int], None]  # (requests finished, total)
@@ -72,7 +71,7 @@ class RawRun:
     cached_tokens: np.ndarray | None = None  # per request: prompt tokens found in the prefix cache (None: off)
     swap_blocks: int = 0  # KV blocks copied between GPU and host (offload.py), out and in
     swap_s: float = 0.0  # seconds of steps those copies took
-    delivery_s: float = 0.0  # a token leaving the engine → the client holding it (boundaries.split_setup)
+    delivery_s: float = 0.0  # a token leaving the engine → the client holding it (stepcost.split_setup)
     # per step (boundaries.py): GPU work, rank-arrival wait, host time, host time exposed (stepcost.last_parts)
     step_gpu_s: np.ndarray | None = None
     step_wait_s: np.ndarray | None = None

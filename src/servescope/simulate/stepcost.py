@@ -34,13 +34,14 @@ Not used here: the closed form's fitted queueing and interference constants (ttf
 prefill_interference): the simulation produces queueing and interference itself. `setup_s` (prefill_overhead_s)
 is returned for the loop to add per request outside the GPU (request set-up, tokenisation, first-token sampling),
 with the fitted per-layer prefill set-up of MLA and linear-attention models (n_mla · mla_prefill_layer_s +
-n_lin · linear_prefill_layer_s), once per request as in the closed form's TTFT.
+n_lin · linear_prefill_layer_s), once per request as in the closed form's TTFT; `split_setup` splits it into the
+front end (before the queue) and the first-token delivery (after each token; specs/data/serving_boundaries.toml).
 What it does not: decide what runs in a step (scheduler.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.step import measured_attention, step_arrays
 from servescope.simulate.engine import EngineConfig
+from servescope.specs.serving_boundaries import delivery
 
 CTX_GRID_TOKENS = 16  # grid step of the per-sequence decode attention table and of the chunk cache key
 
@@ -220,3 +222,27 @@ class StepCost:
         step = tok + dec_attn + pf_attn
         step += marginal * self.inv_pf_eff_m1
         return float(self._plus_cpu(step, b_dec + n_chunks, wait))
+
+
+@dataclass(frozen=True)
+class Split:
+    """The per-request set-up split into the front end (before the queue) and the delivery (after each token)."""
+
+    front_s: float
+    delivery_s: float
+    sources: dict[str, str]
+
+
+def split_setup(sc: Scenario, cfg: EngineConfig, setup_s: float) -> Split:
+    """front end = setup_s − delivery, delivery = min(the engine release's delivery_s, setup_s)
+    (specs/data/serving_boundaries.toml; simulate/boundaries.py's docstring); the sources of both and of the rank
+    wait."""
+    d = delivery(cfg.backend, sc.engine.version)
+    deliver = min(d.delivery_s, max(setup_s, 0.0))
+    wait = (f"trace: measured rank-arrival wait {cfg.rank_wait_s:.6g} s per step" if cfg.rank_wait_s is not None
+            else "model: attention-DP busiest-rank wait (stepcost.py; 0 at dp = 1)")
+    return Split(setup_s - deliver, deliver, {
+        "front_end": "model: per-request set-up (efficiency prefill_overhead_s, fitted, + MLA/linear prefill "
+                     "set-up) less the delivery",
+        "delivery": f"model: specs/data/serving_boundaries.toml [[{cfg.backend}]] since {d.since}: {d.source}",
+        "rank_wait": wait})
