@@ -101,20 +101,7 @@ class MeasuredAllReduce:
         return min(float(self.curves.alternatives[self.backend].latency_floor_s), t), t
 
 
-@dataclass(frozen=True)
-class FormulaAllReduce:
-    """One custom all-reduce call by the one-shot/two-shot formula (`custom_ar_call_s`): bytes -> (floor, time)."""
-
-    n_gpus: int
-    link: str
-    nvlink_bw: float
-
-    def __call__(self, nbytes: float) -> tuple[float, float]:
-        return (custom_ar_call_s(0.0, self.n_gpus, self.link, self.nvlink_bw),
-                custom_ar_call_s(nbytes, self.n_gpus, self.link, self.nvlink_bw))
-
-
-CallCost = MeasuredAllReduce | FormulaAllReduce
+CallCost = MeasuredAllReduce
 
 
 def _alternative_call_s(curves: CollectiveCurves, backend: str) -> MeasuredAllReduce | None:
