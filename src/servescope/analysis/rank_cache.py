@@ -103,15 +103,35 @@ def _error(kind: str | None, message: str | None) -> errors.TraceError | None:
     return (cls if isinstance(cls, type) and issubclass(cls, errors.TraceError) else errors.TraceError)(message)
 
 
-def _outcomes(rows: list[dict[str, Any]], path: str) -> list[RankOutcome]:
-    decoder = msgspec.msgpack.Decoder(TraceBreakdown)
-    return [RankOutcome(path, r["rank"], None if r["breakdown"] is None else decoder.decode(zlib.decompress(r["breakdown"])),
-                        tuple(r["warnings"] or ()), _error(r["error_type"], r["error"]))
-            for r in rows if r["outcomes_in_file"] > 0]
+Rows = list[dict[str, Any]]
+_DAMAGE = (OSError, pl.exceptions.PolarsError, msgspec.DecodeError, zlib.error, KeyError, TypeError, ValueError)
 
 
-def _read(path: Path) -> tuple[dict[str, tuple[Key, list[RankOutcome]]], str | None]:
-    """{resolved path: (key, outcomes)} and why the file was ignored (None when it was used)."""
+def _outcomes(rows: Rows, file: str, decoder: msgspec.msgpack.Decoder[TraceBreakdown]) -> list[RankOutcome]:
+    """One file's cached outcomes, named as this run names the file."""
+    out = []
+    for r in rows:
+        if r["outcomes_in_file"] == 0:
+            continue
+        b = None if r["breakdown"] is None else decoder.decode(zlib.decompress(r["breakdown"]))
+        out.append(RankOutcome(file, r["rank"], None if b is None else _named(b, file), tuple(r["warnings"] or ()),
+                               _error(r["error_type"], r["error"])))
+    return out
+
+
+def _named(b: TraceBreakdown, file: str) -> TraceBreakdown:
+    """The cache keys the resolved path; a run may reach the same file by another path."""
+    return b if b.file == file else replace(b, file=file)
+
+
+def _damaged(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"damaged ({text[0] if text else type(exc).__name__})"
+
+
+def _read(path: Path) -> tuple[dict[str, tuple[Key, Rows]], str | None]:
+    """{resolved path: (key, its rows)} and why the file was ignored (None when it was used). The breakdowns stay
+    encoded: only the ones a run uses are decoded (`Lookup`), each compacted by the caller as it comes."""
     try:
         frame = pl.read_parquet(path)
         if dict(frame.schema) != SCHEMA:
@@ -119,29 +139,26 @@ def _read(path: Path) -> tuple[dict[str, tuple[Key, list[RankOutcome]]], str | N
         versions = set(frame["version"].unique().to_list())
         if versions and versions != {__version__}:
             return {}, f"written by servescope {', '.join(sorted(map(str, versions)))}, this is {__version__}"
-        by_path: dict[str, list[dict[str, Any]]] = {}
+        by_path: dict[str, Rows] = {}
         for row in frame.iter_rows(named=True):
             by_path.setdefault(row["path"], []).append(row)
-        out = {}
-        for p, rows in by_path.items():
-            out[p] = ((rows[0]["size_bytes"], rows[0]["mtime_ns"], rows[0]["options"]), _outcomes(rows, p))
-        return out, None
+        return {p: ((rows[0]["size_bytes"], rows[0]["mtime_ns"], rows[0]["options"]), rows)
+                for p, rows in by_path.items()}, None
     except FileNotFoundError:
         return {}, None
-    except (OSError, pl.exceptions.PolarsError, msgspec.DecodeError, zlib.error, KeyError, TypeError, ValueError) as exc:
-        text = str(exc).strip().splitlines()
-        return {}, f"damaged ({text[0] if text else type(exc).__name__})"
+    except _DAMAGE as exc:
+        return {}, _damaged(exc)
 
 
 # --- writing -------------------------------------------------------------------------------------------------------
 
 
-def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> list[dict[str, Any]]:
-    base = {"path": path, "size_bytes": key[0], "mtime_ns": key[1], "version": __version__, "options": key[2],
+def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> Rows:
+    base: dict[str, Any] = {"path": path, "size_bytes": key[0], "mtime_ns": key[1], "version": __version__, "options": key[2],
             "outcomes_in_file": len(outcomes)}
-    empty = {"rank": None, "device": None, "steps": None, "gpu_busy_us": None, "gpu_span_us": None, "comm_us": None,
+    empty: dict[str, Any] = {"rank": None, "device": None, "steps": None, "gpu_busy_us": None, "gpu_span_us": None, "comm_us": None,
              "error_type": None, "error": None, "warnings": [], "breakdown": None}
-    rows = [] if outcomes else [{**base, **empty}]
+    rows: Rows = [] if outcomes else [{**base, **empty}]
     for o in outcomes:
         b = o.breakdown
         row = {**base, **empty, "rank": o.rank, "warnings": list(o.warnings)}
@@ -156,8 +173,7 @@ def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> list[dict[str
     return rows
 
 
-def _write(path: Path, entries: dict[str, tuple[Key, list[RankOutcome]]]) -> None:
-    rows = [r for p, (key, outcomes) in entries.items() for r in _rows(p, key, outcomes)]
+def _write(path: Path, rows: Rows) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -171,20 +187,25 @@ def _write(path: Path, entries: dict[str, tuple[Key, list[RankOutcome]]]) -> Non
 
 class Lookup:
     """One run's view of the cache: which files it holds (`cached`), which must be analysed (`missing`); `store`
-    puts the fresh outcomes in and rewrites the cache file when anything changed."""
+    puts the fresh outcomes in and rewrites the cache file when anything changed (the cached files' rows as read)."""
 
     def __init__(self, use: CacheUse, files: Sequence[str], options: str,
                  keep: Callable[[list[RankOutcome]], list[RankOutcome]] = list) -> None:
         self.use, self.path = use, cache_file(use.folder, files)
         self.keys = [file_key(f, options) for f in files]
         stored, problem = _read(self.path)
+        self.cached: dict[int, list[RankOutcome]] = {}
+        self._rows: dict[int, Rows] = {}
+        decoder = msgspec.msgpack.Decoder(TraceBreakdown)
+        try:
+            for i, (path, key) in enumerate(self.keys):
+                hit = stored.get(path)
+                if hit is not None and hit[0] == key and key[0] >= 0:
+                    self.cached[i], self._rows[i] = keep(_outcomes(hit[1], files[i], decoder)), hit[1]
+        except _DAMAGE as exc:  # a breakdown that does not decode: the whole file is suspect
+            stored, problem, self.cached, self._rows = {}, _damaged(exc), {}, {}
         if problem is not None:
             use.warnings.append(f"rank cache {self.path}: {problem}; ignored and rebuilt")
-        self.cached: dict[int, list[RankOutcome]] = {}
-        for i, (path, key) in enumerate(self.keys):
-            hit = stored.get(path)
-            if hit is not None and hit[0] == key and key[0] >= 0:
-                self.cached[i] = keep([_named(o, files[i]) for o in hit[1]])
         self.missing = [i for i in range(len(files)) if i not in self.cached]
         self._dirty = problem is not None or bool(self.missing) or set(stored) != {p for p, _ in self.keys}
         use.hits += len(self.cached)
@@ -194,18 +215,10 @@ class Lookup:
         """Write the cache with the cached and `fresh` outcomes of this run's files (files gone are dropped)."""
         if not self._dirty:
             return
-        entries = {p: (key, self.cached[i] if i in self.cached else fresh[i]) for i, (p, key) in enumerate(self.keys)
-                   if key[0] >= 0}
+        rows = [r for i, (p, key) in enumerate(self.keys) if key[0] >= 0
+                for r in (self._rows[i] if i in self._rows else _rows(p, key, fresh[i]))]
         try:
-            _write(self.path, entries)
+            _write(self.path, rows)
         except OSError as exc:
             self.use.warnings.append(f"rank cache {self.path}: cannot write it ({exc.strerror or exc}); "
                                      "results not cached")
-
-
-def _named(o: RankOutcome, file: str) -> RankOutcome:
-    """A cached outcome under the name this run gives its file (the cache keys the resolved path; a run may reach
-    the same file by another relative path)."""
-    if o.breakdown is not None and o.breakdown.file != file:
-        return replace(o, file=file, breakdown=replace(o.breakdown, file=file))
-    return replace(o, file=file)
