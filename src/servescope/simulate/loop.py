@@ -72,7 +72,7 @@ class RawRun:
     swap_blocks: int = 0  # KV blocks copied between GPU and host (offload.py), out and in
     swap_s: float = 0.0  # seconds of steps those copies took
     delivery_s: float = 0.0  # a token leaving the engine → the client holding it (stepcost.split_setup)
-    # per step (boundaries.py): GPU work, rank-arrival wait, host time, host time exposed (stepcost.last_parts)
+    # per step (boundaries.py): GPU work, rank-arrival wait (stepcost.last_gpu_s, last_wait_s), host time, exposed
     step_gpu_s: np.ndarray | None = None
     step_wait_s: np.ndarray | None = None
     step_cpu_s: np.ndarray | None = None
