@@ -149,3 +149,18 @@ def test_a_ledger_pair_of_custom_allreduce_is_priced_on_its_topology(tmp_path: P
     (check,) = check_pairs(path)
     ratio = _car(128, engine_version="+pcie-ar", pcie_topology="switch-2x4").details["all_reduce_ratio"]  # type: ignore[attr-defined]
     assert check.prediction.gain == pytest.approx(1.0 / ratio, rel=1e-6) and check.prediction.gain < 1.0
+
+
+def test_the_switch_physics_puts_the_crossover_where_it_was_measured() -> None:
+    """Not fitted: on switch-2x4 one-shot beats the NCCL ring at 32 KiB and loses at 64 KiB, as R6K-ONESHOT /
+    R6K-NCCL measured on a switch box (16.5 vs 24.5 µs at 32 KB, 25.9 vs 24.1 µs at 64 KB)."""
+    from servescope.planner.allreduce_paths import TopologyAllReduce
+    from servescope.specs.pcie_topology import load_pcie_topology
+
+    floor = load_collectives("rtx_pro_6000_server", 8).curves["all_reduce"].latency_floor_s
+    physics = TopologyAllReduce(load_pcie_topology("switch-2x4"), 64e9, floor)
+    for kib, wins in ((32, True), (64, False)):
+        b = kib * 1024
+        one, ring = ONESHOT_FLOOR_8 + 16 * b / LINK, floor + 2 * 7 / 8 * b / LINK  # by hand
+        assert physics.ratio("one_shot", b) == pytest.approx(one / ring)
+        assert (one < ring) is wins

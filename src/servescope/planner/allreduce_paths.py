@@ -24,9 +24,10 @@ launches), then a per-call cost on the links of a `specs.pcie_topology.PcieTopol
              two-shot pays two such barriers (assumption); floor_nccl the NCCL curve's measured floor.
              The track prices the custom path against NCCL on the same links: ratio = t_custom / t_ring, applied
              to the step's all-reduce term (the measured NCCL curve with its in-situ scale), so the box's absolute
-             link speed cancels and the calibration stays. Check against R6K-ONESHOT / R6K-NCCL on a switch box:
-             one-shot 256 KiB 85 µs (measured 73.6), ring 33 µs (28.0), crossover ≈ 63 KiB (measured 32–64 KiB,
-             the fork's cutoff 56 KiB).
+             link speed cancels and the calibration stays. Check against R6K-ONESHOT / R6K-NCCL on a switch box
+             (switch-2x4, 55 GB/s links, NCCL floor 24.4 µs): one-shot 256 KiB 84 µs (measured 73.6), ring 33 µs
+             (28.0); custom wins at 32 KiB and loses at 64 KiB, as measured (16.5 vs 24.5 µs; 25.9 vs 24.1 µs),
+             crossover ≈ 64 KiB (the fork's cutoff: 56 KiB).
 Does not: model NVLS/multicast (NVLink floors stand for them), rank skew (the in-situ scale carries it), or the
 engine's 16-byte alignment rule.
 """
