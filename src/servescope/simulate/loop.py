@@ -277,7 +277,7 @@ class _Loop:
         """The run's steps (tokens = its sequences, one token each), with their GPU time and rank wait."""
         run, wait, k = len(self.st.run), len(self.st.waiting), len(durs)
         w = self.cost.last_wait_s
-        waits = w[:k].tolist() if np.ndim(w) else repeat(w, k)
+        waits = w[:k].tolist() if isinstance(w, np.ndarray) else repeat(w, k)
         self.rec.extend((e, d, run, wait, tokens, u, g, rw, tokens) for e, d, u, g, rw in zip(
             ends.tolist(), durs.tolist(), used.tolist(), self.cost.last_gpu_s[:k].tolist(), waits, strict=True))
 
