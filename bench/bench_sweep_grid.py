@@ -2,18 +2,19 @@
 
 What it does, in one process (a fresh interpreter per part so each part's peak RSS is its own):
   screen  planner.screen.screen_grid on a grid of about 10⁶ points (default: qwen3-30b-a3b on 8 × h100_sxm, 8 layouts
-          × 2 quantisations × 50 ISL × 50 OSL × 25 concurrencies): wall seconds, µs per point, peak RSS (ru_maxrss)
+          × 2 quantisations × 50 ISL × 50 OSL × 25 concurrencies = 10⁶): wall seconds, µs per point, peak RSS (ru_maxrss)
           above the interpreter's after its imports, and the budget's estimate (planner.screen.grid_bytes)
   exact   the full closed form (perfmodel.serving.predict_arrays, one call per configuration × ISL × OSL with every
           concurrency, as the exact tier calls it) on `--exact-sample` of those scenarios: µs per point, and the
           ratio to the screen's; the grid point by point at that rate
   tiers   planner.sweep_grid.grid_sweep with an SLA (TTFT ≤ 2 s, TPOT ≤ 50 ms): the screen error on 2,000 held-out
-          points and the margin, points passed to the full closed form (count, share of the grid), simulated, wall
-          seconds; with --ray ADDRESS (or "local") the same sweep with the simulations on Ray, and whether the two
+          points and the margins, points passed to the full closed form (count, share of the grid), simulated, wall
+          seconds by stage (--front: the near set holds each workload's front candidates, not its optimum's);
+          --ray cluster starts a two-node Ray cluster on loopback (127.0.0.2 head, 127.0.0.3 worker) for it; with --ray ADDRESS (or "local") the same sweep with the simulations on Ray, and whether the two
           documents are identical
 What it does not: run in CI or assert anything; the targets (≤ 60 s on 2 cores, identical with Ray) are read off.
 
-    python bench/bench_sweep_grid.py [--part screen|exact|tiers|all] [--ray local|ADDRESS] [--small]
+    python bench/bench_sweep_grid.py [--part screen|exact|tiers|all] [--ray local|cluster|ADDRESS] [--small]
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import time
 
 MODEL, GPU, N_GPUS = "qwen3-30b-a3b", "h100_sxm", 8
 SLA_TTFT_S, SLA_TPOT_S = 2.0, 0.050
+CONCURRENCY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
 
 
 def _grid(small: bool):  # noqa: ANN202 (the import is lazy: a part's RSS starts after it)
@@ -35,10 +37,10 @@ def _grid(small: bool):  # noqa: ANN202 (the import is lazy: a part's RSS starts
 
     from servescope.planner.screen import Grid
 
-    n_len, n_c = (8, 6) if small else (50, 25)
+    n_len = 8 if small else 50
     isl = tuple(int(x) for x in np.unique(np.geomspace(128, 32768, n_len).round()))
     osl = tuple(int(x) for x in np.unique(np.geomspace(64, 8192, n_len).round()))
-    conc = tuple(int(x) for x in np.unique(np.geomspace(1, 1024, n_c).round()))
+    conc = (1, 4, 16, 64, 256, 1024) if small else CONCURRENCY
     return Grid(N_GPUS, True, conc, isl, osl, ("base", "fp8"))
 
 
@@ -85,28 +87,91 @@ def part_exact(small: bool, sample: int) -> dict[str, float]:
             "grid_point_by_point_s": per * grid.size}
 
 
-def part_tiers(small: bool, ray: str | None) -> dict[str, object]:
+def _stage_timer() -> dict[str, float]:
+    """Seconds spent in each stage of grid_sweep (the module's functions wrapped, in this process only)."""
+    from servescope.planner import sweep_grid
+
+    spent: dict[str, float] = {}
+    for name in ("screen_grid", "screen_error", "near_set", "exact_at", "_simulate"):
+        fn = getattr(sweep_grid, name)
+
+        def timed(*a: object, _fn=fn, _name=name, **k: object) -> object:  # noqa: ANN001
+            t = time.perf_counter()
+            try:
+                return _fn(*a, **k)
+            finally:
+                spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - t
+
+        setattr(sweep_grid, name, timed)
+    return spent
+
+
+def part_tiers(small: bool, ray: str | None, front: bool) -> dict[str, object]:
     from servescope.planner.sweep import Sla
     from servescope.planner.sweep_grid import grid_sweep
     from servescope.report.sweep_grid_doc import grid_document
 
     base, grid = _base(), _grid(small)
     sla = Sla(SLA_TTFT_S, SLA_TPOT_S)
+    stages = _stage_timer()
     t = time.perf_counter()
-    gs = grid_sweep(base, grid, sla)
+    gs = grid_sweep(base, grid, sla, front=front)
     wall = time.perf_counter() - t
     doc = grid_document(gs)
     out: dict[str, object] = {
         "grid": grid.size, "screened": gs.screened, "near": len(gs.points), "near_share": len(gs.points) / gs.screened,
-        "front": sum(p.on_front for p in gs.points), "simulated": gs.simulated, "wall_s": wall,
-        "max_rel": gs.error.max_rel, "p99_rel": gs.error.p99_rel, "margin": gs.margin, "sample": gs.error.sample,
-        "rss_mib": _rss_mib()}
+        "best": sum(p.best for p in gs.points), "simulated": gs.simulated, "wall_s": wall, "timings_s": dict(stages),
+        "max_rel": gs.error.max_rel, "p99_rel": gs.error.p99_rel, "margin": gs.error.margin,
+        "sample": gs.error.sample, "rss_mib": _rss_mib()}
     if ray is not None:
         t = time.perf_counter()
-        on_ray = grid_document(grid_sweep(base, grid, sla, ray=ray))
+        on_ray = grid_document(grid_sweep(base, grid, sla, front=front, ray=ray))
         out["ray_wall_s"] = time.perf_counter() - t
         out["ray_identical"] = json.dumps(on_ray, sort_keys=True) == json.dumps(doc, sort_keys=True)
     return out
+
+
+QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+
+
+def _loopback_cluster() -> tuple[str, list[subprocess.Popen[bytes]]]:
+    """A two-node Ray cluster on loopback: a head on 127.0.0.2 and a worker node on 127.0.0.3, one CPU each, each
+    in its own process group (Ray maps 127.0.0.1 to the machine's address; the rest of 127/8 stays loopback).
+    The same set-up as tests/analysis/test_ranks_scale.py's fixture."""
+    import socket
+    from pathlib import Path
+
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, **QUIET_RAY}
+    env.pop("RAY_ADDRESS", None)
+    address, null = f"127.0.0.2:{port}", subprocess.DEVNULL
+    head = subprocess.Popen([ray_cli, "start", "--head", "--port", str(port), "--num-cpus", "1", "--node-ip-address",
+                             "127.0.0.2", "--include-dashboard", "false", "--disable-usage-stats", "--block"],
+                            env={**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}, start_new_session=True,
+                            stdout=null, stderr=null)
+    time.sleep(15)
+    worker = subprocess.Popen([ray_cli, "start", "--address", address, "--num-cpus", "1", "--node-ip-address",
+                               "127.0.0.3", "--block"], env=env, start_new_session=True, stdout=null, stderr=null)
+    time.sleep(15)
+    return address, [worker, head]
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    import signal
+
+    for proc in procs:  # each `ray start --block` and what it started: its own process group, nothing else
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=20)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+            except ProcessLookupError:
+                break
 
 
 def main() -> None:
@@ -115,13 +180,24 @@ def main() -> None:
     ap.add_argument("--ray", default=None)
     ap.add_argument("--small", action="store_true", help="a 4,608-point grid (a quick check of the script)")
     ap.add_argument("--exact-sample", type=int, default=200)
+    ap.add_argument("--front", action="store_true", help="tiers: the near set holds the fronts' candidates")
     a = ap.parse_args()
+    if a.ray == "cluster" and a.part in ("tiers", "all"):
+        address, procs = _loopback_cluster()
+        try:
+            subprocess.run([sys.executable, __file__, "--part", a.part, "--ray", address,
+                            *(["--small"] if a.small else []), *(["--front"] if a.front else [])], check=True,
+                           env={**os.environ, **QUIET_RAY})
+        finally:
+            _stop(procs)
+        return
     if a.part == "all":
         print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for part in ("screen", "exact", "tiers"):
             cmd = [sys.executable, __file__, "--part", part, "--exact-sample", str(a.exact_sample)]
             cmd += ["--small"] if a.small else []
             cmd += ["--ray", a.ray] if a.ray and part == "tiers" else []
+            cmd += ["--front"] if a.front and part == "tiers" else []
             subprocess.run(cmd, check=True)
         return
     if a.part == "screen":
@@ -129,7 +205,7 @@ def main() -> None:
     elif a.part == "exact":
         res = part_exact(a.small, a.exact_sample)  # type: ignore[assignment]
     else:
-        res = part_tiers(a.small, a.ray)
+        res = part_tiers(a.small, a.ray, a.front)
     print(json.dumps({"part": a.part, **res}, indent=None, default=float))
 
 
