@@ -20,6 +20,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -143,9 +144,11 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
     if sys.platform != "linux" or not ray_cli.exists():
         pytest.skip("needs Linux (127.0.0.0/8 all loopback) and the `ray` command beside this Python")
     port = _free_port("127.0.0.2")
-    env = {**os.environ, **_QUIET}
-    env.pop("RAY_ADDRESS", None)
     with tempfile.TemporaryDirectory(prefix="ray-", dir="/tmp") as tmp:  # short: Ray's socket paths have a limit
+        # RAY_TMPDIR: the cluster's address file (ray_current_cluster) goes there, not to /tmp/ray, where a local
+        # `--ray` elsewhere would find it and try to join this cluster, gone by then
+        env = {**os.environ, **_QUIET, "RAY_TMPDIR": tmp}
+        env.pop("RAY_ADDRESS", None)
         head = subprocess.Popen(
             [str(ray_cli), "start", "--head", "--port", str(port), "--num-cpus", "1", "--node-ip-address",
              "127.0.0.2", "--temp-dir", tmp, "--include-dashboard", "false", "--disable-usage-stats", "--block"],
@@ -193,3 +196,35 @@ def test_ray_address_that_refuses_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1 and out.stdout == ""
     assert out.stderr == (f"servescope: cannot start or join Ray at '127.0.0.1:{port}': 127.0.0.1:{port}: Connection "
                           "refused; run without --ray (worker processes on this machine)\n")
+
+
+def test_ray_address_that_does_not_answer_is_one_line(tmp_path: Path) -> None:
+    """A port that takes connections and says nothing (Ray's own client would wait there for minutes, in native
+    code no alarm interrupts), and one that answers but not as gRPC: each refused in one line."""
+    pytest.importorskip("ray", reason="ray not installed (pip install 'servescope[ray]')")
+    from servescope.analysis.ray_tasks import _address_problem
+
+    folder = _folder(tmp_path, 2)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshakes; nobody reads
+        port = silent.getsockname()[1]
+        out = _refused(folder, f"127.0.0.1:{port}")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == (f"servescope: cannot start or join Ray at '127.0.0.1:{port}': no answer from "
+                          f"127.0.0.1:{port} within 10 s; run without --ray (worker processes on this machine)\n")
+    with socket.socket() as http1:
+        http1.bind(("127.0.0.1", 0))
+        http1.listen(1)
+        address = f"127.0.0.1:{http1.getsockname()[1]}"
+        with ThreadPoolExecutor(1) as pool:
+            answered = pool.submit(_answer_http1, http1)
+            assert _address_problem(address, 5.0) == f"{address} answers, but not as a Ray cluster does (no gRPC)"
+            answered.result(timeout=30)
+
+
+def _answer_http1(server: socket.socket) -> None:
+    conn, _ = server.accept()
+    with conn:
+        conn.recv(64)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")

@@ -62,7 +62,8 @@ def _ray_init(ray: Any, address: str, deadline_s: float) -> None:
     problem = _loopback_problem() if local else _address_problem(address, min(deadline_s, 10.0))
     if problem is not None:
         raise ServescopeError(f"cannot start or join {where}: {problem}{_NO_RAY}")
-    kwargs: dict[str, Any] = {"address": None if local else address, "include_dashboard": False,
+    # "local": a new local instance, never a cluster named in Ray's address file (ray_current_cluster), live or stale
+    kwargs: dict[str, Any] = {"address": "local" if local else address, "include_dashboard": False,
                               "log_to_driver": False, "logging_level": logging.ERROR}
     if local:
         kwargs["_node_ip_address"] = "127.0.0.1"
@@ -121,20 +122,30 @@ def _loopback_problem() -> str | None:
     return None
 
 
+# HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113 §3.4): a gRPC server — Ray's GCS is
+# one — answers with a SETTINGS frame of its own (frame type 0x4, the fourth byte of a frame's 9-byte header).
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
 def _address_problem(address: str, timeout_s: float) -> str | None:
     """Why `address` (host:port, or ray://host:port) will not answer, or None; None too when it is not of that
-    form ("auto": Ray finds the cluster itself). One TCP connection to that address only."""
+    form ("auto": Ray finds the cluster itself). One TCP connection to that address only, which must answer an
+    HTTP/2 preface as a gRPC server (Ray's GCS and its client server both are) does within `timeout_s`: Ray's own client waits minutes, in native code that no
+    alarm interrupts, on a port that accepts connections and says nothing."""
     hostport = address.split("://", 1)[1] if "://" in address else address
     host, sep, port = hostport.rpartition(":")
     if not sep or not host or not port.isdigit():
         return None
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as conn:
+            conn.sendall(_H2_PREFACE)
+            head = conn.recv(9)
     except TimeoutError:
         return f"no answer from {hostport} within {timeout_s:.0f} s"
     except OSError as exc:
         return f"{hostport}: {exc.strerror or exc}"
+    if len(head) < 4 or head[3] != 0x04:
+        return f"{hostport} answers, but not as a Ray cluster does (no gRPC)"
     return None
 
 
