@@ -16,6 +16,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
+import servescope
 from independent import gpu_events, raw_events, union_us
 from servescope.analysis import rank_cache, ranks
 from servescope.analysis.rank_cache import cache_file, caching
@@ -143,10 +144,10 @@ def test_damaged_cache_is_rebuilt_with_a_warning(tmp_path: Path, analysed: list[
 def test_cache_of_another_version_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder, cache = _folder(tmp_path, 2), tmp_path / "cache"
     with monkeypatch.context() as m:
-        m.setattr(rank_cache, "__version__", "0.0.0-older")
+        m.setattr(rank_cache, "VERSION", "0.0.0-older")
         _cached_run(folder, cache)
-    this = rank_cache.__version__
-    assert this != "0.0.0-older"
+    this = rank_cache.VERSION
+    assert this == servescope.__version__ != "0.0.0-older"
     out, use = _cached_run(folder, cache)
     _damaged_warning(use, f": written by servescope 0.0.0-older, this is {this}")
     assert (use.hits, use.misses) == (0, 2)

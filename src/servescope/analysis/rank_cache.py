@@ -28,13 +28,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import polars as pl
 
-from servescope import __version__, errors
+from servescope import errors
 from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown
 from servescope.analysis.ranks import RankOutcome
 
@@ -44,6 +45,10 @@ SCHEMA: dict[str, Any] = {
     "gpu_busy_us": pl.Float64, "gpu_span_us": pl.Float64, "comm_us": pl.Float64, "error_type": pl.String,
     "error": pl.String, "warnings": pl.List(pl.String), "breakdown": pl.Binary,
 }
+try:  # the installed distribution's (servescope/__init__ imports every stage: analysis may not import it)
+    VERSION = version("servescope")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    VERSION = "unknown"
 Key = tuple[int, int, str]  # (size_bytes, mtime_ns, options) of one resolved path
 
 
@@ -137,8 +142,8 @@ def _read(path: Path) -> tuple[dict[str, tuple[Key, Rows]], str | None]:
         if dict(frame.schema) != SCHEMA:
             return {}, "not a servescope rank cache (its columns differ)"
         versions = set(frame["version"].unique().to_list())
-        if versions and versions != {__version__}:
-            return {}, f"written by servescope {', '.join(sorted(map(str, versions)))}, this is {__version__}"
+        if versions and versions != {VERSION}:
+            return {}, f"written by servescope {', '.join(sorted(map(str, versions)))}, this is {VERSION}"
         by_path: dict[str, Rows] = {}
         for row in frame.iter_rows(named=True):
             by_path.setdefault(row["path"], []).append(row)
@@ -154,7 +159,7 @@ def _read(path: Path) -> tuple[dict[str, tuple[Key, Rows]], str | None]:
 
 
 def _rows(path: str, key: Key, outcomes: Sequence[RankOutcome]) -> Rows:
-    base: dict[str, Any] = {"path": path, "size_bytes": key[0], "mtime_ns": key[1], "version": __version__, "options": key[2],
+    base: dict[str, Any] = {"path": path, "size_bytes": key[0], "mtime_ns": key[1], "version": VERSION, "options": key[2],
             "outcomes_in_file": len(outcomes)}
     empty: dict[str, Any] = {"rank": None, "device": None, "steps": None, "gpu_busy_us": None, "gpu_span_us": None, "comm_us": None,
              "error_type": None, "error": None, "warnings": [], "breakdown": None}
