@@ -5,8 +5,8 @@ What it does, in one process (a fresh interpreter per part so each part's peak R
           × 2 quantisations × 50 ISL × 50 OSL × 25 concurrencies = 10⁶): wall seconds, µs per point, peak RSS (ru_maxrss)
           above the interpreter's after its imports, and the budget's estimate (planner.screen.grid_bytes)
   exact   the full closed form (perfmodel.serving.predict_arrays, one call per configuration × ISL × OSL with every
-          concurrency, as the exact tier calls it) on `--exact-sample` of those scenarios: µs per point, and the
-          ratio to the screen's; the grid point by point at that rate
+          concurrency, as the exact tier calls it) on `--exact-sample` of those scenarios, and one point per call:
+          µs per point each way, the whole grid at those rates
   tiers   planner.sweep_grid.grid_sweep with an SLA (TTFT ≤ 2 s, TPOT ≤ 50 ms): the screen error on 2,000 held-out
           points and the margins, points passed to the full closed form (count, share of the grid), simulated, wall
           seconds by stage (--front: the near set holds each workload's front candidates, not its optimum's);
@@ -83,8 +83,12 @@ def part_exact(small: bool, sample: int) -> dict[str, float]:
         exact_points(cfg.scenario, isl, osl, grid.concurrency)
     wall = time.perf_counter() - t
     per = wall / (sample * len(grid.concurrency))
+    t = time.perf_counter()
+    for k, (cfg, isl, osl) in enumerate(picks):  # one point per call: the old sweep's way with lengths varying
+        exact_points(cfg.scenario, isl, osl, [grid.concurrency[k % len(grid.concurrency)]])
+    single = (time.perf_counter() - t) / sample
     return {"scenarios": sample, "points": sample * len(grid.concurrency), "wall_s": wall, "us_per_point": per * 1e6,
-            "grid_point_by_point_s": per * grid.size}
+            "grid_s": per * grid.size, "us_per_point_one_by_one": single * 1e6, "grid_one_by_one_s": single * grid.size}
 
 
 def _stage_timer() -> dict[str, float]:
