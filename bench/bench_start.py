@@ -1,13 +1,15 @@
 """Start-up of the CLI, a baseline tree against this one side by side (issue 30 item 1: start fast).
 
-What it does: extracts the `src/` of two commits (`git archive REF`: the baseline and, by default, HEAD — commits,
-not the working tree, which others may be editing) into bench/out/start-src-*, then for each
-command — `--help`, `trace` (text) and `trace --json` on the bundled example — runs both trees alternately R times
+What it does: extracts the `src/` of two or more commits (`git archive REF`: the baseline and, by default, HEAD —
+commits, not the working tree, which others may be editing) into bench/out/start-src/tree*, then for each
+command — `--help`, `trace` (text) and `trace --json` on the bundled example — runs the trees alternately R times
 in fresh processes under GNU time (median wall s, median peak RSS MB), and once each under `python -X importtime`:
 modules imported, the sum of their own import times, and which heavy libraries were loaded. Prints Markdown for
 bench/RESULTS.md. Bytecode caches are warm (one run of each command per tree first).
-What it does not do: assert anything (tests/cli/test_cli_imports.py checks which modules load), or time stages
-inside the analysis (`servescope trace --timings` does).
+In the same alternation it times the floors — `python -c pass` and `python -c "import polars, numpy"` (the
+libraries the analysis runs on), and the command's other libraries with them — and `trace --timings`' stages per
+tree (medians), so that what a change bought is read against what no change to servescope can remove.
+What it does not do: assert anything (tests/cli/test_cli_imports.py checks which modules load).
 
     python bench/bench_start.py [--repeat 7] [--baseline REF]
 """
@@ -30,6 +32,12 @@ OUT = HERE / "out"
 TREES = OUT / "start-src"
 HEAVY = ("numpy", "polars", "rich", "msgspec", "plotly", "jinja2", "servescope.perfmodel", "servescope.specs.engines")
 COMMANDS = {"--help": ["--help"], "trace": ["trace"], "trace --json": ["trace", "--json"]}
+FLOORS = {  # code run by `python -c`, no servescope
+    "python -c pass": "pass",
+    "import polars": "import polars",
+    "import polars, numpy": "import polars, numpy",
+    "+ msgspec, click, rich (the command's libraries)": "import polars, numpy, msgspec, click, rich.console, rich.table",
+}
 
 
 def extracted_src(ref: str, name: str) -> Path:
@@ -58,6 +66,23 @@ def timed(args: list[str], src: Path) -> tuple[float, float]:
     return float(wall_s), float(rss_kib) * 1024 / 1e6
 
 
+def timed_code(code: str) -> float:
+    """Wall s of `python -c CODE` (no servescope on the path), by GNU time."""
+    env_ = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    done = subprocess.run(["/usr/bin/time", "-f", "%e", sys.executable, "-c", code], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=env_, check=True)
+    return float(done.stderr.strip().splitlines()[-1])
+
+
+def stage_times(src: Path) -> dict[str, float]:
+    """`servescope trace --timings`' stages (s) on the bundled example, from its stderr line."""
+    done = subprocess.run([sys.executable, "-m", "servescope", "trace", "--timings"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, env=env(src), check=True)
+    line = next(x for x in done.stderr.splitlines() if "timings (wall s):" in x).split("timings (wall s):")[1]
+    pairs = [p.strip().split(" ")[:2] for part in line.split(";") for p in part.split(",")]
+    return {name: float(value) for name, value in pairs}
+
+
 def import_profile(args: list[str], src: Path) -> tuple[int, float, list[str]]:
     """(modules imported, sum of their own import times in ms, heavy ones among them) under -X importtime."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "servescope", *args], stdout=subprocess.DEVNULL,
@@ -74,17 +99,25 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--baseline", default="04808c9~1", help="git ref whose src/ is the baseline (default: the commit "
                                                             "before the lazy command table)")
-    ap.add_argument("--after", default="HEAD", help="git ref compared with it")
+    ap.add_argument("--after", default="HEAD", help="git ref(s) compared with it, comma-separated (each change "
+                                                    "and its parent, in one alternation: REF~1,REF,...)")
     a = ap.parse_args()
-    trees = {a.baseline: extracted_src(a.baseline, "before"), a.after: extracted_src(a.after, "after")}
+    refs = list(dict.fromkeys([a.baseline, *a.after.split(",")]))
+    trees = {ref: extracted_src(ref, f"tree{i}") for i, ref in enumerate(refs)}
     for src in trees.values():  # warm bytecode caches
         for args in COMMANDS.values():
             timed(args, src)
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {(c, t): [] for c in COMMANDS for t in trees}
+    floors: dict[str, list[float]] = {f: [] for f in FLOORS}
+    stages: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
     for _ in range(a.repeat):
+        for name, code in FLOORS.items():
+            floors[name].append(timed_code(code))
         for cmd, args in COMMANDS.items():
             for tree, src in trees.items():
                 runs[cmd, tree].append(timed(args, src))
+        for tree, src in trees.items():
+            stages[tree].append(stage_times(src))
     print(f"| command | tree | wall s (median of {a.repeat}) | min | peak RSS MB | modules imported | "
           "own import time ms (sum) | heavy modules loaded |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
@@ -92,6 +125,14 @@ def main() -> None:
         n, ms, heavy = import_profile(COMMANDS[cmd], trees[tree])
         print(f"| {cmd} | {tree} | {statistics.median(r[0] for r in rs):.2f} | {min(r[0] for r in rs):.2f} | "
               f"{statistics.median(r[1] for r in rs):.0f} | {n} | {ms:.0f} | {', '.join(heavy) or '–'} |")
+    print(f"\n| floor (no servescope) | wall s (median of {a.repeat}) | min |\n|---|---:|---:|")
+    for name, ws in floors.items():
+        print(f"| {name} | {statistics.median(ws):.2f} | {min(ws):.2f} |")
+    names = list(dict.fromkeys(n for runs_ in stages.values() for r in runs_ for n in r))
+    print(f"\n`trace --timings`, median of {a.repeat} per stage (s):\n\n| tree | {' | '.join(names)} |\n"
+          f"|---|{'---:|' * len(names)}")
+    for tree, runs_ in stages.items():
+        print(f"| {tree} | {' | '.join(f'{statistics.median(r.get(n, 0.0) for r in runs_):.3f}' for n in names)} |")
 
 
 if __name__ == "__main__":

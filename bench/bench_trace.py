@@ -8,7 +8,10 @@ HTA = `holistictraceanalysis` from PyPI, in its own venv (bench/out/hta-venv, cr
 `TraceAnalysis(trace_dir=…)` load plus `get_gpu_kernel_breakdown()`, as the issue specifies.
 What it does not do: run in CI (it needs the network once, for HTA) or assert anything.
 
-    python bench/bench_trace.py [--repeat 3] [--size-mb 70]
+`--src DIR` runs servescope from another tree's `src/` (PYTHONPATH; e.g. one bench_start.py extracted from a commit,
+when the shared working tree is mid-edit).
+
+    python bench/bench_trace.py [--repeat 3] [--size-mb 70] [--src DIR]
 """
 
 from __future__ import annotations
@@ -40,9 +43,9 @@ HTA_SCRIPT = (
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _timed(cmd: list[str]) -> tuple[float, float]:
+def _timed(cmd: list[str], env: dict[str, str] = ENV) -> tuple[float, float]:
     """(wall s, peak RSS MB) of one command, from GNU time."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True, check=True, env=ENV)
+    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", *cmd], capture_output=True, text=True, check=True, env=env)
     wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()
     return float(wall_s), float(rss_kib) * 1024 / 1e6
 
@@ -70,15 +73,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--size-mb", type=float, default=70.0)
+    parser.add_argument("--src", type=Path, default=None, help="run servescope from this src/ (PYTHONPATH)")
     args = parser.parse_args()
+    ours_env = {**ENV, "PYTHONPATH": str(args.src.resolve())} if args.src is not None else ENV
     _ensure_trace(args.size_mb)
     hta_python = _ensure_hta()
     ours_cmd = [sys.executable, "-m", "servescope", "trace", "--json", str(BIG)]
     hta_cmd = [str(hta_python), "-c", HTA_SCRIPT, str(OUT / "hta_dir")]
     ours, hta = [], []
-    _timed(ours_cmd), _timed(hta_cmd)  # warm-up: bytecode caches and the page cache, for both
+    _timed(ours_cmd, ours_env), _timed(hta_cmd)  # warm-up: bytecode caches and the page cache, for both
     for _ in range(args.repeat):  # alternate, so drift on a noisy machine hits both alike
-        ours.append(_timed(ours_cmd))
+        ours.append(_timed(ours_cmd, ours_env))
         hta.append(_timed(hta_cmd))
     o_s, o_mb = statistics.median(x[0] for x in ours), statistics.median(x[1] for x in ours)
     h_s, h_mb = statistics.median(x[0] for x in hta), statistics.median(x[1] for x in hta)

@@ -26,8 +26,11 @@ __all__ = ["BIG_INPUT_BYTES", "FREE_AT_ONCE", "largest_input_bytes", "parse_size
 # process loads one file at a time, rank folders included, so the largest file sets the peak; bench/RESULTS.md,
 # "allocator"). A user's own setting wins; library users are not touched. 128 MiB, not 256: a 143 MB file of 1 M
 # tiny kernels peaked at 562-606 MB for `trace --json` (3.9-4.2x) and 480-495 MB for `export` with the stock
-# setting, 449 and 290 MB freeing at once (bench/RESULTS.md, "start fast (issue 30)").
-BIG_INPUT_BYTES = 128 << 20
+# setting, 449 and 290 MB freeing at once (bench/RESULTS.md, "start fast (issue 30)"). 32 MiB, not 128: the pages
+# held are ~0.5x the file (68 MB benchmark trace: 178 -> 144 MB, 9 runs alternated, CPU +3 %, wall within noise),
+# on top of a ~120 MB floor (interpreter, Polars, NumPy), so they pass ~10 % of the peak at ~30 MB; the bundled
+# example (0.8 MB) stays stock (bench/RESULTS.md, "issue 30: start-up and memory").
+BIG_INPUT_BYTES = 32 << 20
 FREE_AT_ONCE = "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
