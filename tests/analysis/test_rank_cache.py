@@ -29,7 +29,7 @@ RANK0, RANK1 = SAMPLED / "sampled_rank-0.json.gz", SAMPLED / "sampled_rank-1.jso
 
 def _folder(tmp_path: Path, n: int = 3) -> Path:
     folder = tmp_path / "ranks"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for r in range(n):
         shutil.copyfile((RANK0, RANK1)[r % 2], folder / f"rank{r}.json.gz")
     return folder
@@ -71,7 +71,7 @@ def test_second_run_reads_only_what_changed(tmp_path: Path, analysed: list[str])
     assert (analysed, use.hits, use.misses, use.warnings) == (["rank0.json.gz", "rank1.json.gz", "rank2.json.gz"],
                                                               0, 3, [])
     assert sorted(p.name for p in folder.iterdir()) == before  # never writes beside its inputs
-    assert [p.name for p in cache.iterdir()] == [cache_file(cache, [str(f) for f in _files(folder)]).name]
+    assert [p.name for p in cache.iterdir()] == [cache_file(cache, [str(f) for f in _files(folder)], "top_n=10").name]
 
     analysed.clear()
     second, use = _cached_run(folder, cache)
@@ -107,6 +107,26 @@ def test_options_that_change_the_answer_miss(tmp_path: Path, analysed: list[str]
     analysed.clear()
     assert top3 == _fresh(folder, top_n=3)
     assert all(len(s.top_kernels) <= 3 for o in top3 if o.breakdown for s in o.breakdown.steps)
+    analysed.clear()  # each option keeps its own cache file: neither evicts the other
+    _, use = _cached_run(folder, cache, top_n=10)
+    assert (analysed, use.hits, len(list(cache.iterdir()))) == ([], 2, 2)
+
+
+def test_diff_of_two_captures_uses_the_cache(tmp_path: Path, analysed: list[str]) -> None:
+    from servescope.analysis.diff import diff_traces
+
+    before, after = _folder(tmp_path / "before", 2), _folder(tmp_path / "after", 2)
+    shutil.copyfile(RANK0, after / "rank1.json.gz")  # the second capture differs in one rank
+    cache = tmp_path / "cache"
+    with caching(cache) as first:
+        d1 = diff_traces(before, after)
+    assert first is not None and (first.hits, first.misses) == (0, 4)
+    analysed.clear()
+    with caching(cache) as second:
+        d2 = diff_traces(before, after)
+    assert second is not None and (analysed, second.hits, second.misses) == ([], 4, 0)
+    analysed.clear()
+    assert d2 == d1 == diff_traces(before, after)
 
 
 def _damaged_warning(use: rank_cache.CacheUse, why: str) -> None:

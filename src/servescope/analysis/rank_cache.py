@@ -10,7 +10,8 @@ gpu_span_us, comm_us, error), the warnings, and the breakdown itself, msgpack-en
 deflated (its kernel names repeat: ~240 KB → ~22 KB a rank on HTA's sampled ranks, so a thousand ranks' cache is held
 and written in tens of MB), so a cached outcome equals a fresh one field for field. A cache file that cannot be read, is not of this layout, or comes
 from another servescope version is ignored and rebuilt, with a warning (`caching` collects them for the CLI).
-Where: `servescope trace FOLDER --cache DIR` names DIR; the file is DIR/ranks-<sha256 of the folder's path>.parquet.
+Where: `servescope trace FOLDER --cache DIR` (or `diff A B --cache DIR`) names DIR; the file is
+DIR/ranks-<sha256 of the folder's path and the options>.parquet.
 servescope never writes next to its inputs (they may be read-only, shared, or another team's capture), and the cache
 is opt-in: during development the version does not change when the analysis does, so a default cache would serve
 answers from older code.
@@ -91,10 +92,11 @@ def file_key(path: str, options: str) -> tuple[str, Key]:
     return resolved, (st.st_size, st.st_mtime_ns, options)
 
 
-def cache_file(folder: Path, files: Sequence[str]) -> Path:
-    """DIR/ranks-<digest>.parquet: one cache file per set of input folders (a rank folder: its own path)."""
+def cache_file(folder: Path, files: Sequence[str], options: str) -> Path:
+    """DIR/ranks-<digest>.parquet: one cache file per set of input folders (a rank folder: its own path) and options
+    (so that `trace` and `diff`, which keeps every kernel, each keep theirs)."""
     parents = sorted({os.path.dirname(os.path.realpath(f)) for f in files})
-    digest = hashlib.sha256("\0".join(parents).encode()).hexdigest()[:16]
+    digest = hashlib.sha256("\0".join([*parents, options]).encode()).hexdigest()[:16]
     return folder / f"ranks-{digest}.parquet"
 
 
@@ -196,7 +198,7 @@ class Lookup:
 
     def __init__(self, use: CacheUse, files: Sequence[str], options: str,
                  keep: Callable[[list[RankOutcome]], list[RankOutcome]] = list) -> None:
-        self.use, self.path = use, cache_file(use.folder, files)
+        self.use, self.path = use, cache_file(use.folder, files, options)
         self.keys = [file_key(f, options) for f in files]
         stored, problem = _read(self.path)
         self.cached: dict[int, list[RankOutcome]] = {}
