@@ -9,6 +9,7 @@ selection rules. No wall-clock assertion.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -78,26 +79,27 @@ def test_screen_error_is_measured_on_the_held_out_points(screened: screen_mod.Sc
 @pytest.mark.parametrize("front", [False, True])
 def test_near_set_holds_the_true_optimum_of_every_workload(screened: screen_mod.Screened, base: Scenario,
                                                            front: bool) -> None:
-    sla = Sla(ttft_max_s=0.5, tpot_max_s=0.012)
+    ttft_max, tpot_max = 0.5, 0.012
+    sla = Sla(ttft_max_s=ttft_max, tpot_max_s=tpot_max)
     out = grid_sweep(base, GRID, sla, simulate_max=0, front=front)
     near = {(p.layout, p.quant, p.isl, p.osl, p.concurrency): p for p in out.points}
     n_pts = screened.values["tpot_s"].size
     assert 0 < len(near) < n_pts  # the screen rules points out
-    best: dict[tuple[int, int], tuple[float, tuple[object, ...]]] = {}
+    best: dict[tuple[int, int], tuple[float, tuple[Any, ...]]] = {}
     exact = {}
     for i in range(n_pts):  # brute force: every point on the full closed form
         tpot, ttft, tok = exact[i] = _exact(screened, i)
         cfg, isl, osl, c = screened.where(i)
-        if tpot <= sla.tpot_max_s and ttft <= sla.ttft_max_s and tok > best.get((isl, osl), (-1.0, ()))[0]:
+        if tpot <= tpot_max and ttft <= ttft_max and tok > best.get((isl, osl), (-1.0, ()))[0]:
             best[(isl, osl)] = (tok, (cfg.layout, cfg.quant, isl, osl, c))
     assert len(best) >= 10  # the SLA leaves most workloads a feasible point, not all
     for tok, key in best.values():
-        p = near[key]
+        p = near[key]  # type: ignore[index]
         assert p.sla_met and p.on_front and p.best
         assert p.output_tok_s == pytest.approx(tok, rel=1e-9)
     assert sum(p.best for p in out.points) == len(best)
     if front:  # every point of every workload's exact front within the SLA is near
-        ok = [i for i in range(n_pts) if exact[i][0] <= sla.tpot_max_s and exact[i][1] <= sla.ttft_max_s]
+        ok = [i for i in range(n_pts) if exact[i][0] <= tpot_max and exact[i][1] <= ttft_max]
         for w in {screened.where(i)[1:3] for i in ok}:
             members = [i for i in ok if screened.where(i)[1:3] == w]
             flags = front_flags(np.array([exact[i][2] for i in members]), np.array([1 / exact[i][0] for i in members]))
@@ -179,6 +181,8 @@ def test_cli_grid_sweep_and_refusal() -> None:
     assert bad.exit_code == 1
     lines = bad.output.strip().splitlines()
     assert len(lines) == 1 and "64 points" in lines[0] and "--max-grid-mib" in lines[0]
+    typo = CliRunner().invoke(main, [*args[:-4], "--quants", "base,fp9"])  # a typo, not a skipped layout
+    assert typo.exit_code == 1 and typo.output.count("\n") == 1 and "'fp9'" in typo.output
 
 
 def test_simulations_on_ray_give_the_same_sweep(base: Scenario) -> None:

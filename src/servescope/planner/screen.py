@@ -132,10 +132,11 @@ def configs(base: Scenario, grid: Grid) -> tuple[list[Config], list[str]]:
 
     out, skipped = [], []
     for qn in grid.quants:
+        sc_q = quant_scenario(base, qn)  # an unknown scheme is the user's typo: UnknownName, not a skipped layout
         for lay in grid.layouts:
             label = lay.label() + ("" if qn == "base" else f" {qn}")
             try:
-                out.append(Config(lay, qn, layout_scenario(quant_scenario(base, qn), lay)))
+                out.append(Config(lay, qn, layout_scenario(sc_q, lay)))
             except ServescopeError as e:
                 skipped.append(f"{label}: {e}")
     return out, skipped

@@ -142,9 +142,9 @@ def near_set(values: dict[str, np.ndarray], group: np.ndarray, n_gpus: int, sla:
     if not front:
         best = np.full(int(group.max()) + 1, -np.inf)
         np.maximum.at(best, group[sure], q_gpu)
-        return may & ~(best[group] > p_gpu)
-    return may & ~_front_dominated(group.astype(float), sure, q_gpu, (1 - mt[sure]) / tpot[sure], p_gpu,
-                                   (1 + mt) / tpot)
+        return np.asarray(may & ~(best[group] > p_gpu))
+    return np.asarray(may & ~_front_dominated(group.astype(float), sure, q_gpu, (1 - mt[sure]) / tpot[sure], p_gpu,
+                                              (1 + mt) / tpot))
 
 
 def _front_dominated(g: np.ndarray, sure: np.ndarray, q_gpu: np.ndarray, q_user: np.ndarray, p_gpu: np.ndarray,
@@ -249,9 +249,9 @@ def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: fl
                   bool(best[j])) for j, i in enumerate(idx)]
     chosen = _to_simulate(on_front, gpu, wl)[:simulate_max]
     sims, notes = _simulate(s, [int(idx[j]) for j in chosen], sla, ray, run)
-    for j, sim in zip(chosen, sims, strict=True):
+    for k, sim in zip(chosen, sims, strict=True):
         if sim is not None:
-            pts[j] = _with_sim(pts[j], sim)
+            pts[k] = _with_sim(pts[k], sim)
     return GridSweep(grid, sla, int(s.values["tpot_s"].size), s.skipped, err, tuple(pts),
                      sum(x is not None for x in sims), tuple(notes), front)
 
