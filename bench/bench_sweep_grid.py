@@ -111,6 +111,7 @@ def _stage_timer() -> dict[str, float]:
 
 
 def part_tiers(small: bool, ray: str | None, front: bool) -> dict[str, object]:
+    from servescope.cli._sweep_grid import ray_spread
     from servescope.planner.sweep import Sla
     from servescope.planner.sweep_grid import grid_sweep
     from servescope.report.sweep_grid_doc import grid_document
@@ -129,7 +130,7 @@ def part_tiers(small: bool, ray: str | None, front: bool) -> dict[str, object]:
         "sample": gs.error.sample, "rss_mib": _rss_mib()}
     if ray is not None:
         t = time.perf_counter()
-        on_ray = grid_document(grid_sweep(base, grid, sla, front=front, ray=ray))
+        on_ray = grid_document(grid_sweep(base, grid, sla, front=front, spread=ray_spread(ray)))
         out["ray_wall_s"] = time.perf_counter() - t
         out["ray_identical"] = json.dumps(on_ray, sort_keys=True) == json.dumps(doc, sort_keys=True)
     return out

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from servescope.cli import main
+from servescope.cli._sweep_grid import ray_spread
 from servescope.errors import ScenarioError
 from servescope.perfmodel import Scenario, predict
 from servescope.planner import screen as screen_mod
@@ -191,7 +192,7 @@ def test_simulations_on_ray_give_the_same_sweep(base: Scenario) -> None:
     local = grid_sweep(base, small, Sla(tpot_max_s=0.015), simulate_max=3)
     assert not ray.is_initialized()
     try:
-        on_ray = grid_sweep(base, small, Sla(tpot_max_s=0.015), simulate_max=3, ray="local")
+        on_ray = grid_sweep(base, small, Sla(tpot_max_s=0.015), simulate_max=3, spread=ray_spread("local"))
     finally:
         ray.shutdown()
     assert local.simulated == 3

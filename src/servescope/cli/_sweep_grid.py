@@ -10,8 +10,12 @@ import click
 from servescope.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from servescope.cli._app import Output
     from servescope.perfmodel.scenario import Scenario
+    from servescope.planner.sweep import Simulated
+    from servescope.planner.sweep_grid import Spread
 
 
 def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_points: bool, ttft_max: float | None,
@@ -40,9 +44,19 @@ def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_point
     mib = opts["max_grid_mib"] if opts["max_grid_mib"] is not None else DEFAULT_MAX_GRID_MIB
     sim_max = opts["simulate_max"] if opts["simulate_max"] is not None else SIMULATE_MAX
     # --all shows each workload's whole front, so the closed form gets the front's candidates, not the optimum's
-    gs = grid_sweep(base, grid, sla, max_bytes=mib * MIB, simulate_max=sim_max, front=all_points,
-                    ray=opts["ray_address"])
+    spread = None if opts["ray_address"] is None else ray_spread(opts["ray_address"])
+    gs = grid_sweep(base, grid, sla, max_bytes=mib * MIB, simulate_max=sim_max, front=all_points, spread=spread)
     doc = grid_document(gs)
     doc["scenario"] = scenario_document(base)
     title = scenario_title(base, layout=False, backend=True, n_gpus=n)
     out.emit(doc, text=lambda console: render_grid(title, doc, console, all_points))
+
+
+def ray_spread(address: str) -> Spread:
+    """The simulations as Ray tasks at `address` ("local": a local Ray), analysis.ray_tasks's guarded start."""
+    from servescope.analysis.ray_tasks import run_on_ray
+
+    def spread(fn: Callable[[str, int], Simulated | str], keys: list[str]) -> list[Simulated | str]:
+        return run_on_ray(fn, keys, 0, address)
+
+    return spread

@@ -14,8 +14,8 @@ rule out, then `simulate` on the best of those. Points compare within their work
   exact     the full closed form (perfmodel.serving.predict_arrays) at every near point; the SLA, each workload's
             optimum (most tok/s per GPU within the SLA) and the front of the near points on those values
   simulated the workloads' optima first, by tok/s per GPU, then the rest of the front, `simulate_max` in all
-            (simulate.simulate: a closed loop of simulate.points_prompts requests, seed 0), as Ray tasks with `ray`
-            (an address, or "local") — the same runs, in the same order, either way
+            (simulate.simulate: a closed loop of simulate.points_prompts requests, seed 0), through the caller's
+            `spread` (the CLI's --ray: Ray tasks, analysis.ray_tasks) — the same runs, in the same order, either way
 What it does not: hold the grid's exact values (only the near points'), or simulate a point off the front.
 """
 
@@ -226,14 +226,16 @@ class GridSweep:
 
 
 Runner = Callable[["Scenario", int], "SimResult"]
+# Runs fn(key, 0) for each key, results in key order, somewhere else (the CLI's: Ray tasks, analysis.ray_tasks)
+Spread = Callable[[Callable[[str, int], "Simulated | str"], list[str]], list["Simulated | str"]]
 
 
 def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB,
                sample: int = ERROR_SAMPLE, simulate_max: int = SIMULATE_MAX, front: bool = False,
-               ray: str | None = None, run: Runner | None = None) -> GridSweep:
+               spread: Spread | None = None, run: Runner | None = None) -> GridSweep:
     """The two tiers of the module docstring on `grid` around `base` (`front`: the near set holds the candidates
     for each workload's Pareto front, not only for its optimum); `run(scenario, concurrency)` replaces the
-    closed-loop simulation (tests)."""
+    closed-loop simulation (tests), `spread(fn, keys)` runs the simulations elsewhere (the CLI's --ray: Ray tasks)."""
     s = screen_grid(base, grid, max_bytes)
     err = screen_error(s, sample)
     idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.at(s.capped), front))
@@ -248,7 +250,7 @@ def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: fl
     pts = [_point(s, int(i), {q: float(exact[q][j]) for q in QUANTITIES}, bool(ok[j]), bool(on_front[j]),
                   bool(best[j])) for j, i in enumerate(idx)]
     chosen = _to_simulate(on_front, gpu, wl)[:simulate_max]
-    sims, notes = _simulate(s, [int(idx[j]) for j in chosen], sla, ray, run)
+    sims, notes = _simulate(s, [int(idx[j]) for j in chosen], sla, spread, run)
     for k, sim in zip(chosen, sims, strict=True):
         if sim is not None:
             pts[k] = _with_sim(pts[k], sim)
@@ -282,7 +284,7 @@ def _with_sim(p: GridPoint, sim: Simulated) -> GridPoint:
     return replace(p, simulated=sim)
 
 
-def _simulate(s: Screened, idx: list[int], sla: Sla | None, ray: str | None,
+def _simulate(s: Screened, idx: list[int], sla: Sla | None, spread: Spread | None,
               run: Runner | None) -> tuple[list[Simulated | None], list[str]]:
     """The simulation of each point (closed loop), in order; a refused point is a note, not a failure."""
     jobs = []
@@ -290,15 +292,12 @@ def _simulate(s: Screened, idx: list[int], sla: Sla | None, ray: str | None,
         cfg, isl, osl, c = s.where(i)
         jobs.append((cfg.scenario.with_(isl=isl, osl=osl), c, f"{cfg.label()} isl{isl} osl{osl} c{c}"))
     task = _SimTask(jobs, sla, run)
-    if ray is None:
-        outs = [task(str(k), 0) for k in range(len(jobs))]
-    else:
-        from servescope.analysis.ray_tasks import run_on_ray
 
-        def one(key: str, top_n: int) -> Simulated | str:  # Ray remotes a function, not a callable object
-            return task(key, top_n)
+    def one(key: str, top_n: int) -> Simulated | str:  # a plain function: what Ray can make a remote of
+        return task(key, top_n)
 
-        outs = run_on_ray(one, [str(k) for k in range(len(jobs))], 0, ray)
+    keys = [str(k) for k in range(len(jobs))]
+    outs = spread(one, keys) if spread is not None else [one(k, 0) for k in keys]
     return [o if isinstance(o, Simulated) else None for o in outs], [o for o in outs if isinstance(o, str)]
 
 
