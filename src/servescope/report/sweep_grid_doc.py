@@ -58,12 +58,14 @@ def render_grid(title: str, doc: dict[str, Any], console: Console, all_points: b
 
     e = doc["screen_error"]
     console.print(f"[bold]{title}[/bold]: {doc['n_gpus']} GPUs, grid sweep in two tiers")
+    names = {"tpot_s": "TPOT", "ttft_s": "TTFT", "output_tok_s": "tok/s"}
     errs = "; ".join(f"{c.replace('_', ' ')} ({e['sample'][c]:,} held out): "
-                     + ", ".join(f"{q.split('_')[0].upper()} {v:.2%}" for q, v in e["max_rel"][c].items())
+                     + ", ".join(f"{names.get(q, q)} {v:.2%}" for q, v in e["max_rel"][c].items())
                      for c in e["max_rel"])
-    console.print(Text(f"{doc['screened']:,} points screened (of {doc['grid_points']:,}); largest error of the "
-                       f"screen against the closed form, {errs}; {doc['near']:,} within twice that of the "
-                       f"{doc['near_holds']} passed to the closed form; {doc['simulated']} simulated"))
+    what = "each workload's front" if doc["near_holds"] == "front" else "each workload's optimum"
+    console.print(Text(f"{doc['screened']:,} points screened (of {doc['grid_points']:,}); the screen's largest error "
+                       f"against the closed form, {errs}; {doc['near']:,} points within twice that of "
+                       f"{what} (within the SLA) priced on the closed form; {doc['simulated']} simulated"))
     t = Table(box=None, pad_edge=False)
     for col in ("ISL", "OSL", "layout", "quant", "conc", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "sim tok/s/GPU"):
         t.add_column(col, justify="left" if col in ("layout", "quant") else "right")
