@@ -175,12 +175,24 @@ def _simulate_run(run: dict[str, Any], label: str = "") -> list[dict[str, Any]]:
     return blocks
 
 
+def _engine_metrics(em: dict[str, Any]) -> Section:
+    """`--metrics FILE`: the scrape's boundaries (engine metric) beside the simulated ones, boundary by boundary."""
+    rows = [[r["boundary"], *[(r["measured_ms"] or {}).get(x) for x in PERCENTILES],
+             *[(r["simulated_ms"] or {}).get(x) for x in PERCENTILES], r["error_pct"], r["series"] or "not in the scrape"]
+            for r in em["boundaries"]]
+    cols = ["boundary", *[f"measured {x} ms" for x in PERCENTILES], *[f"simulated {x} ms" for x in PERCENTILES],
+            "error %", "engine metric"]
+    return {"id": "engine-metrics", "title": f"Engine metrics of {em['file']} ({em['engine']} /metrics)",
+            "intro": "", "blocks": [table(cols, rows, nd=2)]}
+
+
 def simulate_page(doc: dict[str, Any]) -> tuple[str, str, list[Section]]:
     """`simulate/1`: the run's percentiles, queueing and the batch / KV-over-time chart (one section per run of
-    a comparison)."""
+    a comparison), and the scrape's boundaries beside the simulated ones with `--metrics`."""
+    extra = [_engine_metrics(doc["engine_metrics"])] if doc.get("engine_metrics") else []
     if "runs" in doc:
         secs = [{"id": f"run{i}", "title": r.get("measured", {}).get("label", f"run {i + 1}"), "intro": "",
                  "blocks": _simulate_run(r)} for i, r in enumerate(doc["runs"])]
-        return "servescope simulate (vs measured)", "", secs
+        return "servescope simulate (vs measured)", "", secs + extra
     return "servescope simulate", "", [{"id": "simulate", "title": "Simulated run", "intro": "",
-                                        "blocks": _simulate_run(doc)}]
+                                        "blocks": _simulate_run(doc)}, *extra]
