@@ -202,3 +202,18 @@ def test_cli_rank_trace_and_the_scrapes_front_end_plus_delivery() -> None:
     one_rank = CliRunner().invoke(main, [*args, "--rank-trace", str(TRACES / "hta" / "trace_filter" /
                                                                      "sampled_rank-0.json.gz")])
     assert one_rank.exit_code == 1 and "two or more ranks" in one_rank.output
+
+
+def test_text_and_html_show_the_parts(tmp_path: Path) -> None:
+    args = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--isl", "512", "--osl", "32",
+            "--concurrency", "4", "--num-prompts", "12", "--metrics", str(METRICS / "vllm_v1_c16.prom")]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 0, text.output
+    for line in ("by boundary (ms)", "first-token delivery", "rank-arrival wait", "overlap (hidden)",
+                 "FRONT END+DELIVERY"):
+        assert line in text.output
+    page = tmp_path / "sim.html"
+    html = CliRunner().invoke(main, [*args, "-o", str(page)])
+    assert html.exit_code == 0, html.output
+    shown = page.read_text(encoding="utf-8")
+    assert "TTFT and TPOT by boundary" in shown and "front_end+delivery" in shown
