@@ -104,9 +104,14 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+def _own_ports(host: str, *options: str) -> list[str]:
+    """Free ports for the options whose defaults are fixed (52365): another Ray on this machine may hold them."""
+    return [arg for option in options for arg in (option, str(_free_port(host)))]
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """End one `ray start --block` and the Ray processes it started (its own process group), nothing else."""
-    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+    for sig, wait_s in ((signal.SIGTERM, 3), (signal.SIGKILL, 10)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -117,6 +122,20 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
                 time.sleep(1)  # its children get the same signal; give them a moment, then make sure
         except subprocess.TimeoutExpired:
             continue
+
+
+def _wait_listening(head: subprocess.Popen[bytes], host: str, port: int, log: Path, deadline_s: float = 120) -> None:
+    """Until the head's GCS takes connections; a head that exits first fails the test with its last words."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if head.poll() is not None:
+            pytest.fail(f"ray start --head exited ({head.returncode}): {log.read_text(errors='replace')[-1500:]}")
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"the Ray head took no connection within {deadline_s:.0f} s")
 
 
 def _wait_nodes(address: str, n: int, env: dict[str, str], deadline_s: float = 120) -> None:
@@ -151,22 +170,25 @@ def ray_cluster() -> Iterator[tuple[str, dict[str, str]]]:
         env.pop("RAY_ADDRESS", None)
         head = subprocess.Popen(
             [str(ray_cli), "start", "--head", "--port", str(port), "--num-cpus", "1", "--node-ip-address",
-             "127.0.0.2", "--temp-dir", tmp, "--include-dashboard", "false", "--disable-usage-stats", "--block"],
+             "127.0.0.2", "--temp-dir", tmp, "--include-dashboard", "false", "--disable-usage-stats", "--block",
+             *_own_ports("127.0.0.2", "--dashboard-agent-listen-port")],
             env={**env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True)
+            stderr=(log := open(Path(tmp) / "head.log", "wb")), start_new_session=True)  # noqa: SIM115
         worker = None
         try:
             address = f"127.0.0.2:{port}"
+            _wait_listening(head, "127.0.0.2", port, Path(tmp) / "head.log")
             _wait_nodes(address, 1, env)
             worker = subprocess.Popen(
                 [str(ray_cli), "start", "--address", address, "--num-cpus", "1", "--node-ip-address", "127.0.0.3",
-                 "--block"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                 "--block", *_own_ports("127.0.0.3", "--dashboard-agent-listen-port")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             _wait_nodes(address, 2, env)
             yield address, env
         finally:
             for proc in (worker, head):
                 if proc is not None:
                     _stop(proc)
+            log.close()
 
 
 def test_two_node_ray_cluster_equals_worker_processes(tmp_path: Path, ray_cluster: tuple[str, dict[str, str]]) -> None:
