@@ -3,9 +3,13 @@
 Does: `analyze_rank_files` runs load → classify → steps → breakdown for each file — in-process for one file,
 in worker processes by default for several (`rank_workers.RankPool`: forked when the caller started it before
 importing Polars, as the CLI does, else spawned; each worker returns a small `TraceBreakdown`, never an events
-table), or as Ray tasks (`ray_address`: "local" starts or joins a local Ray instance, anything else
+table), or as Ray tasks (`ray_address`: "local" starts a local Ray instance of its own, anything else
 is a cluster address; the files must be readable at the same path on every node). Results come back in file
-order, so every runner gives the same answer. `cross_rank_view` reduces the per-rank breakdowns to the
+order, so every runner gives the same answer. A file that fails — unreadable, or any surprise in its analysis — is
+one outcome with its error (a line in the report), never the run. Results are compacted as they arrive
+(`SharedStrings`: one copy of each kernel name across ranks), so a thousand ranks hold ~0.1 MB each next to one
+file's working set. Inside `rank_cache.caching(DIR)` only the files the per-rank cache does not hold are analysed
+(`_cached_run`; analysis/rank_cache.py). `cross_rank_view` reduces the per-rank breakdowns to the
 compact comparison: GPU busy per rank, the spread of step time and the slowest rank per common step, and per
 collective the spread of time spent in it (a rank that spends longer in a collective waited there).
 `group_warnings` folds identical causes from several files into one line.
