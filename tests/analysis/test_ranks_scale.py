@@ -250,3 +250,24 @@ def _answer_http1(server: socket.socket) -> None:
     with conn:
         conn.recv(64)
         conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+
+def test_text_report_of_many_ranks_shows_the_slowest() -> None:
+    """40 ranks: the table keeps 32 rows, the ranks slowest on the most steps among them, and says so."""
+    from rich.console import Console
+
+    from servescope.analysis.ranks import CrossRankView, RankRow, StepSpread
+    from servescope.report.ranks_text import ranks_table
+
+    rows = tuple(RankRow(r, f"rank{r}.json", "H100", 5, 1000.0, 2000.0 + r, 100.0) for r in range(40))
+    slowest = [7, 7, 7, 33, 33]  # rank 7 slowest on 3 steps, rank 33 on 2; the others never
+    steps = tuple(StepSpread(i, "decode", 1.0, 2.0, 1.5, s, 0) for i, s in enumerate(slowest))
+    console = Console(record=True, width=200)
+    console.print(ranks_table(CrossRankView(rows, 5, steps, ())))
+    text = console.export_text()
+    shown = [int(line.split("│")[1]) for line in text.splitlines() if line.startswith("│")]
+    assert len(shown) == 32 and shown == sorted(shown)
+    assert 7 in shown and 33 in shown
+    # the other 30 by GPU span, which grows with the rank here: 39 down to 9, skipping 33 (already in)
+    assert set(shown) - {7, 33} == set(range(9, 40)) - {33}
+    assert "32 of 40 ranks shown: the slowest on the most common steps (all: --json)" in text

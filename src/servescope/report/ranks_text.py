@@ -16,6 +16,7 @@ from servescope.analysis.findings import Finding
 from servescope.analysis.ranks import CrossRankView
 
 MAX_STEP_ROWS = 20
+MAX_RANK_ROWS = 32  # a folder of a thousand ranks: the table shows the ones that matter
 SEVERITY_STYLE = {"high": "bold red", "medium": "yellow", "low": "cyan", "info": "dim"}
 
 
@@ -31,13 +32,27 @@ def _rank(r: int | None) -> str:
     return "?" if r is None else str(r)
 
 
-def ranks_table(v: CrossRankView) -> Table:
+def _shown(v: CrossRankView, limit: int) -> list[int]:
+    """Indexes of the ranks to show: all, or the `limit` slowest on most common steps (ties: the most GPU span),
+    in rank order."""
+    if len(v.ranks) <= limit:
+        return list(range(len(v.ranks)))
+    slowest = v.slowest_rank_counts
+    order = sorted(range(len(v.ranks)), key=lambda i: (-slowest.get(v.ranks[i].rank, 0), -v.ranks[i].gpu_span_us))
+    return sorted(order[:limit])
+
+
+def ranks_table(v: CrossRankView, limit: int = MAX_RANK_ROWS) -> Table:
     t = Table(title=f"{len(v.ranks)} ranks: GPU busy per rank (all steps)", title_justify="left")
     for col in ("rank", "device", "steps", "GPU busy ms", "span ms", "busy % of span", "comm ms",
                 "comm % of busy", "slowest on"):
         t.add_column(col, justify="left" if col == "device" else "right", no_wrap=True)
     slowest = v.slowest_rank_counts
-    for r in v.ranks:
+    shown = _shown(v, limit)
+    if len(shown) < len(v.ranks):
+        t.caption = (f"{len(shown)} of {len(v.ranks)} ranks shown: the slowest on the most common steps "
+                     "(all: --json)")
+    for r in (v.ranks[i] for i in shown):
         t.add_row(_rank(r.rank), escape(r.device_name or "not named"), str(r.steps), _ms(r.gpu_busy_us), _ms(r.gpu_span_us),
                   _pct(r.gpu_busy_us, r.gpu_span_us), _ms(r.comm_us), _pct(r.comm_us, r.gpu_busy_us),
                   f"{slowest.get(r.rank, 0)}/{v.steps_compared} steps")
