@@ -219,3 +219,12 @@ def test_cli_cache_same_document_and_bad_rank_kept(tmp_path: Path) -> None:
     damaged = [line for line in result.stderr.splitlines() if "rank cache" in line]
     assert len(damaged) == 1 and damaged[0].startswith("servescope: warning: rank cache ")
     assert damaged[0].endswith("; ignored and rebuilt")
+
+
+def test_a_single_file_writes_no_cache(tmp_path: Path) -> None:
+    """`trace FILE --cache DIR`: a rank folder's cache; one trace is read again and nothing is written."""
+    cache = tmp_path / "cache"
+    with caching(cache) as use:
+        out = analyze_rank_files([RANK0], workers=1)
+    assert use is not None and (use.hits, use.misses, use.warnings) == (0, 0, [])
+    assert not cache.exists() and out == analyze_rank_files([RANK0], workers=1)

@@ -15,8 +15,8 @@ DIR/ranks-<sha256 of the folder's path and the options>.parquet.
 servescope never writes next to its inputs (they may be read-only, shared, or another team's capture), and the cache
 is opt-in: during development the version does not change when the analysis does, so a default cache would serve
 answers from older code.
-Does not: analyse (analysis.ranks does, and calls `lookup`/`store` around its runners), cache a run that uses
-`--capture` (its shapes change results), or notice a file rewritten with the same size within one mtime tick.
+Does not: analyse (analysis.ranks does, and calls `Lookup`/`store` around its runners), cache a single trace file
+(a rank folder's cache: one file is simply read again) or a run that uses `--capture` (its shapes change results), or notice a file rewritten with the same size within one mtime tick.
 """
 
 from __future__ import annotations

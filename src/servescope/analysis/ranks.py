@@ -171,11 +171,12 @@ def analyze_rank_files(
 
 def _cached_run(names: list[str], top_n: int, workers: int | RankPool | None, ray_address: str | None,
                 fn: RankFn, cacheable: bool) -> list[list[RankOutcome]]:
-    """`_run` on the files the rank cache does not hold (all of them without a cache: `rank_cache.caching`)."""
+    """`_run` on the files the rank cache does not hold (all of them without a cache, `rank_cache.caching`, and for
+    a single file: nothing is written for one trace)."""
     from servescope.analysis import rank_cache  # it reads RankOutcome from this module
 
     use, keep = rank_cache.in_use(), SharedStrings()
-    if use is None or not cacheable:
+    if use is None or not cacheable or len(names) < 2:  # a rank folder's cache: a single file is read again
         return _run(names, top_n, workers, ray_address, fn, keep)
     lookup = rank_cache.Lookup(use, names, f"top_n={top_n}", keep)
     done = _run([names[i] for i in lookup.missing], top_n, workers, ray_address, fn, keep) if lookup.missing else []
