@@ -38,7 +38,7 @@ import polars as pl
 
 from servescope import errors
 from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown
-from servescope.analysis.ranks import RankOutcome
+from servescope.analysis.rank_outcome import RankOutcome
 
 SCHEMA: dict[str, Any] = {
     "path": pl.String, "size_bytes": pl.Int64, "mtime_ns": pl.Int64, "version": pl.String, "options": pl.String,

@@ -28,6 +28,7 @@ from pathlib import Path
 from statistics import median
 
 from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown_taking
+from servescope.analysis.rank_outcome import RankOutcome
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
 from servescope.analysis.roofline import CaptureWork
@@ -35,17 +36,6 @@ from servescope.errors import ServescopeError, TraceError, TraceNotFound
 from servescope.progress import report, stage
 from servescope.trace.folder import DUPLICATE_RANK_NOTE, rank_from_name, ranks_from_names
 from servescope.trace.load import load_rank_file
-
-
-@dataclass(frozen=True)
-class RankOutcome:
-    """What one worker sends back: a breakdown (None when the file ran no GPU kernels) or why the file failed."""
-
-    file: str
-    rank: int | None
-    breakdown: TraceBreakdown | None
-    warnings: tuple[str, ...]
-    error: TraceError | None = None
 
 
 def analyze_rank_file(path: str, top_n: int = 10, capture: CaptureWork | None = None) -> list[RankOutcome]:
@@ -173,7 +163,7 @@ def _cached_run(names: list[str], top_n: int, workers: int | RankPool | None, ra
                 fn: RankFn, cacheable: bool) -> list[list[RankOutcome]]:
     """`_run` on the files the rank cache does not hold (all of them without a cache, `rank_cache.caching`, and for
     a single file: nothing is written for one trace)."""
-    from servescope.analysis import rank_cache  # it reads RankOutcome from this module
+    from servescope.analysis import rank_cache  # lazy: Parquet/msgspec only when a cache is named
 
     use, keep = rank_cache.in_use(), SharedStrings()
     if use is None or not cacheable or len(names) < 2:  # a rank folder's cache: a single file is read again
