@@ -27,10 +27,11 @@ from servescope.specs.hardware import load_gpu
 
 SRC = Path(servescope.__file__).parent
 STAGES = {"trace", "analysis", "specs", "perfmodel", "simulate", "validation", "calibrate", "planner", "report", "cli"}
-# ground floor: errors, units, _paths and progress (a stdlib-only callback every stage may report to) sit below
-# every stage; __init__/__main__ the entry points. advise, the glue between planner and report, is a package of
+# ground floor: errors, units, _paths, _lazy (PEP 562 re-exports) and progress (a stdlib-only callback every stage
+# may report to) sit below every stage; __init__/__main__ the entry points. advise, the glue between planner and report, is a package of
 # four modules (peaks, calibration, advice, measure)
-TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "units.py", "_paths.py", "progress.py", "py.typed"}
+TOP_MODULES = {"__init__.py", "__main__.py", "errors.py", "units.py", "_paths.py", "_lazy.py", "progress.py",
+               "py.typed"}
 GLUE = {"advise"}
 
 

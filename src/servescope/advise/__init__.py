@@ -13,8 +13,9 @@ inside the functions that need it, so that `servescope trace`, which analyses th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from servescope._lazy import lazy_module
 
 if TYPE_CHECKING:
     from servescope.advise.advice import Advice, Overview, advise, overview
@@ -42,14 +43,4 @@ __all__ = ["Advice", "Overview", "advise", "analyze", "calibration_from_analysis
            "rank_peaks", "verify_plan"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # looked up once
-        return value
-    raise AttributeError(f"module 'servescope.advise' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The lazy names too, so that `dir()` and completion show the public API."""
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_module(__name__, _LAZY, __all__)

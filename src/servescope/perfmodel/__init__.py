@@ -10,8 +10,9 @@ opcurve`, as the trace path's "% of achievable" does) no longer runs scenario, s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from servescope._lazy import lazy_module
 
 if TYPE_CHECKING:
     from servescope.perfmodel.efficiency import Efficiency, default_efficiency
@@ -61,14 +62,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value  # looked up once
-        return value
-    raise AttributeError(f"module 'servescope.perfmodel' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    """The lazy names too, so that `dir()` and completion show the public API."""
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_module(__name__, _LAZY, __all__)

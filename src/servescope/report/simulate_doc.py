@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from servescope.planner.sweep import Sweep
+from servescope.planner.sweep import Simulated, Sweep
 from servescope.simulate import SimResult, Stats
 from servescope.units import MS_PER_S
 from servescope.validation.benchfile import BenchRun, MetricComparison
@@ -166,11 +166,7 @@ def sweep_document(sw: Sweep) -> dict[str, Any]:
         for d, p in zip(points, sw.points, strict=True):
             d["sla_met"] = p.sla_met
             if p.simulated is not None:
-                m = p.simulated
-                d["simulated"] = {"requests": m.requests, "ttft_mean_ms": m.ttft_mean_s * MS_PER_S,
-                                  "ttft_p99_ms": m.ttft_p99_s * MS_PER_S, "tpot_mean_ms": m.tpot_mean_s * MS_PER_S,
-                                  "tpot_p99_ms": m.tpot_p99_s * MS_PER_S, "output_tok_s": m.output_tok_s,
-                                  "sla_met": m.sla_met}
+                d["simulated"] = simulated_dict(p.simulated)
         ms = [None if v is None else v * MS_PER_S for v in (sw.sla.ttft_max_s, sw.sla.tpot_max_s)]
         doc["sla"] = {"ttft_max_ms": ms[0], "tpot_max_ms": ms[1], "screened": sw.screened, "passed": sw.passed,
                       "simulated": sw.simulated, "notes": list(sw.notes)}
@@ -187,3 +183,10 @@ def model_sim_fields(res: SimResult) -> dict[str, Any]:
                       "tpot_mean_ms": res.tpot.mean_s * MS_PER_S, "requests": res.requests,
                       "preemptions": res.queueing.preemptions, "queued": res.queueing.queued},
     }
+
+
+def simulated_dict(m: Simulated) -> dict[str, Any]:
+    """A sweep point's simulated closed loop in a document (ms; the SLA on its simulated means)."""
+    return {"requests": m.requests, "ttft_mean_ms": m.ttft_mean_s * MS_PER_S, "ttft_p99_ms": m.ttft_p99_s * MS_PER_S,
+            "tpot_mean_ms": m.tpot_mean_s * MS_PER_S, "tpot_p99_ms": m.tpot_p99_s * MS_PER_S,
+            "output_tok_s": m.output_tok_s, "sla_met": m.sla_met}

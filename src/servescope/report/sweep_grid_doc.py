@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from servescope.report.simulate_doc import simulated_dict
 from servescope.units import MS_PER_S
 
 if TYPE_CHECKING:
@@ -25,11 +26,7 @@ def _point(p: GridPoint, n_gpus: int) -> dict[str, Any]:
         "screened": {"tpot_ms": p.screened_tpot_s * MS_PER_S, "ttft_ms": p.screened_ttft_s * MS_PER_S,
                      "output_tok_s": p.screened_output_tok_s}}
     if p.simulated is not None:
-        m = p.simulated
-        d["simulated"] = {"requests": m.requests, "ttft_mean_ms": m.ttft_mean_s * MS_PER_S,
-                          "ttft_p99_ms": m.ttft_p99_s * MS_PER_S, "tpot_mean_ms": m.tpot_mean_s * MS_PER_S,
-                          "tpot_p99_ms": m.tpot_p99_s * MS_PER_S, "output_tok_s": m.output_tok_s,
-                          "sla_met": m.sla_met}
+        d["simulated"] = simulated_dict(p.simulated)
     return d
 
 
