@@ -47,15 +47,15 @@ from servescope.planner.allreduce_paths import (
     patched_rule,
 )
 from servescope.planner.track import Context, Proposal, not_applicable
-from servescope.planner.tracks_ep import expert_imbalance, expert_parallel_track, imbalance_adjust
+from servescope.planner.tracks_ep import expert_imbalance, expert_parallel_track
 from servescope.planner.whatif import Adjust, Change, Collective, StepView, WhatIf
 from servescope.specs.collectives import CollectiveCurves, load_collectives
 from servescope.specs.pcie_topology import PcieTopology, default_topology_name, load_pcie_topology
 from servescope.units import GIGA
 
-# expert_parallel_track, expert_imbalance and imbalance_adjust are planner.tracks_ep's, re-exported
+# expert_parallel_track and expert_imbalance are planner.tracks_ep's, re-exported
 __all__ = ["collective_fusion_track", "custom_ar_call_s", "custom_allreduce_track", "expert_imbalance",
-           "expert_parallel_track", "imbalance_adjust", "nccl_tuning_track"]
+           "expert_parallel_track", "nccl_tuning_track"]
 
 PCIE_ONESHOT_BW = 28.0 * GIGA  # DERIVED from R6K-ONESHOT: 7 × 256 KiB / (73.6 − 7.5) µs
 PCIE_TUNED_BUSBW = 41.1 * GIGA  # R6K-NCCL: 8 GPUs, 3 PCIe switches, NCCL_MIN_NCHANNELS=8

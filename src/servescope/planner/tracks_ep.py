@@ -6,8 +6,7 @@ and EP with attention data parallelism (TP t × DP n/t, t < TP), each checked to
 the perfmodel's TPOT ratio at the planned batch — the same number `model` and `sweep` give for that layout, with
 the busiest GPU's experts (perfmodel.ep_balance) and the dispatch/combine collectives priced there — and the verdict
 explained in plain words from the numbers (what the layout adds and saves at this batch on this link).
-`expert_imbalance`: perfmodel.ep_balance's busiest-GPU factor under uniform routing, kept under its old name;
-`imbalance_adjust`: a no-op kept for planner.tracks_comm's re-export (the perfmodel prices the imbalance itself now).
+`expert_imbalance`: perfmodel.ep_balance's busiest-GPU factor under uniform routing, kept under its old name.
 Does not: price the all-to-all or the imbalance (perfmodel) or the all-reduce tracks (planner.tracks_comm, which
 re-exports these names).
 """
@@ -143,9 +142,3 @@ def expert_imbalance(n_experts: int, top_k: int, ep: int, tokens: int) -> float:
     """Busiest GPU's distinct routed experts over the mean GPU's for T tokens of top-k under uniform routing, whole
     experts on `ep` GPUs: perfmodel.ep_balance.uniform_imbalance (the formula, units and assumptions there)."""
     return uniform_imbalance(n_experts, top_k, ep, tokens)
-
-
-def imbalance_adjust(sc: Scenario, view: StepView) -> StepView:
-    """No-op: the perfmodel prices the busiest GPU's experts in every step (perfmodel.ep_balance), so `plan`,
-    `model` and `sweep` give one answer per layout. Kept for planner.tracks_comm's re-export only."""
-    return view
