@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from servescope.cli._app import Output, note
 
@@ -66,16 +66,15 @@ def rank_wait(path: Path | None) -> float | None:
 
 def emit_run(sc: Scenario, res: Any, level: Any, metrics: Any, title: str, out: Output) -> None:
     """The synthetic run's document (with the scenario, the measured level and the scrape's metrics) to `out`."""
-    from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import simulate_document
-    from servescope.report.simulate_text import render_run
+    from servescope.report.titles import scenario_document
 
     doc = simulate_document(res)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     if level is not None:
         doc["measured"] = level[1]
     _add_metrics(doc, metrics, [res])
-    out.emit(doc, text=lambda console: _with_metrics(render_run, title, doc, console), warnings=res.warnings)
+    out.emit(doc, text=lambda console: _with_metrics("render_run", title, doc, console), warnings=res.warnings)
 
 
 def read_metrics(path: Path | None) -> Any:
@@ -104,20 +103,22 @@ def _add_metrics(doc: dict[str, Any], metrics: Any, results: list[Any]) -> None:
         doc["engine_metrics"] = engine_metrics_document(metrics, results)
 
 
-def _with_metrics(render: Callable[..., None], title: str, doc: dict[str, Any], console: Any) -> None:
-    render(title, doc, console)
-    if "engine_metrics" in doc:
-        from servescope.report.simulate_text import render_engine_metrics
+def _with_metrics(renderer: Literal["render_run", "render_replay", "render_compare"], title: str, doc: dict[str, Any],
+                  console: Any) -> None:
+    """Text: report.simulate_text's `renderer` (imported here: Rich loads for text output only), then the scrape's
+    boundaries when the document has them."""
+    from servescope.report import simulate_text
 
-        render_engine_metrics(doc["engine_metrics"], console)
+    getattr(simulate_text, renderer)(title, doc, console)
+    if "engine_metrics" in doc:
+        simulate_text.render_engine_metrics(doc["engine_metrics"], console)
 
 
 def replay_run(sc: Scenario, engine: Any, requests: Any, concurrency: int | None, kv_cache_tokens: int | None,
                title: str, out: Output, metrics: Any = None) -> None:
     """`--replay FILE`: the measured requests simulated, their document (the file's latencies beside) to `out`."""
-    from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import replay_document
-    from servescope.report.simulate_text import render_replay
+    from servescope.report.titles import scenario_document
     from servescope.simulate import replay_workload, simulate_workload
 
     wl = replay_workload(requests.send_s, requests.isl, requests.osl, concurrency)
@@ -126,7 +127,7 @@ def replay_run(sc: Scenario, engine: Any, requests: Any, concurrency: int | None
     doc = replay_document(res, requests)
     doc["scenario"] = scenario_document(sc)  # what was simulated, for every renderer
     _add_metrics(doc, metrics, [res])
-    out.emit(doc, text=lambda console: _with_metrics(render_replay, title, doc, console), warnings=res.warnings)
+    out.emit(doc, text=lambda console: _with_metrics("render_replay", title, doc, console), warnings=res.warnings)
 
 
 def sidecar(bench: Path) -> dict[str, int | None]:
@@ -143,7 +144,6 @@ def compare_runs(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | N
     `--metrics` the scrape's boundaries (queue, prefill, decode, ITL, E2E, front end + delivery) beside the runs'
     pooled parts."""
     from servescope.report.simulate_doc import compare_document
-    from servescope.report.simulate_text import render_compare
     from servescope.simulate import simulate_workload
     from servescope.simulate.metrics import flat_metrics
     from servescope.validation.benchfile import bench_workload, compare
@@ -158,4 +158,4 @@ def compare_runs(sc: Scenario, engine: Any, path: Path, kv_cache_tokens: int | N
         pairs.append((run, res, compare(run, flat_metrics(res))))
     doc = compare_document(pairs)
     _add_metrics(doc, metrics, [res for _, res, _ in pairs])
-    out.emit(doc, text=lambda console: _with_metrics(render_compare, title, doc, console))
+    out.emit(doc, text=lambda console: _with_metrics("render_compare", title, doc, console))

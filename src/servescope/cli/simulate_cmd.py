@@ -176,9 +176,11 @@ def _lengths(sc: Scenario, lengths_file: Path | None, range_ratio: float | None,
     """The synthetic run's (isl, osl) lengths (None: drawn by the simulation around --isl/--osl) and the range
     ratio in the simulation's sglang convention: `--lengths` read as given, or the vllm convention's lengths
     drawn here (the simulation then draws nothing: ratio 1)."""
-    from servescope.validation.benchio import read_lengths
+    lengths = None
+    if lengths_file is not None:
+        from servescope.validation.benchio import read_lengths
 
-    lengths = read_lengths(lengths_file) if lengths_file is not None else None
+        lengths = read_lengths(lengths_file)
     if range_convention == "vllm" and lengths is None:
         lengths = vllm_lengths(num_prompts, sc.isl, sc.osl, range_ratio or 0.0, seed)
     return lengths, 1.0 if range_ratio is None or range_convention == "vllm" else range_ratio
@@ -294,10 +296,9 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, ttft_max: floa
                      grid_opts)
         return
     from servescope.planner.sweep import sweep as run_sweep
-    from servescope.report.plan_doc import scenario_document
     from servescope.report.simulate_doc import sweep_document
     from servescope.report.simulate_text import render_sweep
-    from servescope.report.titles import scenario_title
+    from servescope.report.titles import scenario_document, scenario_title
 
     base = _scenario(kw)
     n = n_gpus if n_gpus is not None else kw["tp"] * kw["dp"]

@@ -28,8 +28,6 @@ import math
 from typing import Any
 
 from servescope.calibrate import calibration_table
-from servescope.perfmodel.memory import kv_cache_tokens
-from servescope.perfmodel.scenario import Scenario
 from servescope.planner.plan import Plan, Track
 from servescope.report.measured_doc import curve_points, measured_document
 from servescope.report.plan_text import (
@@ -38,6 +36,7 @@ from servescope.report.plan_text import (
     memory_limit,
     on_baseline,
 )
+from servescope.report.titles import scenario_document
 from servescope.units import MS_PER_S
 
 SCHEMA = "servescope.plan/1"
@@ -111,30 +110,6 @@ def _measured(plan: Plan) -> dict[str, Any] | None:
     points = curve_points(plan.measured, plan.scenario.n_gpus, memory_limit(plan.scenario))
     return measured_document(plan.measured) | {"baseline": plan.bases.baseline, "tracks": tracks,
                                                "curve_points": points}
-
-
-def scenario_document(sc: Scenario | None) -> dict[str, Any] | None:
-    """The scenario's names and layout, with the resolved GPU spec name (e.g. `h100` → h100_sxm), its
-    quantization (scheme per model part) and engine: what every page shows above a scenario's numbers."""
-    if sc is None:
-        return None
-    q = sc.quant
-    return {"model": sc.model.name, "gpu": sc.gpu.name, "gpu_display_name": getattr(sc.gpu, "display_name", ""),
-            "tp": sc.tp, "ep": sc.ep, "pp": sc.pp, "dp": sc.dp, "gpus": sc.n_gpus, "isl": sc.isl, "osl": sc.osl,
-            "backend": sc.backend, "cuda_graphs": sc.cuda_graphs,
-            "quant": {"attention": q.attention.name, "dense_mlp": q.dense_mlp.name, "experts": q.experts.name,
-                      "shared_experts": q.shared_experts.name, "lm_head": q.lm_head.name, "kv": q.kv.name},
-            "assumed": assumed_engine(sc)}
-
-
-def assumed_engine(sc: Scenario) -> dict[str, Any]:
-    """What the prediction assumed about the engine: its version's defaults, the KV pool (the tokens an engine log
-    prints as its KV cache size), the overlap scheduler, the routing and whether the run is decode-only."""
-    frac, of, where = sc.memory_share
-    return {"engine_version": sc.engine_version or None, "engine_defaults": sc.engine.label,
-            "overlap_scheduler": sc.overlaps_cpu, "kv_dtype": sc.quant.kv.name,
-            "gpu_memory_utilization": frac, "memory_share_of": of, "memory_share_source": where,
-            "kv_cache_tokens": kv_cache_tokens(sc), "routing": sc.routing.kind, "decode_only": sc.decode_only}
 
 
 def _range(plan: Plan) -> dict[str, Any]:

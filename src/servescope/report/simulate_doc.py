@@ -4,14 +4,16 @@ files). Presentation only: numbers are copied from the SimResult and converted t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from servescope.planner.sweep import Simulated, Sweep
 from servescope.simulate import SimResult, Stats
 from servescope.units import MS_PER_S
-from servescope.validation.benchfile import BenchRun, MetricComparison
-from servescope.validation.benchio import Requests
-from servescope.validation.metrics import EngineMetrics
+
+if TYPE_CHECKING:  # types only: `simulate` imports neither the planner (its package runs planner.plan) nor the readers
+    from servescope.planner.sweep import Simulated, Sweep
+    from servescope.validation.benchfile import BenchRun, MetricComparison
+    from servescope.validation.benchio import Requests
+    from servescope.validation.metrics import EngineMetrics
 
 SCHEMA = "servescope.simulate/1"
 
