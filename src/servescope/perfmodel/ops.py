@@ -13,6 +13,10 @@ length. Formulas (per GPU; h hidden, nh/nkv heads, d head_dim, kvb KV bytes/elem
                   their fp32 state (2·state·4 B / tp) per sequence
   attention FLOPs GQA 4·(nh/tp)·d per context token; MLA absorbed decode 2·(nh/tp)·(2·kv_lora+rope),
                   MLA prefill 2·(nh/tp)·(nope+rope+v); DSA indexer 2·ih·id per context token
+  FP8 KV decode   on a GPU without the hardware FP8 conversion (below sm_89, kv_dequant.py): + KV elements per
+                  context token · s_per_element · attention peak, as decode FLOP-equivalents of each context term
+                  (the ALU time joins the attention class's compute side; a decode reads each element once per
+                  sequence, so a verify block of t tokens counts it t times: an upper bound; prefill leaves it out)
   DSA indexer     priced apart from the attention (its own kernels, its own roofline in step.py): (index_dim+4) B
                   of fp8 keys + fp32 scale per context token, 2·ih·id FLOPs per query per context token at the fp8
                   peak (vLLM 0.19 model_executor/layers/sparse_attn_indexer.py: DeepGEMM fp8_mqa_logits in prefill,
@@ -23,13 +27,14 @@ What it does not: choose efficiencies, batch sizes or combine terms into time (s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from servescope.errors import BadConfig
+from servescope.perfmodel.kv_dequant import kv_dequant
 from servescope.perfmodel.mixers import Recurrent, mla_context_per_token, recurrent
 from servescope.specs import tables
 from servescope.specs.hardware import GpuSpec
@@ -134,7 +139,7 @@ def build_ops(sc: Deployment) -> Ops:
     exp_s = _time_peak(m.top_k * p.per_expert * n_moe / (sc.tp * sc.dp), qc.experts, g) if n_moe else 0.0
     kernels = kernels_per_step(sc)
     a2a = n_moe if (sc.dp > 1 and n_moe) else 0
-    terms = _ctx_terms(sc)
+    terms = _with_kv_dequant(sc, _ctx_terms(sc))
     mla_fl, mla_b = mla_context_per_token(sc)
     sublayers = sum(1 for a in m.layer_attention if a != "none") + sum(1 for x in m.layer_mlp if x != "none")
     ar = (sublayers - a2a + 1) if tp > 1 else 0
@@ -218,6 +223,19 @@ def _ctx_terms(sc: Deployment) -> tuple[CtxTerm, ...]:
         return (CtxTerm("cap", m.index_topk, n * lat * kvb, n * fd, n * fp),
                 CtxTerm("all", 0, n * (m.index_head_dim + 4.0), n * ix_fl, n * ix_fl, True))
     return _v4_terms(sc, nh, kvb)
+
+
+def _with_kv_dequant(sc: Deployment, terms: tuple[CtxTerm, ...]) -> tuple[CtxTerm, ...]:
+    """The attention's context terms with the FP8 KV decode of a GPU without the hardware conversion added to their
+    decode FLOPs: elements/token (bytes/token ÷ KV bytes/element) · s_per_element (kv_dequant.py) · the attention
+    peak, so that FLOPs / peak gives back the decode's ALU seconds; unchanged where it is 0 or cannot be priced."""
+    s = kv_dequant(sc.gpu, sc.quant.kv).s_per_element
+    kvb = sc.quant.kv.bytes_per_param
+    if not s or kvb <= 0:
+        return terms
+    peak = peak_flops(sc.gpu, "bf16")
+    return tuple(t if t.is_indexer else replace(t, flops_decode=t.flops_decode + t.bytes_per_token / kvb * s * peak)
+                 for t in terms)
 
 
 def _indexer_layers(sc: Deployment) -> int:

@@ -66,20 +66,22 @@ def plan(
     measured: FigureFit | None = None,
     kernels: KernelEvidence | None = None,
     applied: str | tuple[str, ...] | list[str] | None = (),
+    option: str | None = None,
 ) -> Plan:
     """Rank the mitigations for `scenario` on `objective` at `concurrency` (see the module docstring). `measured`:
     the deployment calibrated on the user's figures (its knobs set on the scenario after a trace's calibration, its
     decode levels on every step: planner.measured); the physical ceiling stays unlevelled. `kernels`: the trace's
     per-kernel numbers (advise.kernel_evidence) for the kernel_tuning and split_k_attention tracks. `applied`: tracks
     already applied (planner.campaign): the baseline is the state after them, they are listed as applied and every
-    other track is priced on that state."""
+    other track is priced on that state. `option`: the one option a track prices instead of its best (the
+    quantization track's `kv=fp8`, ...: planner.pair_check hands a ledger row's change); None keeps the best."""
     forbidden, goal = _goal(objective, concurrency, forbid, target)
     given = scenario
     scenario, step_model, measured, spec, spec_note = _calibrated(scenario, calibration, spec, model, measured)
     # A rate target is aggregate output throughput, as benchmarks report it: no per-user cap unless one is given.
     aggregate = goal is not None and goal.aggregate and tpot_limit_s is None
     ctx = _context(step_model, scenario, objective, concurrency, math.inf if aggregate else tpot_limit_s, forbidden,
-                   calibration, spec, kernels, parse_forbid(applied))
+                   calibration, spec, kernels, parse_forbid(applied), option)
     ev, baseline, scenario, done = ctx.evaluator, ctx.baseline, ctx.scenario, ctx.applied
     r = plan_range(scenario, calibration)
     if measured is not None:
@@ -141,7 +143,7 @@ def _calibrated(scenario: Scenario, calibration: Calibration | None, spec: SpecC
 
 def _context(step_model: StepModel, scenario: Scenario, objective: str, concurrency: int, limit: float | None,
              forbidden: tuple[str, ...], calibration: Calibration | None, spec: SpecConfig | None,
-             kernels: KernelEvidence | None, done: tuple[str, ...]) -> Context:
+             kernels: KernelEvidence | None, done: tuple[str, ...], option: str | None = None) -> Context:
     """What every track looks at: the evaluator with the `done` tracks applied (planner.campaign), its baseline and
     the scenario after them."""
     ev = Evaluator(step_model, scenario, objective, concurrency, limit)
@@ -149,7 +151,7 @@ def _context(step_model: StepModel, scenario: Scenario, objective: str, concurre
                                                   (), calibration, spec, kernels))
     baseline = ev.objective_value(())
     return Context(ev.scenario_of(()), ev, baseline, objective, concurrency, forbidden, calibration, spec, kernels,
-                   done)
+                   done, option)
 
 
 def _ranked(ctx: Context, r: PlanRange, measured_step: dict[str, Any] | None,

@@ -34,6 +34,7 @@ class Context:
     spec: SpecConfig | None = None
     kernels: KernelEvidence | None = None  # the trace's per-kernel numbers (advise.kernel_evidence)
     applied: tuple[str, ...] = ()  # tracks already applied: the evaluator's baseline includes them
+    option: str | None = None  # one option to price instead of the track's best (quantization: a ledger row's change)
 
     @property
     def n_gpus(self) -> int:

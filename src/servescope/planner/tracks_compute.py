@@ -6,7 +6,10 @@ Does: express each as a scenario change the performance model prices:
   async_scheduling   vLLM --async-scheduling: the step's CPU time (scheduler, input preparation, sampling output)
                      is hidden behind the GPU's, step = max(GPU, CPU) instead of their sum (Scenario.overlaps_cpu).
   quantization       KV cache to FP8; 16-bit weights to FP8; routed experts to FP4 on Blackwell (precision-lowering,
-                     can be forbidden); the best of these.
+                     can be forbidden); the best of these — or, given a change (Context.option: `kv=fp8`,
+                     `weights=fp8`, `experts=nvfp4`, joined by "+"; a ledger row's `change`), that one option as
+                     given, an FP8 KV cache on a GPU without FP8 conversion included (its software decode priced by
+                     perfmodel.kv_dequant; not applicable where that cannot be priced).
   pd_disaggregation  decode no longer absorbs other requests' prefills (the perfmodel's interference term);
                      KV of isl tokens crosses the link once per request (TTFT, not TPOT): bytes per GPU /
                      link bandwidth per GPU (NVLink in an NVLink domain, else PCIe/NIC for NIXL/UCX).
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from servescope.errors import ScenarioError, ServescopeError
+from servescope.errors import PlanError, ScenarioError, ServescopeError
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
 from servescope.planner.layouts import layouts
@@ -83,19 +86,53 @@ def _cpu_basis(ctx: Context) -> str:
             "with consecutive steps of this engine or measure the A/B")
 
 
+# A ledger row's (or a caller's) `change`: the parts it lowers, `part=scheme` joined by "+", each part once.
+# part -> (schemes it may take, the option's name); the names are the parts of the best-of options' names.
+QUANT_CHANGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "kv": (("fp8",), "KV cache to FP8"),
+    "weights": (("fp8",), "16-bit weights to FP8"),
+    "experts": (("nvfp4",), "routed experts to NVFP4"),
+}
+_WEIGHT_PARTS = ("attention", "dense_mlp", "shared_experts", "experts")
+
+
+def parse_change(text: str) -> tuple[tuple[str, str], ...]:
+    """`kv=fp8`, `weights=fp8`, `experts=nvfp4`, or several joined by "+" (`kv=fp8+weights=fp8`) → ((part, scheme),
+    ...) in QUANT_CHANGES order; PlanError (one line) for an unknown part or scheme, a repeat, or nothing."""
+    items: dict[str, str] = {}
+    for raw in (x.strip() for x in text.split("+")):
+        part, _, value = (y.strip().lower() for y in raw.partition("="))
+        if part not in QUANT_CHANGES:
+            raise PlanError(f"change {raw!r}: unknown part {part!r}; parts: {', '.join(QUANT_CHANGES)} "
+                            "(e.g. kv=fp8, or kv=fp8+weights=fp8)")
+        if value not in QUANT_CHANGES[part][0]:
+            raise PlanError(f"change {raw!r}: {part} takes {', '.join(QUANT_CHANGES[part][0])}, not {value!r}")
+        if part in items:
+            raise PlanError(f"change {text!r}: {part} given twice")
+        items[part] = value
+    return tuple((k, items[k]) for k in QUANT_CHANGES if k in items)
+
+
+def _part_changes(qc: Any, part: str, value: str) -> dict[str, Any]:
+    """The QuantConfig fields one change part sets: kv; every 16-bit weight part; the routed experts."""
+    if part == "kv":
+        return {"kv": q.SCHEMES[value]} if qc.kv.bytes_per_param >= 2 else {}
+    if part == "weights":
+        return {p: q.SCHEMES[value] for p in _WEIGHT_PARTS if getattr(qc, p).bytes_per_param >= 2}
+    return {"experts": q.SCHEMES[value]} if qc.experts.bytes_per_param > 0.6 else {}
+
+
 def _quant_options(sc: Scenario) -> dict[str, Any]:
     """Lower-precision layouts the GPU has tensor-core paths for: KV → FP8, 16-bit weights → FP8, experts →
     NVFP4, and all of them together (named by its parts: "KV cache to FP8 + 16-bit weights to FP8 + ...")."""
     qc, flops = sc.quant, dict(sc.gpu.flops_per_s)
+    gate = {"kv": flops.get("fp8", 0) > 0, "weights": flops.get("fp8", 0) > 0,
+            "experts": sc.model.is_moe and flops.get("fp4", 0) > 0}
     steps: dict[str, dict[str, Any]] = {}
-    if qc.kv.bytes_per_param >= 2 and flops.get("fp8", 0) > 0:
-        steps["KV cache to FP8"] = {"kv": q.SCHEMES["fp8"]}
-    parts = ("attention", "dense_mlp", "shared_experts", "experts")
-    wide = {p: q.SCHEMES["fp8"] for p in parts if getattr(qc, p).bytes_per_param >= 2}
-    if wide and flops.get("fp8", 0) > 0:
-        steps["16-bit weights to FP8"] = wide
-    if sc.model.is_moe and qc.experts.bytes_per_param > 0.6 and flops.get("fp4", 0) > 0:
-        steps["routed experts to NVFP4"] = {"experts": q.SCHEMES["nvfp4"]}
+    for part, (schemes, name) in QUANT_CHANGES.items():
+        changes = _part_changes(qc, part, schemes[0]) if gate[part] else {}
+        if changes:
+            steps[name] = changes
     out = {name: replace(qc, **changes) for name, changes in steps.items()}
     if len(steps) > 1:
         merged: dict[str, Any] = {}
@@ -103,6 +140,27 @@ def _quant_options(sc: Scenario) -> dict[str, Any]:
             merged.update(changes)
         out[" + ".join(steps)] = replace(qc, **merged)  # the option is named by what it does
     return out
+
+
+def _requested_option(sc: Scenario, text: str) -> tuple[str, Any, str]:
+    """The one option a `change` names: (name, QuantConfig, note), priced as given whatever the best would be (an
+    FP8 KV cache is storage: it needs no FP8 tensor cores). PlanError when a part has nothing to lower or the
+    GPU's FP8 KV decode cannot be priced (perfmodel.kv_dequant)."""
+    from servescope.perfmodel.kv_dequant import kv_dequant
+
+    qc, merged, names, notes = sc.quant, {}, [], []
+    for part, value in parse_change(text):
+        changes = _part_changes(qc, part, value)
+        if not changes:
+            raise PlanError(f"change {part}={value}: nothing to lower ({qc.describe()})")
+        merged.update(changes)
+        names.append(QUANT_CHANGES[part][1])
+    if "kv" in merged:
+        dq = kv_dequant(sc.gpu, merged["kv"])
+        if dq.s_per_element is None:
+            raise PlanError(f"change kv: {dq.why}")
+        notes.append(dq.why)
+    return " + ".join(names), replace(qc, **merged), "; ".join(notes)
 
 
 def quantization_track(ctx: Context) -> Proposal:
@@ -113,7 +171,15 @@ def quantization_track(ctx: Context) -> Proposal:
     if kind in ctx.forbid:
         return Proposal(kind, False, "forbidden (--forbid quantization): lowers precision", "config change", pre,
                         validate, precision_lowering=True)
-    options = _quant_options(ctx.scenario)
+    note = ""
+    if ctx.option:  # one named option (a ledger row's `change`), not the best
+        try:
+            name, qc, note = _requested_option(ctx.scenario, ctx.option)
+        except PlanError as exc:
+            return Proposal(kind, False, str(exc), "config change", pre, validate, precision_lowering=True)
+        options = {name: qc}
+    else:
+        options = _quant_options(ctx.scenario)
     if not options:
         return Proposal(kind, False, f"nothing left to lower: {ctx.scenario.quant.describe()}", "config change",
                         pre, validate, precision_lowering=True)
@@ -129,8 +195,11 @@ def quantization_track(ctx: Context) -> Proposal:
     if best is None:
         return Proposal(kind, False, "no lower-precision layout can be priced", "config change", pre, validate,
                         precision_lowering=True)
+    details: dict[str, Any] = {"option": best[1]}
+    if ctx.option:
+        details["change"] = ctx.option
     return Proposal(kind, True, None, "config change", pre, validate, whatif=best[2], precision_lowering=True,
-                    note=best[1], details={"option": best[1]})
+                    note=best[1] + (f" ({note})" if note else ""), details=details)
 
 
 def pd_disaggregation_track(ctx: Context) -> Proposal:

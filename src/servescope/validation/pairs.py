@@ -15,7 +15,8 @@ gain and its range, made by planner.pair_check), it scores each row and summaris
 Columns (docs/plan.md, "The pair ledger"): required `id`, DEPLOYMENT, `track`, `setting`, `metric`, `before`,
 `after`, `source`; optional `noise` (the source's run-to-run spread, in the metric's unit), `interconnect`
 (nvlink | pcie_p2p | pcie_no_p2p), `pcie_topology`, `spec_method`, `spec_k`, `acceptance` (mean accepted length,
-AL), `kernel` (the kernel a kernel_us row timed) and the speculative columns of SPEC_COLUMNS (read by
+AL), `kernel` (the kernel a kernel_us row timed), `change` (what the pair changed, machine-readable, e.g.
+`kv=fp8`: the one option the track prices; planner.pair_check) and the speculative columns of SPEC_COLUMNS (read by
 validation.spec_pairs: the existing speculative pricing).
 Does not: price anything itself beyond building the deployment (planner.pair_check runs the plan), or render
 (report.pairs_doc / pairs_text).
@@ -36,7 +37,7 @@ DEPLOYMENT = ("backend", "backend_version", "model_path", "system", "precision",
               "moe_quant_mode", "kv_quant_mode", "isl", "osl", "batch_size", "tp_size", "pp_size",
               "attention_dp_size", "moe_ep_size")
 REQUIRED = ("id", *DEPLOYMENT, "track", "setting", "metric", "before", "after", "source")
-OPTIONAL = ("noise", "interconnect", "pcie_topology", "spec_method", "spec_k", "acceptance", "kernel")
+OPTIONAL = ("noise", "interconnect", "pcie_topology", "spec_method", "spec_k", "acceptance", "kernel", "change")
 SPEC_COLUMNS = ("spec_kind", "spec_relative_to", "spec_engine", "spec_depth", "spec_width", "spec_draft_vocab",
                 "context_len", "ref_row", "source_line", "note")
 COLUMNS = (*REQUIRED, *OPTIONAL, *SPEC_COLUMNS)
