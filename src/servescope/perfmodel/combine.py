@@ -123,13 +123,15 @@ def kernel_overhead(p: StepParts, eff: Efficiency, k: ClassTimes) -> Arr:
 
 
 def eager_launches(p: StepParts, eff: Efficiency, gpu: Arr) -> Arr:
-    """max(eager kernels · (launch_overhead_s − kernel_overhead_s) − the step's GPU time, 0) in a graphed step."""
+    """max(host launch time − the step's GPU time, 0): the host time is eager kernels · (launch_overhead_s −
+    kernel_overhead_s) in a graphed step, the eager decode step's dispatch (graphs.eager_host_s) in an eager one; the
+    step then takes max(GPU, host)."""
     # kernels a graphed step still launches eagerly between its graph pieces (a verify block on the MLA prefill
-    # path): their launches' CPU time beyond a replay's runs while the GPU works through the pieces, so only what
-    # exceeds the step's GPU time is exposed
+    # path), or every kernel of an eager decode step: their launches' CPU time runs while the GPU works through the
+    # kernels already issued, so only what exceeds the step's GPU time is exposed
     eager = p.eager_kernels * np.where(p.graphed > 0.5,
                                        np.maximum(eff.launch_overhead_s - eff.kernel_overhead_s, 0.0), 0.0)
-    out: Arr = np.maximum(eager - gpu, 0.0)
+    out: Arr = np.maximum(eager + p.host_dispatch_s - gpu, 0.0)
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from servescope.perfmodel import hw
 from servescope.perfmodel.dp_balance import attention_imbalance, context_cv, term_factor
 from servescope.perfmodel.ep_balance import busiest_touched, moe_imbalance
-from servescope.perfmodel.graphs import padded_tokens
+from servescope.perfmodel.graphs import eager_host_s, eager_ops_per_step, padded_tokens
 from servescope.perfmodel.measured_ops import ATTENTION_KERNELS_PER_LAYER
 from servescope.perfmodel.moe_host import moe_routing_s
 from servescope.perfmodel.ops import ACT_BYTES, Ops
@@ -240,9 +240,13 @@ def attention_layers(sc: Deployment) -> int:
 def overhead_parts(sc: Deployment, o: Ops, s: StepShape) -> Fields:
     """overhead's inputs: kernels per step (each kernel_overhead_s in a graph replay, launch_overhead_s eager),
     graphed, whether the engine overlaps CPU scheduling, the prefill-path verify's eagerly launched kernels
-    (attention layers · MLA_PREFILL_PATH_KERNELS_PER_LAYER) and the MoE routing kernels of a graphed step
+    (attention layers · MLA_PREFILL_PATH_KERNELS_PER_LAYER), the host dispatch of an eager decode step (graphs.py
+    eager_host_s: its kernels + collective calls, each one host op) and the MoE routing kernels of a graphed step
     (moe_host.py)."""
+    n_coll = o.ar_per_step + 2 * o.moe_a2a_layers + (1 if sc.tp > 1 else 0) + (sc.pp - 1)
+    host = eager_host_s(eager_ops_per_step(sc, o.kernels_per_step)[0] + n_coll, s.graphed, s.prefill)
     return {"kernels": np.full_like(s.t_rank, float(o.kernels_per_step)), "graphed": s.graphed,
+            "host_dispatch_s": host + s.zero,
             "overlap": np.full_like(s.t_rank, 1.0 if sc.overlaps_cpu else 0.0),
             "eager_kernels": np.where(s.vp, attention_layers(sc) * MLA_PREFILL_PATH_KERNELS_PER_LAYER, 0.0) + s.zero,
             "routing_s": moe_routing_s(o.n_moe_layers, sc.gpu.vendor, s.graphed) + s.zero}

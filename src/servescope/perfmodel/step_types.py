@@ -87,6 +87,7 @@ class StepParts:
     mem_attn_rest_s: Arr  # ... what that curve does not read: the KV written by the step (achieved BW)
     attn_op_kernels: Arr  # attention kernels the curve prices per step
     eager_kernels: Arr  # kernels launched outside the step's CUDA graph (a verify block on the MLA prefill path)
+    host_dispatch_s: Arr  # host time issuing an eager decode step's kernels one op at a time (graphs.eager_host_s)
     routing_s: Arr  # MoE routing kernels of a graphed step at their measured duration (moe_host.py); 0 = none
     colls: dict[str, CollParts]  # per collective (empty in stacked parts, see `stack_parts`)
 
@@ -104,7 +105,8 @@ _ARRAY_FIELDS = ("mem_gemm_s", "comp_gemm_s", "mem_moe_s", "comp_moe_s", "mem_at
                  "comp_idx_s", "mem_rec_s", "comp_rec_s", "kernels", "graphed", "overlap", "batch", "tokens", "floor_s",
                  "coll_latency_s", "coll_bandwidth_s", "gemm_mem_ratio", "gemm_comp_ratio", "moe_curve_s",
                  "moe_curve_kernels", "gemm_op_s", "mem_gemm_rest_s", "comp_gemm_rest_s", "gemm_op_kernels",
-                 "attn_op_s", "mem_attn_rest_s", "attn_op_kernels", "eager_kernels", "routing_s")
+                 "attn_op_s", "mem_attn_rest_s", "attn_op_kernels", "eager_kernels", "host_dispatch_s",
+                 "routing_s")
 
 
 def map_parts(p: StepParts, fn: Callable[[Arr], Arr], colls: dict[str, CollParts] | None = None) -> StepParts:
