@@ -150,7 +150,7 @@ def _requested_option(sc: Scenario, text: str) -> tuple[str, Any, str]:
 
     qc, merged, names, notes = sc.quant, {}, [], []
     for part, value in parse_change(text):
-        changes = _part_changes(qc, part, value)
+        changes = _part_changes(qc, part, value) if part != "experts" or sc.model.is_moe else {}
         if not changes:
             raise PlanError(f"change {part}={value}: nothing to lower ({qc.describe()})")
         merged.update(changes)
