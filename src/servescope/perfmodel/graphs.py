@@ -15,6 +15,11 @@ with one launch:
 The GPU cannot run ahead of the host, so the step takes max(GPU time, t_host) (combine.eager_launches charges what
 exceeds the GPU time): host-bound where the GPU's work per kernel is small (batch 1, many small kernels), no cost
 where the GPU is the slower side (large batches, long prefill chunks).
+Domain: a deployment run without CUDA graphs. A graphs-on deployment's decode beyond the engine record's largest
+captured size keeps the GPU-side launch cost alone (as before): served recipes raise the capture range above the
+engine default (TRT-LLM cuda_graph_config.max_batch_size), and the dev rows say those steps are not host-bound —
+18 TRT-LLM rows at concurrency 144–384 (default capture ≤ 128) measured 7.8–53 ms where the host dispatch would
+price up to 2× that (tests/data/validation/measured_serving_dev.csv; TPOT MAPE 17.4 → 17.5 % with it).
 Assumptions: every rank of a TP/EP group dispatches its own kernels in its own process at once, so t_host is one
 rank's (no CPU contention between ranks is priced, nor the wait for the slowest rank at each collective); t_kernel is
 transferred from gpt-fast's A100 host and code to every engine and CPU (no per-CPU scaling; Python module and view
@@ -108,10 +113,11 @@ def eager_ops_per_step(sc: Deployment, architecture_kernels: float) -> tuple[flo
     return _trace_kernels(trace, sc.model.n_layers), f"measured: kernel_counts.toml [trace.{trace}]"
 
 
-def eager_host_s(n_ops: float, graphed: Any, prefill: bool) -> np.ndarray:
-    """t_host = (1 − graphed) · n_ops · t_kernel for a decode step, 0 for a prefill chunk (seconds, per rank;
-    module docstring), broadcast over `graphed` (1.0 where the step replays a CUDA graph, else 0.0)."""
+def eager_host_s(n_ops: float, graphed: Any, prefill: bool, graphs_on: bool) -> np.ndarray:
+    """t_host = (1 − graphed) · n_ops · t_kernel for a decode step of a deployment run without CUDA graphs
+    (`graphs_on` False: --enforce-eager, --disable-cuda-graph), 0 for a prefill chunk and for a graphs-on deployment
+    (seconds, per rank; module docstring), broadcast over `graphed` (1.0 where the step replays a CUDA graph)."""
     g = np.asarray(graphed, dtype=float)
-    if prefill:
+    if prefill or graphs_on:
         return np.zeros_like(g)
     return (1.0 - g) * (float(n_ops) * host_s_per_kernel())

@@ -244,7 +244,7 @@ def overhead_parts(sc: Deployment, o: Ops, s: StepShape) -> Fields:
     eager_host_s: its kernels + collective calls, each one host op) and the MoE routing kernels of a graphed step
     (moe_host.py)."""
     n_coll = o.ar_per_step + 2 * o.moe_a2a_layers + (1 if sc.tp > 1 else 0) + (sc.pp - 1)
-    host = eager_host_s(eager_ops_per_step(sc, o.kernels_per_step)[0] + n_coll, s.graphed, s.prefill)
+    host = eager_host_s(eager_ops_per_step(sc, o.kernels_per_step)[0] + n_coll, s.graphed, s.prefill, sc.cuda_graphs)
     return {"kernels": np.full_like(s.t_rank, float(o.kernels_per_step)), "graphed": s.graphed,
             "host_dispatch_s": host + s.zero,
             "overlap": np.full_like(s.t_rank, 1.0 if sc.overlaps_cpu else 0.0),
