@@ -32,25 +32,32 @@ from servescope.validation.pairs import deployment, read_ledger
 DATA = Path(__file__).parent.parent / "data" / "planner"
 REDUCE_KERNEL_S = 1.98793e-6  # specs/data/engine_overheads.toml [vllm.graph] per_kernel_us
 MI355X_SMS, MI355X_BW = 256, 8e12
+KAPPA = 2e-6  # a round κ for the by-hand arithmetic
 US = 1e-6
 
 
 def _kernel(**kw: object) -> SplitKernel:
     base = dict(ctas=1, sms=100, call_s=100 * US, segments=(1024,), block=32, token_bytes=100.0,
-                fixed_bytes=10_000.0, partial_bytes=5_000.0, bw_bytes_per_s=1e12)
+                fixed_bytes=10_000.0, partial_bytes=5_000.0, bw_bytes_per_s=1e12, kernel_s=KAPPA)
     return SplitKernel(**(base | kw))  # type: ignore[arg-type]
 
 
-def test_time_at_s_by_hand() -> None:
+def test_kappa_is_the_measured_graph_kernel_cost() -> None:
+    # κ, one graph-replayed kernel's fixed time, defaults to the measured per-kernel cost
     assert measured_kernel_overhead_s() == pytest.approx(REDUCE_KERNEL_S)
+    assert _kernel(kernel_s=None).launch_s == pytest.approx(REDUCE_KERNEL_S)
+
+
+def test_time_at_s_by_hand() -> None:
     k = _kernel()
-    # SM share 1e12/100 = 1e10 B/s: fixed 10 kB → 1 µs; 32 tiles share the other 99 µs → 3.09375 µs a tile
+    # SM share 1e12/100 = 1e10 B/s: fixed 10 kB → 1 µs; κ = 2 µs of the 100 µs call is the kernel's own, not
+    # work: 32 tiles share the other 97 µs → 3.03125 µs a tile
     assert k.fixed_s == pytest.approx(1 * US)
-    assert k.tile_s == pytest.approx(99 / 32 * US)
-    # S = 4: 8 tiles → 1 + 8·3.09375 = 25.75 µs; combine: a launch + 4 partials of 5 kB at 1e10 B/s = 2 µs
+    assert k.tile_s == pytest.approx(97 / 32 * US)
+    # S = 4: κ + 1 + 8·3.03125 = 27.25 µs; combine: κ + 4 partials of 5 kB at 1e10 B/s = 2 µs → 4 µs
     assert k.tiles(4) == 8
-    assert k.reduce_s(4) == pytest.approx(REDUCE_KERNEL_S + 2 * US)
-    assert k.time_s(4) == pytest.approx((25.75 + 2) * US + REDUCE_KERNEL_S)
+    assert k.reduce_s(4) == pytest.approx(4 * US)
+    assert k.time_s(4) == pytest.approx(31.25 * US)
     assert k.time_s(1) == pytest.approx(100 * US)  # the measured call
 
 
@@ -59,8 +66,9 @@ def test_the_straggler_bounds_the_gain() -> None:
     # 1024 tokens in 32-token tiles: past S = 32 a split is empty, so 32 is the last S tried
     assert k.candidates() == [1, 2, 4, 8, 16, 32]
     assert k.tiles(32) == 1 and k.tiles(64) == 1
-    # whatever S, a CTA still streams its fixed bytes and walks a tile: the gain stays below 100 / (1 + 3.09)
-    assert k.best().gain < 100 / (1 + 99 / 32)
+    # whatever S, the split kernel pays κ, a CTA still streams its fixed bytes and walks a tile, and the combine
+    # pays κ: the gain stays below 100 / (2 + 1 + 3.03 + 2)
+    assert k.best().gain < 100 / (2 + 1 + 97 / 32 + 2)
 
 
 def test_segments_split_on_their_own() -> None:
@@ -72,14 +80,14 @@ def test_segments_split_on_their_own() -> None:
 
 def test_a_loss_where_the_grid_already_fills_the_sms() -> None:
     # 340 CTAs on 170 SMs (2 waves), 128 tokens each: SM share 1.7e12/170 = 1e10 B/s, fixed 20 kB = 2 µs,
-    # t₁ = 20 µs → 10 µs a wave → (10 − 2)/4 = 2 µs a tile. S = 2: 4 waves × (2 + 2·2) = 24 µs, combine
-    # 1.99 µs + 2 waves × 2 partials × 10 kB / 1e10 = 4 µs → 29.99 µs: 0.67×
+    # t₁ = 20 µs, κ 2 → 9 µs a wave → (9 − 2)/4 = 1.75 µs a tile. S = 2: κ + 4 waves × (2 + 2·1.75) = 24 µs,
+    # combine κ + 2 waves × 2 partials × 10 kB / 1e10 = 6 µs → 30 µs: 0.67×
     k = _kernel(ctas=340, sms=170, call_s=20 * US, segments=(128,), fixed_bytes=20_000.0, partial_bytes=10_000.0,
                 bw_bytes_per_s=1.7e12)
-    assert k.time_s(2) == pytest.approx(28 * US + REDUCE_KERNEL_S)
+    assert k.time_s(2) == pytest.approx(30 * US)
     best = k.best()
     assert best.splits == 1 and best.gain == 1.0
-    assert best.gain_at(2) == pytest.approx(20 / (28 + REDUCE_KERNEL_S / US)) and best.gain_at(2) < 1
+    assert best.gain_at(2) == pytest.approx(20 / 30) and best.gain_at(2) < 1
     # the same kernel on 4 CTAs: the grid collapses and split-K pays
     assert _kernel(ctas=4, sms=170, call_s=20 * US, segments=(128,), fixed_bytes=20_000.0,
                    partial_bytes=10_000.0, bw_bytes_per_s=1.7e12).best().gain > 1
