@@ -9,7 +9,9 @@ order, so every runner gives the same answer. A file that fails — unreadable, 
 one outcome with its error (a line in the report), never the run. Results are compacted as they arrive
 (`SharedStrings`: one copy of each kernel name across ranks), so a thousand ranks hold ~0.1 MB each next to one
 file's working set. Inside `rank_cache.caching(DIR)` only the files the per-rank cache does not hold are analysed
-(`_cached_run`; analysis/rank_cache.py). `cross_rank_view` reduces the per-rank breakdowns to the
+(`_cached_run`; analysis/rank_cache.py). Inside `without_timelines()` (the `trace` command: no report of it shows a
+timeline) each rank's timelines are dropped as it arrives — they are ~85 % of what a rank holds — so the caller keeps
+only the breakdown's numbers (the cache of such a run is its own file: its options say so). `cross_rank_view` reduces the per-rank breakdowns to the
 compact comparison: GPU busy per rank, the spread of step time and the slowest rank per common step, and per
 collective the spread of time spent in it (a rank that spends longer in a collective waited there).
 `group_warnings` folds identical causes from several files into one line.
@@ -20,8 +22,10 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, as_completed
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -79,14 +83,30 @@ RankFn = Callable[[str, int], list[RankOutcome]]
 FILES_DONE = "rank files"  # servescope.progress: files of a folder analysed (a single file reports nothing)
 
 
+_NO_TIMELINES: ContextVar[bool] = ContextVar("servescope_rank_timelines_dropped", default=False)
+
+
+@contextmanager
+def without_timelines() -> Iterator[None]:
+    """Rank folders analysed inside this block keep no timelines (`TraceBreakdown.timelines` is empty): for a
+    caller that shows none (`servescope trace`), so that a thousand ranks hold their numbers, not their kernels."""
+    token = _NO_TIMELINES.set(True)
+    try:
+        yield
+    finally:
+        _NO_TIMELINES.reset(token)
+
+
 class SharedStrings:
     """Keeps one copy of each kernel name, class and collective across the ranks of a run. A breakdown from
     another process, Ray or Polars holds its own copies of strings that every rank shares; its timelines (every
     kernel of one representative step per kind) are most of its size: ~360 KB a rank on HTA's sampled ranks, ~85 KB
-    with the strings shared, so a thousand ranks keep ~0.1 GB, not ~0.4 GB. Equal values; nothing mutated."""
+    with the strings shared, so a thousand ranks keep ~0.1 GB, not ~0.4 GB. Equal values; nothing mutated.
+    `timelines=False` (`without_timelines`) drops them instead: ~0.03 MB a rank is left."""
 
-    def __init__(self) -> None:
+    def __init__(self, timelines: bool = True) -> None:
         self.memo: dict[str, str] = {}
+        self.timelines = timelines
 
     def _names(self, values: tuple[str, ...]) -> tuple[str, ...]:
         return tuple([self.memo.setdefault(v, v) for v in values])
@@ -95,6 +115,8 @@ class SharedStrings:
         return tuple([None if v is None else self.memo.setdefault(v, v) for v in values])
 
     def _breakdown(self, b: TraceBreakdown) -> TraceBreakdown:
+        if not self.timelines:
+            return replace(b, timelines=()) if b.timelines else b
         return replace(b, timelines=tuple(
             replace(t, name=self._names(t.name), kernel_class=self._names(t.kernel_class),
                     collective=self._maybe(t.collective)) for t in b.timelines))
@@ -165,10 +187,13 @@ def _cached_run(names: list[str], top_n: int, workers: int | RankPool | None, ra
     a single file: nothing is written for one trace)."""
     from servescope.analysis import rank_cache  # lazy: Parquet/msgspec only when a cache is named
 
-    use, keep = rank_cache.in_use(), SharedStrings()
+    timelines = not _NO_TIMELINES.get()
+    use, keep = rank_cache.in_use(), SharedStrings(timelines)
     if use is None or not cacheable or len(names) < 2:  # a rank folder's cache: a single file is read again
         return _run(names, top_n, workers, ray_address, fn, keep)
-    lookup = rank_cache.Lookup(use, names, f"top_n={top_n}", keep)
+    # a run without timelines caches none: its own cache file (the options name it), so a hit equals a fresh outcome
+    options = f"top_n={top_n}" if timelines else f"top_n={top_n},timelines=no"
+    lookup = rank_cache.Lookup(use, names, options, keep)
     done = _run([names[i] for i in lookup.missing], top_n, workers, ray_address, fn, keep) if lookup.missing else []
     fresh = dict(zip(lookup.missing, done, strict=True))
     lookup.store(fresh)

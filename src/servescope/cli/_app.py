@@ -265,16 +265,19 @@ class Output:
     path: Path | None = None
 
     def emit(self, document: dict[str, Any], text: Callable[[Console], None] | None = None,
-             warnings: Sequence[str] = ()) -> None:
+             warnings: Sequence[str] = (), pieces: Callable[[], Iterable[str]] | None = None) -> None:
         """Render the document (or, for text, call `text` with a console) and write it; warnings to stderr
         unless the text renderer shows them. All rendering happens before anything is written, except for JSON
-        too big to hold twice (`report.render.streams`: a 1 M-row validation), written in pieces as it is made."""
+        too big to hold twice (`report.render.streams`: a 1 M-row validation), written in pieces as it is made,
+        and JSON the caller makes in `pieces` (the document's text; `document` is then not read)."""
         from servescope.report.render import json_pieces, render, streams
 
         if self.path is None and sys.stdout is None:  # started with stdout closed (`>&-`): say so, exit 1
             raise OutputError("cannot write the output: stdout is closed (use -o FILE)")
         as_json = self.format == "json" or (self.format == "text" and text is None)
-        if as_json and streams(document):
+        if as_json and pieces is not None:
+            self._write_pieces(pieces())
+        elif as_json and streams(document):
             self._write_pieces(json_pieces(document))
         else:
             body = self._text(text) if self.format == "text" and text is not None else render(

@@ -92,8 +92,9 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
         with stage("import"):
             from servescope.advise import analyze
             from servescope.analysis.analyze import example_trace
+            from servescope.analysis.ranks import without_timelines
 
-        with _rank_cache(cache) as cached:
+        with _rank_cache(cache) as cached, without_timelines():  # no report of `trace` shows a timeline
             analysis = analyze(path or example_trace(), kind=kind, top_n=top_n,
                                workers=workers if pool is None else pool, ray_address=ray_address, capture=capture)
     for w in cached.warnings if cached is not None else ():  # a damaged or outdated cache, rebuilt
@@ -105,8 +106,13 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
         render_trace(analysis, console, per_rank=per_rank)
 
     with timing(timings.add if timings is not None else None), stage("render"):
-        from servescope.report.trace_json import trace_document
+        if out.format == "json" and len(analysis.ranks) > 1:  # a rank folder: written one rank at a time
+            from servescope.report.ranks_json import trace_document_pieces
 
-        out.emit(trace_document(analysis), warnings=analysis.warnings, text=text)
+            out.emit({}, warnings=analysis.warnings, text=text, pieces=lambda: trace_document_pieces(analysis))
+        else:
+            from servescope.report.trace_json import trace_document
+
+            out.emit(trace_document(analysis), warnings=analysis.warnings, text=text)
     if timings is not None:
         click.echo(f"servescope: note: {timings.line()}", err=True)
