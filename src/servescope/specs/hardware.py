@@ -14,6 +14,7 @@ Dense tensor-core peaks sit under `[flops.<dtype>]`. A source containing "UNSOUR
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 import tomllib
@@ -196,55 +197,92 @@ def _gpu_dir() -> Any:
 
 
 @cache
-def _registry() -> tuple[dict[str, GpuSpec], dict[str, str]]:
-    """All bundled GPUs by canonical name, and normalised alias → canonical name."""
-    specs: dict[str, GpuSpec] = {}
-    for entry in sorted(_gpu_dir().iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".toml"):
-            spec = parse_gpu_toml(f"specs/data/gpus/{entry.name}", entry.read_text(encoding="utf-8"))
-            if spec.name != entry.name.removesuffix(".toml"):
-                raise BadConfig(f"specs/data/gpus/{entry.name}: name '{spec.name}' differs from the file name")
-            specs[spec.name] = spec
+def _gpu_files() -> dict[str, Any]:
+    """The bundled GPU files by canonical name (a file's name less `.toml`), sorted; none is read here."""
+    entries = sorted(_gpu_dir().iterdir(), key=lambda e: e.name)
+    return {e.name.removesuffix(".toml"): e for e in entries if e.name.endswith(".toml")}
+
+
+# A table header (`[hbm]`, `[flops.bf16]`): the top-level keys (name, aliases, ...) all come before the first one.
+_TABLE_LINE = re.compile(r"^[ \t]*\[", re.MULTILINE)
+
+
+def _top_level(path: str, text: str) -> dict[str, Any]:
+    """A GPU file's top-level keys: the text above its first table header parsed on its own (the whole document
+    where that part does not parse alone, e.g. a multi-line value cut at a line that starts with `[`)."""
+    if (m := _TABLE_LINE.search(text)) is not None:
+        with contextlib.suppress(tomllib.TOMLDecodeError):
+            return tomllib.loads(text[: m.start()])
+    return _read_toml(path, text)
+
+
+@cache
+def _aliases() -> dict[str, str]:
+    """Normalised alias → canonical name over every bundled GPU, from each file's top-level keys only (the number
+    tables of the GPUs not asked for are not parsed: issue 30, start fast); an alias naming two GPUs, or a file
+    whose `name` is not its file name, is a BadConfig."""
     aliases: dict[str, str] = {}
-    for spec in specs.values():
-        for alias in (spec.name, *spec.aliases):
+    for canonical, entry in _gpu_files().items():
+        path, text = f"specs/data/gpus/{entry.name}", entry.read_text(encoding="utf-8")
+        doc = _top_level(path, text)
+        names = doc.get("aliases", [])
+        if not isinstance(doc.get("name"), str) or not isinstance(names, list) or not all(
+                isinstance(a, str) for a in names):
+            parse_gpu_toml(path, text)  # raises the parser's own error for the field
+        if doc["name"] != canonical:
+            raise BadConfig(f"{path}: name '{doc['name']}' differs from the file name")
+        for alias in (canonical, *names):
             key = normalize_name(alias)
-            if aliases.get(key, spec.name) != spec.name:
-                raise BadConfig(f"specs/data/gpus: alias '{alias}' names both {aliases[key]} and {spec.name}")
-            aliases[key] = spec.name
-    return specs, aliases
+            if aliases.get(key, canonical) != canonical:
+                raise BadConfig(f"specs/data/gpus: alias '{alias}' names both {aliases[key]} and {canonical}")
+            aliases[key] = canonical
+    return aliases
+
+
+@cache
+def _spec(canonical: str) -> GpuSpec:
+    """The bundled GPU of a canonical name, its file parsed and checked in full (once)."""
+    entry = _gpu_files()[canonical]
+    path = f"specs/data/gpus/{entry.name}"
+    spec = parse_gpu_toml(path, entry.read_text(encoding="utf-8"))
+    if spec.name != canonical:
+        raise BadConfig(f"{path}: name '{spec.name}' differs from the file name")
+    return spec
 
 
 def list_gpus() -> list[str]:
     """Canonical names of the bundled GPUs, sorted."""
-    return sorted(_registry()[0])
+    return sorted(_gpu_files())
 
 
 def resolve_gpu_name(name: str) -> str:
     """Canonical name for a name or alias (case, '-', '_' and spaces ignored; a trailing `_sxm`, as validation CSVs
     spell systems, is dropped when the name is not known with it); raises UnknownName. The one GPU-name resolver:
-    the CLI, the model and the specs commands all resolve through it."""
-    specs, aliases = _registry()
+    the CLI, the model and the specs commands all resolve through it. A canonical name is its own file: no other
+    file is read (`_aliases` refuses an alias that names another GPU's file)."""
     key = normalize_name(name)
+    if key in _gpu_files():
+        return key
+    aliases = _aliases()
     for candidate in (key, key.removesuffix("_sxm")):
         if candidate in aliases:
             return aliases[candidate]
     near = difflib.get_close_matches(key, sorted(aliases), n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(dict.fromkeys(aliases[n] for n in near))}? " if near else ""
-    raise UnknownName(f"unknown GPU '{name}'; {hint}known: {', '.join(sorted(specs))}")
+    raise UnknownName(f"unknown GPU '{name}'; {hint}known: {', '.join(sorted(_gpu_files()))}")
 
 
 def gpu_choice_note(name: str) -> str | None:
     """When a short name picks one of several bundled variants (`h100` → h100_sxm, with h100_pcie bundled too;
     `rtx pro 6000` → the Server Edition), what it was read as and the others; None for an exact or unique name."""
-    specs, _ = _registry()
     key, canonical = normalize_name(name), resolve_gpu_name(name)
     if key == canonical:
         return None
-    others = [g for g in sorted(specs) if g != canonical and g.startswith(key + "_")]
+    others = [g for g in sorted(_gpu_files()) if g != canonical and g.startswith(key + "_")]
     return f"{canonical} (also bundled: {', '.join(others)})" if others else None
 
 
 def load_gpu(name: str) -> GpuSpec:
-    """The bundled `GpuSpec` for a GPU name or alias; raises UnknownName listing the known names."""
-    return _registry()[0][resolve_gpu_name(name)]
+    """The bundled `GpuSpec` for a GPU name or alias; raises UnknownName listing the known names. Parses that
+    GPU's file only (and, for an alias, the top-level keys of the others)."""
+    return _spec(resolve_gpu_name(name))
