@@ -2,7 +2,8 @@
 `parallelism_change` (`split_k_attention` has its own module, planner.split_k_track).
 
 Does: express each as a scenario change the performance model prices:
-  cuda_graphs        per-kernel CPU launch (launch_overhead_s) → graph replay gap (kernel_overhead_s).
+  cuda_graphs        eager: max(GPU, host dispatch of every kernel) + per-kernel launch gap (perfmodel.graphs) →
+                     graph replay gap (kernel_overhead_s).
   async_scheduling   vLLM --async-scheduling: the step's CPU time (scheduler, input preparation, sampling output)
                      is hidden behind the GPU's, step = max(GPU, CPU) instead of their sum (Scenario.overlaps_cpu).
   quantization       KV cache to FP8; 16-bit weights to FP8; routed experts to FP4 on Blackwell (precision-lowering,
@@ -45,7 +46,25 @@ def cuda_graphs_track(ctx: Context) -> Proposal:
     change = Change.of({"cuda_graphs": True})
     pre = ("batch sizes covered by the captured graph sizes (--max-cudagraph-capture-size)",
            "GPU memory for the CUDA graph pool")
-    return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change))
+    return Proposal(kind, True, None, "config change", pre, validate, whatif=WhatIf(kind, scenario=change),
+                    note=_eager_note(ctx))
+
+
+def _eager_note(ctx: Context) -> str:
+    """The eager decode step's host dispatch (perfmodel.graphs.eager_host_s) against its GPU time: which side sets
+    the step, the one the graph replay removes."""
+    from servescope.perfmodel.combine import combine_step
+    from servescope.perfmodel.step import step_parts
+
+    sc, b = ctx.scenario, ctx.concurrency
+    p = step_parts(sc, b, sc.isl + sc.osl / 2.0, 1)
+    host = float(np.ravel(p.host_dispatch_s)[0])
+    a = combine_step(replace(p, host_dispatch_s=np.zeros_like(p.host_dispatch_s)), sc.efficiency)
+    gpu = float(np.ravel(a["step"])[0] - np.ravel(a["cpu"])[0])
+    side = "host-bound: the GPU waits on the CPU" if host > gpu else "GPU-bound: the dispatch hides behind the GPU"
+    return (f"eager, the host issues each kernel one torch op at a time: {host * MS_PER_S:.2f} ms of dispatch "
+            f"against {gpu * MS_PER_S:.2f} ms of GPU work per decode step at batch {b} ({side}); a graph replays "
+            "them with one launch")
 
 
 def async_scheduling_track(ctx: Context) -> Proposal:
