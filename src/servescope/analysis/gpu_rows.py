@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from servescope.analysis.roofline import WORK_COLUMNS, CaptureWork, attach_work
+from servescope.analysis.roofline import WORK_COLUMNS, CaptureWork, attach_work, link_tables
 from servescope.trace.types import GPU_EVENT_KINDS
 
 _COMM_ARGS = ("comm_name", "comm_in_nelems", "comm_out_nelems", "comm_group_size", "comm_dtype", "comm_pg")
@@ -71,38 +71,54 @@ def _rows(column: pl.Series, mask: pl.Series, n: int) -> pl.Series:
 
 
 WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
-_ROW = "_work_row"
+_COPIES = ("memcpy", "memset")
+_WORK_READ = ("kind", "dur_us", "correlation", "external_id", "gpu_bytes", "step")  # what attach_work reads
 
 
 def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.DataFrame | None = None,
                         capture: CaptureWork | None = None) -> tuple[pl.DataFrame, list[str]]:
-    """`attach_work(others, gpu)`, in chunks of about WORK_CHUNK_ROWS rows when there are more: the same work
-    (WORK_COLUMNS) for the same rows in the same order. attach_work shares an op's work over the kernels of one
-    launching op (its `_op_id`: the launch's External id, else the kernel's), so a chunk holds every row of the
-    ops it holds; rows with no op share nothing and are dealt out by row (`lengths` size a row by its own step).
-    The warning (malformed Input Dims) is attach_work's own, on the malformed rows of all chunks together. With
-    `capture` shapes there is one call (its note counts the replayed kernels of all rows)."""
-    n_chunks = -(-gpu.height // WORK_CHUNK_ROWS)
-    if n_chunks <= 1 or (capture is not None and capture.kernels):
-        return attach_work(others, gpu, lengths, capture)
-    launch_ext = (others.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
-                  .select("correlation", "external_id").unique("correlation", keep="first", maintain_order=True)
-                  .collect())
-    op = pl.coalesce(pl.col("correlation").replace_strict(launch_ext["correlation"], launch_ext["external_id"],
-                                                          default=None), "external_id")
-    chunk = pl.when(op.is_not_null()).then(op.hash() % n_chunks).otherwise(pl.col(_ROW) % n_chunks)
-    rows = gpu.with_row_index(_ROW).with_columns(chunk.alias("_chunk"))
-    parts, warned = [], False
+    """`attach_work(others, gpu)`'s WORK_COLUMNS (and warnings) for the rows of `gpu`, in their order, computed only
+    for the rows that can have work and in chunks of about WORK_CHUNK_ROWS of those when there are more.
+    A row can have work when its launching op id (`LinkTables.op_id`) is a cpu_op's, or it is a copy (memcpy,
+    memset: its own bytes); every other row is "no_op" with no work, as attach_work finds it, with no join. An op's
+    work is shared over the kernels of that id, so a chunk holds every row of the ops it holds (an id is a row of
+    the subset for all its rows or none); rows with no op share nothing and are dealt out by position (`lengths`
+    size a row by its own step). The warning (malformed Input Dims) is attach_work's own, on the malformed rows of
+    all chunks together. With `capture` shapes there is one call on every row (a replayed kernel has no op)."""
+    if capture is not None and capture.kernels:
+        work, warnings = attach_work(others, gpu, lengths, capture)
+        return work.select(*WORK_COLUMNS), warnings
+    links = link_tables(others)
+    keyed = gpu.select(*(c for c in ("kind", "correlation", "external_id") if c in gpu.columns))
+    op = keyed.select(links.op_id() if {"correlation", "external_id"} <= set(keyed.columns)
+                      else pl.lit(None, pl.Int64)).to_series()
+    can = (op.is_in(links.ops["_op_id"].implode()).fill_null(False) | keyed["kind"].is_in(_COPIES)).rename("can")
+    del keyed
+    work = {c: pl.repeat("no_op" if c == "shape_status" else None, gpu.height, dtype=d, eager=True).alias(c)
+            for c, d in WORK_COLUMNS.items()}
+    rows = can.arg_true()  # positions of the rows that can have work
+    n_chunks = -(-rows.len() // WORK_CHUNK_ROWS)
+    if rows.len() == gpu.height and n_chunks == 1:
+        done, warnings = attach_work(others, gpu, lengths, links=links)
+        return done.select(*WORK_COLUMNS), warnings
+    op = op.filter(can)
+    chunk = pl.DataFrame([op]).select(pl.when(pl.col(op.name).is_not_null()).then(pl.col(op.name).hash() % n_chunks)
+                                      .otherwise(pl.int_range(pl.len(), dtype=pl.UInt64) % n_chunks)).to_series()
+    del can, op
+    read = gpu.select(*(c for c in _WORK_READ if c in gpu.columns))
+    warned = False
     for k in range(n_chunks):  # one chunk's rows copied at a time
-        work, warnings = attach_work(others, rows.filter(pl.col("_chunk") == k).drop("_chunk"), lengths)
-        parts.append(work.select(_ROW, *WORK_COLUMNS))
-        del work  # the chunk's input columns are not held through the next chunk's joins (2 M kernels: -39 MB)
+        at = rows.filter(chunk == k) if n_chunks > 1 else rows
+        done, warnings = attach_work(others, read[at], lengths, links=links)
+        for c in WORK_COLUMNS:
+            if c == "shape_status" or done[c].null_count() < done.height:
+                work[c] = work[c].scatter(at, done[c])
+        del done, at
         warned = warned or bool(warnings)
-    del rows
-    out = pl.concat(parts).sort(_ROW).drop(_ROW)
+    out = pl.DataFrame(list(work.values()))
     if not warned:
         return out, []
-    return out, attach_work(others, gpu.filter(out["shape_status"] == "malformed"), lengths)[1]
+    return out, attach_work(others, read.filter(out["shape_status"] == "malformed"), lengths, links=links)[1]
 
 
 _TEXT_COLUMNS = ("name", "kernel_class", "collective", "shape_status", "work_model", "work_dtype")

@@ -100,8 +100,25 @@ def _fill(f: pl.DataFrame) -> pl.DataFrame:
     return f.with_columns(pl.lit(None, d).alias(c) for c, d in _NEEDED.items() if c not in f.columns)
 
 
-def _linked(ev: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
-    """GPU rows with their launching op's id, name, `Input Dims` and `Input type` (`_op_*`, `_dims`, `_types`)."""
+@dataclass(frozen=True)
+class LinkTables:
+    """What links a GPU row to its launching op, from the non-GPU rows: `launches` (correlation → the launch's
+    External id `_launch_ext` and time `_launch_ts`, the first launch of a correlation) and `ops` (cpu_op External id
+    `_op_id` → `_op_name`, `_op_ts`, `_op_end`, `_dims`, `_types`, the first op of an id)."""
+
+    launches: pl.DataFrame
+    ops: pl.DataFrame
+
+    def op_id(self) -> pl.Expr:
+        """A GPU row's launching op id: its launch's External id, else its own (`_linked`'s `_op_id`)."""
+        ext = pl.col("correlation").replace_strict(self.launches["correlation"], self.launches["_launch_ext"],
+                                                   default=None, return_dtype=pl.Int64)
+        return pl.coalesce(ext, pl.col("external_id").cast(pl.Int64))
+
+
+def link_tables(events: pl.DataFrame) -> LinkTables:
+    """`LinkTables` of `events` (all rows, or the non-GPU rows only: only launches and cpu_ops are read)."""
+    ev = _fill(events)
     launches = (ev.lazy().filter(pl.col("kind").is_in(("runtime", "driver")) & pl.col("correlation").is_not_null())
                 .select("correlation", pl.col("external_id").alias("_launch_ext"), pl.col("ts_us").alias("_launch_ts"))
                 .unique("correlation", keep="first", maintain_order=True).collect())
@@ -110,6 +127,12 @@ def _linked(ev: pl.DataFrame, g: pl.DataFrame) -> pl.DataFrame:
                    pl.col("ts_us").alias("_op_ts"), (pl.col("ts_us") + pl.col("dur_us")).alias("_op_end"),
                    pl.col("op_input_dims").alias("_dims"), pl.col("op_input_types").alias("_types"))
            .unique("_op_id", keep="first", maintain_order=True).collect())
+    return LinkTables(launches, ops)
+
+
+def _linked(g: pl.DataFrame, links: LinkTables) -> pl.DataFrame:
+    """GPU rows with their launching op's id, name, `Input Dims` and `Input type` (`_op_*`, `_dims`, `_types`)."""
+    launches, ops = links.launches, links.ops
     linked = (g.with_row_index("_row").join(launches, on="correlation", how="left", maintain_order="left")
               .with_columns(pl.coalesce("_launch_ext", "external_id").alias("_op_id"))
               .join(ops, on="_op_id", how="left", maintain_order="left"))
@@ -183,12 +206,20 @@ def _with_capture(linked: pl.DataFrame, capture: CaptureWork | None) -> tuple[pl
     return linked, notes
 
 
+_READ = ("kind", "dur_us", "correlation", "external_id", "gpu_bytes", "step")  # GPU-row columns read (+ name: capture)
+
+
 def attach_work(events: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.DataFrame | None = None,
-                capture: CaptureWork | None = None) -> tuple[pl.DataFrame, list[str]]:
+                capture: CaptureWork | None = None, links: LinkTables | None = None) -> tuple[pl.DataFrame, list[str]]:
     """`gpu` (GPU rows of `events`) with `WORK_COLUMNS`: each row's share of its launching op's work (see the module
-    docstring) and its `shape_status`; and warnings (malformed `Input Dims`, counted; capture-trace shapes)."""
-    ev, g = _fill(events), _fill(gpu.drop([c for c in WORK_COLUMNS if c in gpu.columns]))
-    linked = _size_by_lengths(_with_costs(_linked(ev, g)), lengths)
+    docstring) and its `shape_status`; and warnings (malformed `Input Dims`, counted; capture-trace shapes).
+    `links`: `link_tables(events)` when the caller has them already. The joins carry only the columns read."""
+    links = link_tables(events) if links is None else links
+    read = (*_READ, "name") if capture is not None and capture.kernels else _READ
+    g = gpu.select(c for c in read if c in gpu.columns)
+    g = g.with_columns(pl.lit(None, _NEEDED[c]).alias(c) for c in ("correlation", "external_id", "gpu_bytes", "dur_us")
+                       if c not in g.columns)
+    linked = _size_by_lengths(_with_costs(_linked(g, links)), lengths)
     linked, notes = _with_capture(linked, capture)
     is_kernel = pl.col("kind") == "kernel"
     shaped_kernel = is_kernel & (pl.col("_status") == "shaped")
@@ -212,14 +243,15 @@ def attach_work(events: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.DataFrame |
     # A shaped op's share is split over its kernels only (a row of another kind keeps "shaped" out).
     linked = linked.with_columns(pl.when(~copy & ~is_kernel & (pl.col("shape_status") == "shaped"))
                                  .then(pl.lit("no_model")).otherwise(pl.col("shape_status")).alias("shape_status"))
-    out = linked.sort("_row").select(*(c for c in gpu.columns if c not in WORK_COLUMNS), *WORK_COLUMNS)
+    work = linked.select(*WORK_COLUMNS).cast({c: d for c, d in WORK_COLUMNS.items()})  # in row order (left joins)
     bad = linked.filter(pl.col("shape_status") == "malformed")
     warnings = []
     if bad.height:
         warnings.append(f"{bad.height:,} kernels ({bad['dur_us'].sum():,.1f} µs) launched by "
                         f"{bad['_op_id'].n_unique():,} ops with malformed Input Dims (wrong nesting, strings, "
                         "negative or huge dims) carry no shape")
-    return out.cast({c: d for c, d in WORK_COLUMNS.items()}), [*warnings, *notes]
+    del linked, bad
+    return gpu.drop([c for c in WORK_COLUMNS if c in gpu.columns]).hstack(work), [*warnings, *notes]
 
 
 # ------------------------------------------------------------------------------------------------ aggregates
