@@ -22,7 +22,7 @@ from servescope.perfmodel import Scenario, predict
 from servescope.planner import screen as screen_mod
 from servescope.planner.screen import Grid, check_budget, grid_bytes, screen_grid
 from servescope.planner.sweep import Sla
-from servescope.planner.sweep_grid import front_flags, grid_sweep, near_set, screen_error
+from servescope.planner.sweep_grid import classes, front_flags, grid_sweep, near_set, screen_error
 
 MODEL, GPU = "qwen3-30b-a3b", "h100_sxm"  # MoE: EP layouts, attention-DP (the step reads the scenario's lengths)
 # 7 ISLs and 6 OSLs with 5 anchors each: 2 and 1 held out; 450 concurrency is past the KV slots at long contexts
@@ -73,7 +73,8 @@ def test_screen_error_is_measured_on_the_held_out_points(screened: screen_mod.Sc
         np.testing.assert_allclose([err.max_rel[name][q] for q in quantities], rel.max(axis=0), rtol=1e-9)
         assert rel.max() < 0.05  # the step's terms are near-affine between anchors: a few per cent at most
         assert all(err.margin[name][q] >= rel[:, k].max() for k, q in enumerate(quantities))
-    margins = err.at(screened.capped)
+    assert set(err.sample) == {"within_slots", "past_slots"}  # no speculative setting: no speculative classes
+    margins = err.at(classes(screened))
     assert margins["tpot_s"][screened.capped][0] == err.margin["past_slots"]["tpot_s"]
 
 
@@ -174,7 +175,7 @@ def test_cli_grid_sweep_and_refusal() -> None:
     r = CliRunner().invoke(main, [*args, "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.output)
-    assert doc["schema"] == "servescope.sweep_grid/1"
+    assert doc["schema"] == "servescope.sweep_grid/2"
     assert doc["grid_points"] == 4 * 2 * 2 * 2 * 2 and doc["screened"] == doc["grid_points"]
     assert doc["simulated"] == 1 and sum("simulated" in p for p in doc["points"]) == 1
     assert all(p["tpot_ms"] <= 15 for p in doc["points"] if p["sla_met"])

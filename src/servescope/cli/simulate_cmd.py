@@ -269,8 +269,13 @@ def _at_file_lengths(sc: Scenario, requests: Any, path: Path | None) -> Scenario
               help="Grid sweep: comma-separated weight schemes (base = the options' quantisation, native, fp8, ...).")
 @click.option("--max-grid-mib", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Grid sweep: refuse a grid whose screen needs more memory than this (MiB; default 2048).")
-@click.option("--simulate-max", type=click.IntRange(min=0), default=None,
-              help="Grid sweep: simulate at most this many front points (default 8).")
+@click.option("--spec", "specs", default=None,
+              help="Grid sweep: comma-separated speculative settings: off, METHOD:K (mtp:2, eagle3:3; the bundled "
+                   "acceptance curves) (default off).")
+@click.option("--simulate-max", default=None,
+              help="Grid sweep: simulate at most this many near points, the fronts first (default 8; all: every one).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Grid sweep: run the simulations in this many processes (default 1).")
 @click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None,
               help="Grid sweep: the simulations as Ray tasks; bare --ray starts a local Ray, --ray ADDRESS joins one.")
 @measured_option
@@ -283,13 +288,15 @@ def sweep(n_gpus: int | None, concurrency: str, all_points: bool, ttft_max: floa
     its levels carried to the other layouts) and the measured points listed. With --ttft-max/--tpot-max: every
     point screened against the SLA on the closed form, then only the passing points on their Pareto front
     simulated (a closed loop each), with how many were screened, passed and simulated. With --isls, --osls or
-    --quants: a grid sweep in two tiers (layouts × quantisations × ISL × OSL × concurrencies screened from the step
+    --quants or --spec: a grid sweep in two tiers (layouts × quantisations × speculative settings × ISL × OSL ×
+    concurrencies screened from the step
     model at anchors, its error measured, the points within it of the SLA or the front on the full closed form, the
     best of the front simulated; docs/simulate.md §Grid sweeps)."""
     from servescope.cli._scenario import _int_list
 
-    grid_opts = {k: kw.pop(k) for k in ("isls", "osls", "quants", "max_grid_mib", "simulate_max", "ray_address")}
-    if any(grid_opts[k] is not None for k in ("isls", "osls", "quants")):
+    grid_opts = {k: kw.pop(k) for k in ("isls", "osls", "quants", "specs", "max_grid_mib", "simulate_max", "workers",
+                                        "ray_address")}
+    if any(grid_opts[k] is not None for k in ("isls", "osls", "quants", "specs")):
         from servescope.cli._sweep_grid import grid_command
 
         grid_command(_scenario(kw), n_gpus, _int_list(concurrency), all_points, ttft_max, tpot_max, measured, out,

@@ -21,8 +21,10 @@ slots); its error elsewhere is measured on held-out points (planner.sweep_grid.s
 margin of the exact tier's selection.
 Memory: `grid_bytes` estimates what the screen holds before anything is built; `check_budget` refuses a grid
 above the budget with its size.
-What it does not: speculative settings (the serving closed form has none), the calibrated restatement
-(--measured), measure its error or pick points (planner.sweep_grid).
+Speculative settings (planner.sweep_spec): a configuration with one also interpolates the parts of its iteration's
+steps (verify over k+1 tokens per sequence, the drafter's forwards; batch anchors also at the graph-padding edges of
+those tokens), combines each with the model's code and prices the iteration and the point as sweep_spec does.
+What it does not: the calibrated restatement (--measured), measure its error or pick points (planner.sweep_grid).
 """
 
 from __future__ import annotations
@@ -35,10 +37,21 @@ import numpy as np
 
 from servescope.errors import ScenarioError, ServescopeError
 from servescope.planner.layouts import Layout, layouts
+from servescope.planner.sweep_spec import (
+    SpecPricing,
+    SpecSetting,
+    batch_edges,
+    fixed_affine,
+    iteration_from_parts,
+    iteration_parts,
+    pricing,
+    spec_serving,
+)
 from servescope.units import MIB
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
+    from servescope.perfmodel.serving import ServingParts
     from servescope.perfmodel.step_types import StepParts
 
 # Context anchors per configuration (geometric over the grid's decode contexts): more did not lower the sampled
@@ -55,6 +68,9 @@ RESULT_BYTES_PER_POINT = 8 * 8
 # parts gathered to the point, the serving combination's temporaries (about 200 float64 arrays, measured on the
 # bench grid's peak RSS: bench/RESULTS.md).
 WORK_BYTES_PER_POINT = 200 * 8
+# ... and more per point of a speculative configuration: up to 4 more steps' interpolated parts and their combinations
+# (assumption: as many again as a plain configuration's; bench/bench_sweep_grid.py measures the peak RSS).
+SPEC_WORK_BYTES_PER_POINT = 200 * 8
 QUANTITIES = ("tpot_s", "ttft_s", "output_tok_s")
 
 
@@ -68,6 +84,7 @@ class Grid:
     isl: tuple[int, ...]
     osl: tuple[int, ...]
     quants: tuple[str, ...] = ("base",)
+    specs: tuple[SpecSetting, ...] = (SpecSetting(),)
 
     @property
     def layouts(self) -> list[Layout]:
@@ -79,12 +96,14 @@ class Grid:
 
     @property
     def size(self) -> int:
-        return len(self.layouts) * len(self.quants) * self.per_config
+        return len(self.layouts) * len(self.quants) * len(self.specs) * self.per_config
 
 
 def grid_bytes(grid: Grid) -> int:
-    """Estimated bytes the screen holds: size · RESULT_BYTES_PER_POINT + per_config · WORK_BYTES_PER_POINT."""
-    return grid.size * RESULT_BYTES_PER_POINT + grid.per_config * WORK_BYTES_PER_POINT
+    """Estimated bytes the screen holds: size · RESULT_BYTES_PER_POINT + per_config · WORK_BYTES_PER_POINT (+
+    SPEC_WORK_BYTES_PER_POINT with a speculative setting)."""
+    spec = SPEC_WORK_BYTES_PER_POINT if any(s.on for s in grid.specs) else 0
+    return grid.size * RESULT_BYTES_PER_POINT + grid.per_config * (WORK_BYTES_PER_POINT + spec)
 
 
 def check_budget(grid: Grid, max_bytes: float) -> None:
@@ -93,17 +112,18 @@ def check_budget(grid: Grid, max_bytes: float) -> None:
     if need > max_bytes:
         raise ScenarioError(
             f"sweep grid of {grid.size:,} points ({len(grid.layouts)} layouts × {len(grid.quants)} quantisations × "
+            f"{len(grid.specs)} speculative settings × "
             f"{len(grid.isl)} ISL × {len(grid.osl)} OSL × {len(grid.concurrency)} concurrencies) needs about "
             f"{need / MIB:,.4g} MiB, above the {max_bytes / MIB:,.4g} MiB budget (--max-grid-mib)")
 
 
 def check_axes(grid: Grid) -> None:
     """ScenarioError naming the axis when one is empty or holds a value below 1."""
-    for name in ("concurrency", "isl", "osl", "quants"):
+    for name in ("concurrency", "isl", "osl", "quants", "specs"):
         vals = getattr(grid, name)
         if not vals:
             raise ScenarioError(f"sweep grid: --{name.rstrip('s')} is empty")
-        if name != "quants" and min(vals) < 1:
+        if name not in ("quants", "specs") and min(vals) < 1:
             raise ScenarioError(f"sweep grid: --{name} holds {min(vals)}; every value must be at least 1")
 
 
@@ -120,14 +140,21 @@ def quant_scenario(base: Scenario, name: str) -> Scenario:
 
 @dataclass(frozen=True)
 class Config:
-    """One structural configuration of the grid: a layout and a quantisation, as a checked scenario."""
+    """One structural configuration of the grid: a layout, a quantisation and a speculative setting (its pricing,
+    None when off), as a checked scenario."""
 
     layout: Layout
     quant: str
     scenario: Scenario
+    spec: SpecPricing | None = None
+
+    @property
+    def setting(self) -> SpecSetting:
+        return self.spec.setting if self.spec is not None else SpecSetting()
 
     def label(self) -> str:
-        return self.layout.label() + ("" if self.quant == "base" else f" {self.quant}")
+        return (self.layout.label() + ("" if self.quant == "base" else f" {self.quant}")
+                + ("" if self.spec is None else f" {self.spec.setting.label()}"))
 
 
 def configs(base: Scenario, grid: Grid) -> tuple[list[Config], list[str]]:
@@ -137,12 +164,15 @@ def configs(base: Scenario, grid: Grid) -> tuple[list[Config], list[str]]:
     out, skipped = [], []
     for qn in grid.quants:
         sc_q = quant_scenario(base, qn)  # an unknown scheme is the user's typo: UnknownName, not a skipped layout
-        for lay in grid.layouts:
-            label = lay.label() + ("" if qn == "base" else f" {qn}")
-            try:
-                out.append(Config(lay, qn, layout_scenario(sc_q, lay)))
-            except ServescopeError as e:
-                skipped.append(f"{label}: {e}")
+        for setting in grid.specs:
+            for lay in grid.layouts:
+                label = lay.label() + ("" if qn == "base" else f" {qn}") + ("" if not setting.on
+                                                                            else f" {setting.label()}")
+                try:
+                    sc = layout_scenario(sc_q, lay)
+                    out.append(Config(lay, qn, sc, pricing(sc, setting)))
+                except ServescopeError as e:
+                    skipped.append(f"{label}: {e}")
     return out, skipped
 
 
@@ -205,18 +235,21 @@ def ctx_anchors(ctx: np.ndarray, extra: np.ndarray, n: int = CTX_ANCHORS) -> np.
     return np.unique(np.concatenate([np.geomspace(max(lo, 1.0), max(hi, 1.0), n), [lo, hi], extra]))
 
 
-def _decode_parts(sc: Scenario, ax: Axes, ce: np.ndarray, ctx: np.ndarray, anchors: Anchors) -> StepParts:
-    """The decode step's parts at each point: step_parts at every length anchor scenario (isl_a, osl_a: the step
-    reads the scenario's lengths for the DP ranks' context spread and the measured curves' verdict) over batch
-    anchors × context anchors, interpolated multilinearly in (isl, osl, batch, context)."""
+def _corners(ax: Axes, ce: np.ndarray, ctx: np.ndarray, a: Anchors) -> Corners:
+    """Each point's corners among the anchors in (isl, osl, batch, context)."""
+    br = [_brackets(a.isl, ax.isl), _brackets(a.osl, ax.osl), _brackets(a.batch, ce), _brackets(a.ctx, ctx)]
+    return Corners.of((len(a.isl), len(a.osl), len(a.batch), len(a.ctx)), br)
+
+
+def _decode_parts(scens: list[list[Scenario]], tokens: int, corners: Corners, a: Anchors) -> StepParts:
+    """A decode step's parts at each point: step_parts at every length anchor scenario (`scens[i][o]` at isl_a,
+    osl_a: the step reads the scenario's lengths for the DP ranks' context spread and the measured curves'
+    verdict) over batch anchors × context anchors, `tokens` per sequence, interpolated multilinearly in (isl, osl,
+    batch, context)."""
     from servescope.perfmodel.step import step_parts
 
-    a = anchors
     shape = (len(a.batch), len(a.ctx))
-    grid = [[step_parts(sc.with_(isl=int(i), osl=int(o)), a.batch[:, None], a.ctx[None, :], 1) for o in a.osl]
-            for i in a.isl]
-    br = [_brackets(a.isl, ax.isl), _brackets(a.osl, ax.osl), _brackets(a.batch, ce), _brackets(a.ctx, ctx)]
-    corners = Corners.of((len(a.isl), len(a.osl), *shape), br)
+    grid = [[step_parts(sc, a.batch[:, None], a.ctx[None, :], tokens) for sc in row] for row in scens]
 
     def table(f: str) -> np.ndarray:
         return np.array([[np.broadcast_to(np.asarray(getattr(p, f), dtype=float), shape) for p in row]
@@ -301,10 +334,12 @@ class Anchors:
 
     @classmethod
     def of(cls, sc: Scenario, grid: Grid, ctx: np.ndarray, n_len: int = LEN_ANCHORS,
-           n_ctx: int = CTX_ANCHORS) -> Anchors:
+           n_ctx: int = CTX_ANCHORS, pr: SpecPricing | None = None) -> Anchors:
         isl, osl = pick_anchors(grid.isl, n_len), pick_anchors(grid.osl, n_len)
         own = (isl[:, None] + (0.0 if sc.decode_only else osl[None, :] / 2.0)).ravel()  # the anchor scenarios' contexts
-        return cls(isl, osl, batch_anchors(sc, grid.concurrency), ctx_anchors(ctx, own, n_ctx))
+        batch = np.unique(np.concatenate([batch_anchors(sc, grid.concurrency),
+                                          batch_edges(sc, pr, float(max(grid.concurrency)))]))
+        return cls(isl, osl, batch, ctx_anchors(ctx, own, n_ctx))
 
     def holds(self, ax: Axes) -> np.ndarray:
         """Points whose lengths are both anchors (their context is then one too): the screen is exact there up to
@@ -313,10 +348,10 @@ class Anchors:
 
 
 def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int = LEN_ANCHORS,
-                  n_ctx: int = CTX_ANCHORS) -> dict[str, np.ndarray]:
-    """TPOT, TTFT (s) and output tok/s at every point of one configuration (Axes order), from the step model at the
-    anchors (module docstring); `on_anchor`: the points where the screen is the full closed form; `capped`: the
-    points past their KV slots (their batch, the slots, lies between batch anchors)."""
+                  n_ctx: int = CTX_ANCHORS, pr: SpecPricing | None = None) -> dict[str, np.ndarray]:
+    """TPOT, TTFT (s) and output tok/s at every point of one configuration (Axes order; `pr`: its speculative
+    setting), from the step model at the anchors (module docstring); `on_anchor`: the points where the screen is the
+    full closed form; `capped`: the points past their KV slots (their batch, the slots, lies between anchors)."""
     from servescope.perfmodel.serving import (
         ServingParts,
         combine_serving,
@@ -329,8 +364,10 @@ def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int =
     ctx = ax.isl if sc.decode_only else ax.isl + ax.osl / 2.0
     cap = slots(sc, ax.isl + ax.osl / 2.0)
     ce = np.minimum(ax.c, cap)
-    anchors = Anchors.of(sc, grid, ctx, n_len, n_ctx)
-    dec = _decode_parts(sc, ax, ce, ctx, anchors)
+    anchors = Anchors.of(sc, grid, ctx, n_len, n_ctx, pr)
+    corners = _corners(ax, ce, ctx, anchors)
+    at_len = [[sc.with_(isl=int(i), osl=int(o)) for o in anchors.osl] for i in anchors.isl]
+    dec = _decode_parts(at_len, 1, corners, anchors)
     per_step = np.maximum(1, sc.engine.scheduler.max_num_batched_tokens // np.maximum(ax.isl, 1)).astype(float)
     in_step = np.minimum(per_step, np.ceil(ce / sc.dp))
     pf, wave = _prefill_parts(sc, ax, in_step)
@@ -343,9 +380,25 @@ def screen_config(sc: Scenario, grid: Grid, ax: Axes | None = None, n_len: int =
                      per_step, in_step, full(float(sc.engine.scheduler.lockstep_waves)),
                      full(0.0 if sc.decode_only else 1.0))
     a = combine_serving(p, sc.efficiency)
+    flags = {"on_anchor": anchors.holds(ax) & (ax.c <= cap), "capped": ax.c > cap}
+    if pr is not None:
+        return {**_spec_values(sc, pr, p, a, at_len, corners, anchors), **flags}
     tok = output_tok_s(ax.c, cap, ax.osl, a["ttft_s"], a["tpot_s"])
-    return {"tpot_s": a["tpot_s"], "ttft_s": a["ttft_s"], "output_tok_s": tok,
-            "on_anchor": anchors.holds(ax) & (ax.c <= cap), "capped": ax.c > cap}
+    return {"tpot_s": a["tpot_s"], "ttft_s": a["ttft_s"], "output_tok_s": tok, **flags}
+
+
+def _spec_values(sc: Scenario, pr: SpecPricing, p: ServingParts, a: dict[str, np.ndarray],
+                 at_len: list[list[Scenario]], corners: Corners, anchors: Anchors) -> dict[str, np.ndarray]:
+    """A speculative configuration's TPOT, TTFT and output tok/s: each step of the iteration (sweep_spec
+    .iteration_parts) interpolated like the decode step, the iteration from them (sweep_spec.iteration_from_parts),
+    the point from the iteration (sweep_spec.spec_serving)."""
+    per_len = [[iteration_parts(s, pr) for s in row] for row in at_len]
+    roles = per_len[0][0]
+    parts = {role: _decode_parts([[pl[j][1] for pl in row] for row in per_len], tokens, corners, anchors)
+             for j, (role, _, tokens, _) in enumerate(roles)}
+    fixed = fixed_affine(sc, pr.drafter(sc), pr)
+    it = iteration_from_parts(parts, [(r, m) for r, _, _, m in roles], a["batch"], pr, fixed, sc.efficiency)
+    return spec_serving(p, a, it, pr.al, sc.efficiency)
 
 
 @dataclass(frozen=True)
@@ -358,6 +411,11 @@ class Screened:
     values: dict[str, np.ndarray]  # QUANTITIES, each (len(configs) · per_config,)
     on_anchor: np.ndarray  # bool per point: the screen is the full closed form there (Anchors.holds, c ≤ slots)
     capped: np.ndarray  # bool per point: the concurrency is past the KV slots (the batch is interpolated)
+
+    @property
+    def spec(self) -> np.ndarray:
+        """bool per point: its configuration has a speculative setting."""
+        return np.repeat(np.array([c.spec is not None for c in self.configs]), self.grid.per_config)
 
     def where(self, i: int) -> tuple[Config, int, int, int]:
         """Point i's configuration, ISL, OSL and concurrency."""
@@ -377,7 +435,7 @@ def screen_grid(base: Scenario, grid: Grid, max_bytes: float = DEFAULT_MAX_GRID_
     if not cfgs:
         raise ScenarioError(f"no layout of {grid.n_gpus} GPUs fits: " + "; ".join(skipped[:3]))
     ax = Axes.of(grid)
-    blocks = [screen_config(c.scenario, grid, ax, n_len, n_ctx) for c in cfgs]
+    blocks = [screen_config(c.scenario, grid, ax, n_len, n_ctx, c.spec) for c in cfgs]
     values = {q: np.concatenate([b[q] for b in blocks]) for q in QUANTITIES}
     on_anchor, capped = (np.concatenate([b[k] for b in blocks]) for k in ("on_anchor", "capped"))
     return Screened(grid, tuple(cfgs), tuple(skipped), values, on_anchor, capped)

@@ -4,7 +4,8 @@ rule out, then `simulate` on the best of those. Points compare within their work
 
   error     = max over up to `sample` held-out points (seeded, off the anchors) of |screen / full closed form − 1|,
               per quantity (TPOT, TTFT, output tok/s) and per class of point: within its KV slots (the batch is an
-              anchor) or past them (the batch, the slots, lies between anchors)
+              anchor) or past them (the batch, the slots, lies between anchors), each for the points without and
+              with a speculative setting (`classes`; the latter's closed form: planner.sweep_spec)
   margin    m = min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY · error)), per class and quantity
   bounds    the full closed form x of a screened x̂ lies in [x̂/(1 + m), x̂/(1 − m)]
   may meet  the SLA at the optimistic bounds (TTFT, TPOT at x̂/(1 + m));  surely meets: at the pessimistic ones
@@ -13,29 +14,31 @@ rule out, then `simulate` on the best of those. Points compare within their work
             per GPU and tok/s per user (the candidates for its Pareto front)
   exact     the full closed form (perfmodel.serving.predict_arrays) at every near point; the SLA, each workload's
             optimum (most tok/s per GPU within the SLA) and the front of the near points on those values
-  simulated the workloads' optima first, by tok/s per GPU, then the rest of the front, `simulate_max` in all
-            (simulate.simulate: a closed loop of simulate.points_prompts requests, seed 0), through the caller's
-            `spread` (the CLI's --ray: Ray tasks, analysis.ray_tasks) — the same runs, in the same order, either way
-What it does not: hold the grid's exact values (only the near points'), or simulate a point off the front.
+  simulated the workloads' optima first, by tok/s per GPU, then the rest of the front, then the other near points
+            by tok/s per GPU, `simulate_max` in all (None: every one), speculative points left out (a note);
+            planner.sweep_sims: a closed loop of sim_requests(c) requests, seed 0, equal runs once, here, in worker
+            processes or through the caller's `spread` (the CLI's --ray: Ray tasks, analysis.ray_tasks) — the same
+            runs, in the same order, either way
+What it does not: hold the grid's exact values (only the near points'), or simulate a point the screen ruled out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from servescope.errors import ServescopeError
 from servescope.planner.screen import DEFAULT_MAX_GRID_MIB, QUANTITIES, Grid, Screened, screen_grid
 from servescope.planner.sweep import Simulated, Sla
+from servescope.planner.sweep_sims import Runner, Spread
+from servescope.planner.sweep_spec import SpecPricing, exact_spec
 from servescope.units import MIB
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
     from servescope.planner.layouts import Layout
-    from servescope.simulate.metrics import SimResult
 
 # The margin is the largest sampled relative error times MARGIN_SAFETY (assumption: a 2,000-point sample's maximum
 # under-reads the whole grid's, so it is doubled), and at least MARGIN_FLOOR (float rounding at the anchors).
@@ -46,10 +49,14 @@ ERROR_SAMPLE = 2000
 SIMULATE_MAX = 8
 
 
-def exact_points(sc: Scenario, isl: int, osl: int, concurrency: Sequence[int]) -> dict[str, np.ndarray]:
-    """The full closed form (perfmodel.serving.predict_arrays) at one (ISL, OSL) and some concurrencies."""
+def exact_points(sc: Scenario, isl: int, osl: int, concurrency: Sequence[int],
+                 spec: SpecPricing | None = None) -> dict[str, np.ndarray]:
+    """The full closed form (perfmodel.serving.predict_arrays; with `spec`, its speculative form,
+    planner.sweep_spec.exact_spec) at one (ISL, OSL) and some concurrencies."""
     from servescope.perfmodel.serving import predict_arrays
 
+    if spec is not None:
+        return exact_spec(sc.with_(isl=int(isl), osl=int(osl)), spec, list(concurrency))
     a = predict_arrays(sc.with_(isl=int(isl), osl=int(osl)), list(concurrency))
     return {k: np.asarray(a[k], dtype=float) for k in QUANTITIES}
 
@@ -65,13 +72,22 @@ def exact_at(s: Screened, idx: np.ndarray) -> dict[str, np.ndarray]:
         groups.setdefault(key, []).append(j)
         concs.setdefault(key, []).append(c)
     for (k, isl, osl), js in groups.items():
-        e = exact_points(s.configs[k].scenario, isl, osl, concs[(k, isl, osl)])
+        e = exact_points(s.configs[k].scenario, isl, osl, concs[(k, isl, osl)], s.configs[k].spec)
         for q in QUANTITIES:
             out[q][js] = e[q]
     return out
 
 
-CLASSES = ("within_slots", "past_slots")  # the concurrency fits the KV slots (batch exact) or not (interpolated)
+# the concurrency fits the KV slots (batch exact) or not (interpolated); "spec_": a speculative setting's points
+CLASSES = ("within_slots", "past_slots", "spec_within_slots", "spec_past_slots")
+
+
+def classes(s: Screened) -> dict[str, np.ndarray]:
+    """Each class's members (bool per point); a class without points is left out."""
+    spec = s.spec
+    out = {"within_slots": ~s.capped & ~spec, "past_slots": s.capped & ~spec,
+           "spec_within_slots": ~s.capped & spec, "spec_past_slots": s.capped & spec}
+    return {k: v for k, v in out.items() if k in ("within_slots", "past_slots") or v.any()}
 
 
 @dataclass(frozen=True)
@@ -89,10 +105,14 @@ class ScreenError:
         return {c: {q: min(MARGIN_CAP, max(MARGIN_FLOOR, MARGIN_SAFETY * v)) for q, v in m.items()}
                 for c, m in self.max_rel.items()}
 
-    def at(self, capped: np.ndarray) -> dict[str, np.ndarray]:
-        """Each point's margin per quantity, by its class."""
+    def at(self, members: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each point's margin per quantity, by its class (`classes`: members per class)."""
         m = self.margin
-        return {q: np.where(capped, m["past_slots"][q], m["within_slots"][q]) for q in QUANTITIES}
+        out = {q: np.full(next(iter(members.values())).shape, MARGIN_FLOOR) for q in QUANTITIES}
+        for name, mem in members.items():
+            for q in QUANTITIES:
+                out[q][mem] = m[name][q]
+        return out
 
 
 def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> ScreenError:
@@ -100,7 +120,7 @@ def screen_error(s: Screened, sample: int = ERROR_SAMPLE, seed: int = 0) -> Scre
     such points is exact where it has any: its error is 0)."""
     rng = np.random.default_rng(seed)
     n, mx, p99 = {}, {}, {}
-    for name, members in zip(CLASSES, (~s.capped, s.capped), strict=True):
+    for name, members in classes(s).items():
         held = np.flatnonzero(members & ~s.on_anchor)
         idx = np.sort(rng.choice(held, size=min(sample, held.size), replace=False))
         exact = exact_at(s, idx)
@@ -197,6 +217,7 @@ class GridPoint:
 
     layout: Layout
     quant: str
+    spec: str  # the speculative setting: "off" or "METHOD:K"
     isl: int
     osl: int
     concurrency: int
@@ -223,22 +244,21 @@ class GridSweep:
     simulated: int
     notes: tuple[str, ...] = field(default=())
     front: bool = False  # the near set held the front's candidates, not only the optimum's
+    runs: int = 0  # simulations run (equal ones once: planner.sweep_sims)
 
 
-Runner = Callable[["Scenario", int], "SimResult"]
-# Runs fn(key, 0) for each key, results in key order, somewhere else (the CLI's: Ray tasks, analysis.ray_tasks)
-Spread = Callable[[Callable[[str, int], "Simulated | str"], list[str]], list["Simulated | str"]]
 
 
 def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: float = DEFAULT_MAX_GRID_MIB * MIB,
-               sample: int = ERROR_SAMPLE, simulate_max: int = SIMULATE_MAX, front: bool = False,
-               spread: Spread | None = None, run: Runner | None = None) -> GridSweep:
+               sample: int = ERROR_SAMPLE, simulate_max: int | None = SIMULATE_MAX, front: bool = False,
+               spread: Spread | None = None, run: Runner | None = None, workers: int = 1) -> GridSweep:
     """The two tiers of the module docstring on `grid` around `base` (`front`: the near set holds the candidates
     for each workload's Pareto front, not only for its optimum); `run(scenario, concurrency)` replaces the
-    closed-loop simulation (tests), `spread(fn, keys)` runs the simulations elsewhere (the CLI's --ray: Ray tasks)."""
+    closed-loop simulation (tests), `spread(fn, keys)` runs the simulations elsewhere (the CLI's --ray: Ray tasks),
+    `workers` > 1 in that many processes; `simulate_max` None: every near point that can be simulated."""
     s = screen_grid(base, grid, max_bytes)
     err = screen_error(s, sample)
-    idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.at(s.capped), front))
+    idx = np.flatnonzero(near_set(s.values, workloads(s), grid.n_gpus, sla, err.at(classes(s)), front))
     exact = exact_at(s, idx)
     ok = _meets(exact["tpot_s"], exact["ttft_s"], sla)
     gpu, user, wl = exact["output_tok_s"] / grid.n_gpus, 1.0 / exact["tpot_s"], workloads(s, idx)
@@ -249,13 +269,20 @@ def grid_sweep(base: Scenario, grid: Grid, sla: Sla | None = None, max_bytes: fl
         best[j[np.argmax(gpu[j])]] = True  # the first of equals, in grid order
     pts = [_point(s, int(i), {q: float(exact[q][j]) for q in QUANTITIES}, bool(ok[j]), bool(on_front[j]),
                   bool(best[j])) for j, i in enumerate(idx)]
-    chosen = _to_simulate(on_front, gpu, wl)[:simulate_max]
-    sims, notes = _simulate(s, [int(idx[j]) for j in chosen], sla, spread, run)
+    plain = ~s.spec[idx]
+    order = _to_simulate(on_front & plain, gpu, wl)
+    order += sorted((int(j) for j in np.flatnonzero(plain & ~on_front)), key=lambda j: (-gpu[j], j))
+    chosen = order if simulate_max is None else order[:simulate_max]
+    sims, notes, runs = _simulate(s, [int(idx[j]) for j in chosen], sla, spread, run, workers)
     for k, sim in zip(chosen, sims, strict=True):
         if sim is not None:
             pts[k] = _with_sim(pts[k], sim)
+    n_spec = int((~plain).sum())
+    if n_spec:
+        notes.append(f"{n_spec:,} near points with a speculative setting not simulated (the simulator has no "
+                     "speculative decoding)")
     return GridSweep(grid, sla, int(s.values["tpot_s"].size), s.skipped, err, tuple(pts),
-                     sum(x is not None for x in sims), tuple(notes), front)
+                     sum(x is not None for x in sims), tuple(notes), front, runs)
 
 
 def _to_simulate(front: np.ndarray, gpu: np.ndarray, wl: np.ndarray) -> list[int]:
@@ -273,7 +300,7 @@ def _to_simulate(front: np.ndarray, gpu: np.ndarray, wl: np.ndarray) -> list[int
 
 def _point(s: Screened, i: int, exact: dict[str, float], ok: bool, front: bool, best: bool) -> GridPoint:
     cfg, isl, osl, c = s.where(i)
-    return GridPoint(cfg.layout, cfg.quant, isl, osl, c, exact["tpot_s"], exact["ttft_s"], exact["output_tok_s"],
+    return GridPoint(cfg.layout, cfg.quant, cfg.setting.label(), isl, osl, c, exact["tpot_s"], exact["ttft_s"], exact["output_tok_s"],
                      float(s.values["tpot_s"][i]), float(s.values["ttft_s"][i]), float(s.values["output_tok_s"][i]),
                      ok, front, best)
 
@@ -284,43 +311,36 @@ def _with_sim(p: GridPoint, sim: Simulated) -> GridPoint:
     return replace(p, simulated=sim)
 
 
-def _simulate(s: Screened, idx: list[int], sla: Sla | None, spread: Spread | None,
-              run: Runner | None) -> tuple[list[Simulated | None], list[str]]:
-    """The simulation of each point (closed loop), in order; a refused point is a note, not a failure."""
+def _simulate(s: Screened, idx: list[int], sla: Sla | None, spread: Spread | None, run: Runner | None,
+              workers: int) -> tuple[list[Simulated | None], list[str], int]:
+    """The simulation of each point (planner.sweep_sims: closed loop of sim_requests(c) requests), in order, each
+    distinct one run once; a refused point is a note, not a failure. Also: the runs made."""
+    from servescope.planner.sweep_sims import Job, SimTask, dedupe, run_task, sim_requests
+
+    same = _scenario_classes(s)
     jobs = []
     for i in idx:
         cfg, isl, osl, c = s.where(i)
-        jobs.append((cfg.scenario.with_(isl=isl, osl=osl), c, f"{cfg.label()} isl{isl} osl{osl} c{c}"))
-    task = _SimTask(jobs, sla, run)
-
-    def one(key: str, top_n: int) -> Simulated | str:  # a plain function: what Ray can make a remote of
-        return task(key, top_n)
-
-    keys = [str(k) for k in range(len(jobs))]
-    outs = spread(one, keys) if spread is not None else [one(k, 0) for k in keys]
-    return [o if isinstance(o, Simulated) else None for o in outs], [o for o in outs if isinstance(o, str)]
-
-
-@dataclass(frozen=True)
-class _SimTask:
-    """One point's simulation by its index (a Ray task or a plain call): Simulated, or a note when refused."""
-
-    jobs: list[tuple[Scenario, int, str]]
-    sla: Sla | None
-    run: Runner | None
-
-    def __call__(self, key: str, _top_n: int) -> Simulated | str:
-        sc, c, label = self.jobs[int(key)]
-        try:
-            res = self.run(sc, c) if self.run is not None else _closed(sc, c)
-        except ServescopeError as e:
-            return f"{label}: not simulated: {e}"
-        met = (self.sla or Sla()).met(res.ttft.mean_s, res.tpot.mean_s)
-        return Simulated(res.requests, res.ttft.mean_s, res.ttft.p99_s, res.tpot.mean_s, res.tpot.p99_s,
-                         res.output_tok_s, met)
+        k = i // s.grid.per_config
+        jobs.append((same[k], Job(cfg.scenario.with_(isl=isl, osl=osl), c, sim_requests(c),
+                                  f"{cfg.label()} isl{isl} osl{osl} c{c}")))
+    distinct, where = dedupe(jobs)
+    outs = run_task(SimTask(tuple(distinct), sla, run), spread, workers)
+    got = [outs[w] for w in where]
+    notes = list(dict.fromkeys(o for o in outs if isinstance(o, str)))
+    return [o if isinstance(o, Simulated) else None for o in got], notes, len(distinct)
 
 
-def _closed(sc: Scenario, c: int) -> SimResult:
-    from servescope.simulate import points_prompts, simulate
+def _scenario_classes(s: Screened) -> list[int]:
+    """Per configuration, the first configuration with an equal scenario (two names of one quantisation)."""
+    out: list[int] = []
+    for k, cfg in enumerate(s.configs):
+        out.append(next((j for j in range(k) if _equal(s.configs[j].scenario, cfg.scenario)), k))
+    return out
 
-    return simulate(sc, "closed", c, points_prompts(c))
+
+def _equal(a: Scenario, b: Scenario) -> bool:
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):  # a field that does not compare to one truth value: taken as different
+        return False

@@ -14,13 +14,13 @@ if TYPE_CHECKING:
 
     from servescope.planner.sweep_grid import GridPoint, GridSweep
 
-SCHEMA = "servescope.sweep_grid/1"
+SCHEMA = "servescope.sweep_grid/2"  # /2: the speculative axis (`spec`), `simulation_runs`, screen_error spec classes
 
 
 def _point(p: GridPoint, n_gpus: int) -> dict[str, Any]:
     d: dict[str, Any] = {
         "layout": p.layout.label(), "tp": p.layout.tp, "ep": p.layout.ep, "dp": p.layout.dp, "quant": p.quant,
-        "isl": p.isl, "osl": p.osl, "concurrency": p.concurrency, "tok_s_per_gpu": p.output_tok_s / n_gpus,
+        "spec": p.spec, "isl": p.isl, "osl": p.osl, "concurrency": p.concurrency, "tok_s_per_gpu": p.output_tok_s / n_gpus,
         "tok_s_per_user": 1.0 / p.tpot_s, "tpot_ms": p.tpot_s * MS_PER_S, "ttft_ms": p.ttft_s * MS_PER_S,
         "output_tok_s": p.output_tok_s, "sla_met": p.sla_met, "on_front": p.on_front, "best": p.best,
         "screened": {"tpot_ms": p.screened_tpot_s * MS_PER_S, "ttft_ms": p.screened_ttft_s * MS_PER_S,
@@ -38,9 +38,11 @@ def grid_document(gs: GridSweep) -> dict[str, Any]:
         "tpot_max_ms": None if gs.sla.tpot_max_s is None else gs.sla.tpot_max_s * MS_PER_S}
     return {
         "schema": SCHEMA, "n_gpus": g.n_gpus,
-        "axes": {"layouts": [lay.label() for lay in g.layouts], "quant": list(g.quants), "isl": list(g.isl),
+        "axes": {"layouts": [lay.label() for lay in g.layouts], "quant": list(g.quants),
+                 "spec": [s.label() for s in g.specs], "isl": list(g.isl),
                  "osl": list(g.osl), "concurrency": list(g.concurrency)},
         "grid_points": g.size, "screened": gs.screened, "near": len(gs.points), "simulated": gs.simulated,
+        "simulation_runs": gs.runs,
         "near_holds": "front" if gs.front else "optimum",
         "screen_error": {"sample": e.sample, "max_rel": e.max_rel, "p99_rel": e.p99_rel, "margin": e.margin},
         "sla": sla, "points": [_point(p, g.n_gpus) for p in gs.points], "skipped": list(gs.skipped),
@@ -64,11 +66,12 @@ def render_grid(title: str, doc: dict[str, Any], console: Console, all_points: b
                        f"against the closed form, {errs}; {doc['near']:,} points within twice that of "
                        f"{what} (within the SLA) priced on the closed form; {doc['simulated']} simulated"))
     t = Table(box=None, pad_edge=False)
-    for col in ("ISL", "OSL", "layout", "quant", "conc", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms", "sim tok/s/GPU"):
-        t.add_column(col, justify="left" if col in ("layout", "quant") else "right")
+    for col in ("ISL", "OSL", "layout", "quant", "spec", "conc", "tok/s/GPU", "tok/s/user", "TPOT ms", "TTFT ms",
+                "sim tok/s/GPU"):
+        t.add_column(col, justify="left" if col in ("layout", "quant", "spec") else "right")
     for p in _shown(doc["points"], all_points):
         sim = p.get("simulated")
-        t.add_row(str(p["isl"]), str(p["osl"]), p["layout"], p["quant"], str(p["concurrency"]),
+        t.add_row(str(p["isl"]), str(p["osl"]), p["layout"], p["quant"], p["spec"], str(p["concurrency"]),
                   f"{p['tok_s_per_gpu']:,.1f}", f"{p['tok_s_per_user']:,.1f}", f"{p['tpot_ms']:,.2f}",
                   f"{p['ttft_ms']:,.0f}", "" if sim is None else f"{sim['output_tok_s'] / doc['n_gpus']:,.1f}")
     console.print(t)
