@@ -131,3 +131,40 @@ def test_perfmodel_names_load_on_first_use() -> None:
         import servescope.perfmodel as perfmodel
 
         _ = perfmodel.nonexistent  # type: ignore[attr-defined]
+
+
+PLANNER = ("servescope.planner", "servescope.report.plan_doc", "servescope.report.plan_text", "servescope.calibrate")
+SIMULATE_1 = ("simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrency", "1", "--num-prompts", "1")
+
+
+def _of(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in packages or m.startswith(tuple(p + "." for p in packages)))
+
+
+@pytest.mark.parametrize("fmt", [("--json",), ()], ids=["json", "text"])
+def test_simulate_loads_the_model_and_the_simulation_not_the_planner(fmt: tuple[str, ...]) -> None:
+    """`simulate` prices steps (perfmodel) and runs the loop (simulate); the scenario's title and document come
+    from report.titles, so neither the planner (its package runs planner.plan), plan_doc, plan_text nor the
+    calibration is imported; the bench readers (validation) load only for a file that needs them; Rich for text
+    only."""
+    modules = loaded(*SIMULATE_1, *fmt)
+    assert {"servescope.simulate.loop", "servescope.perfmodel.step", "servescope.report.titles"} <= modules
+    assert _of(modules, PLANNER) == []
+    assert _of(modules, ("servescope.validation",)) == []
+    assert ("rich" in modules) == (fmt == ())
+
+
+def test_simulate_replay_loads_its_reader_not_the_planner(tmp_path: Path) -> None:
+    replay = tmp_path / "replay.csv"
+    replay.write_text("arrival_s,input_len,output_len\n0.0,100,10\n0.5,200,20\n")
+    modules = loaded(*SIMULATE_1[:5], "--replay", str(replay), "--json")
+    assert "servescope.validation.benchio" in modules and "servescope.simulate.loop" in modules
+    assert _of(modules, PLANNER) == []
+
+
+@pytest.mark.parametrize("fmt", [("--json",), ()], ids=["json", "text"])
+def test_trace_loads_no_planner(fmt: tuple[str, ...]) -> None:
+    """`trace` on the bundled example: neither the planner (planner.plan and its tracks) nor plan_doc."""
+    modules = loaded("trace", *fmt)
+    assert "servescope.analysis.analyze" in modules
+    assert _of(modules, PLANNER) == []
