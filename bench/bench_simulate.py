@@ -1,7 +1,7 @@
 """Speed of `servescope simulate` next to the closed form, on one core.
 
 Usage: .venv/bin/python bench/bench_simulate.py
-       .venv/bin/python bench/bench_simulate.py --against REV   (issue 30.5: this tree against git revision REV)
+       .venv/bin/python bench/bench_simulate.py --against REV [--repeat N]   (issue 30.5: this tree against REV)
 The issue's target case: a closed loop of 1,000 requests at concurrency 256, ISL/OSL 1024/1024, vLLM / SGLang /
 TRT-LLM defaults, on three scenarios (a dense 8B with KV to spare, a dense 70B on TP=4, and Kimi-K2.5 INT4 on
 8× RTX PRO 6000 whose KV cache holds ~116 such sequences, so it preempts). Side by side in the same process:
@@ -10,10 +10,11 @@ wall clock and process CPU time (the CPU time is what one core spends; the wall 
 inflated by other processes); peak RSS of the process after all runs. Prints a table to paste into
 bench/RESULTS.md "## Simulate".
 
---against REV (issue 30.5): the issue's speed cases (a 300-request replay and a 300-request closed loop in the
-library, 10,000 requests replayed, and the 300-request replay as a command) timed for this tree and for REV's src/
-(`git archive`), alternated in fresh processes, the best process CPU time of each (commands: the best wall clock,
-command1 = one request: the command's fixed cost); prints the ratios.
+--against REV [--repeat N] (issue 30.5): the issue's speed cases (a 300-request replay and a 300-request closed
+loop in the library, 10,000 requests replayed, and the 300-request replay as a command) timed for this tree and for
+REV's src/ (`git archive`), alternated in fresh processes: the library cases' best process CPU time of each, the
+commands' wall clock (command1 = one request: the command's fixed cost) run N times each side (default 9), one run of
+each side in turn, their median and min; prints the ratios (of the medians for commands).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,27 +85,35 @@ def _replay_file(folder: Path) -> Path:
     return path
 
 
+def _env(src: Path) -> dict[str, str]:
+    """The environment of a side: its src/ first on the path, bytecode used (the caller compiled it)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return dict(env, PYTHONPATH=str(src), BENCH_SRC=str(src))
+
+
+def _command_wall(src: Path, case: str, replay: Path) -> float:
+    """Wall seconds of one `servescope simulate ... --json` run (command300: the replay; command1: one request,
+    the command's fixed cost: imports, scenario, set-up)."""
+    what = ["--replay", str(replay), "--concurrency", "32"] if case == "command300" else [
+        "--concurrency", "1", "--num-prompts", "1"]
+    cmd = [sys.executable, "-c", "import sys; from servescope.cli import run; sys.argv[0] = 'servescope'; run()",
+           "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", *what, "--json"]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=_env(src), check=True, capture_output=True)
+    return time.perf_counter() - t0
+
+
 def _time_side(src: Path, case: str, replay: Path) -> float:
-    env = dict(os.environ, PYTHONPATH=str(src), BENCH_SRC=str(src))
-    if case.startswith("command"):  # command1: one request, the command's fixed cost (imports, scenario)
-        what = ["--replay", str(replay), "--concurrency", "32"] if case == "command300" else [
-            "--concurrency", "1", "--num-prompts", "1"]
-        cmd = [sys.executable, "-c", "import sys; from servescope.cli import run; sys.argv[0] = 'servescope'; run()",
-               "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", *what, "--json"]
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            subprocess.run(cmd, env=env, check=True, capture_output=True)
-            best = min(best, time.perf_counter() - t0)
-        return best
+    env = _env(src)
     reps = "1" if case == "replay10k" else "5"
     out = subprocess.run([sys.executable, __file__, "--worker", case, reps], env=env, check=True,
                          capture_output=True, text=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def against(rev: str) -> None:
-    """This tree against git revision `rev`, alternated, two rounds; best of each side."""
+def against(rev: str, repeat: int = 9) -> None:
+    """This tree against git revision `rev`, alternated: library cases two rounds, best of each side; commands
+    `repeat` runs each side, one of each in turn, median (and min)."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base"
@@ -118,17 +128,25 @@ def against(rev: str) -> None:
         print("| case | REV s | this tree s | speed-up |")
         print("|---|---:|---:|---:|")
         for case in SPEED_CASES:
+            if case.startswith("command"):
+                walls: dict[Path, list[float]] = {base / "src": [], root / "src": []}
+                for _ in range(repeat):
+                    for src, runs in walls.items():
+                        runs.append(_command_wall(src, case, replay))
+                (b, bs), (a, as_) = ((statistics.median(w), min(w)) for w in walls.values())
+                print(f"| {case} (median of {repeat}; min) | {b:.3f} ({bs:.3f}) | {a:.3f} ({as_:.3f}) | {b / a:.2f}x |")
+                continue
             before, after = float("inf"), float("inf")
             for _ in range(2):
                 before = min(before, _time_side(base / "src", case, replay))
                 after = min(after, _time_side(root / "src", case, replay))
             print(f"| {case} | {before:.3f} | {after:.3f} | {before / after:.2f}x |")
-    print("(library cases: best process CPU time; command300: best wall clock of the whole command)")
+    print("(library cases: best process CPU time; commands: wall clock of the whole command, alternated runs)")
 
 
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--against":
-        against(sys.argv[2])
+        against(sys.argv[2], int(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[3] == "--repeat" else 9)
         return
     if len(sys.argv) > 3 and sys.argv[1] == "--worker":
         _worker(sys.argv[2], int(sys.argv[3]))

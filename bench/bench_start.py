@@ -2,7 +2,8 @@
 
 What it does: extracts the `src/` of two or more commits (`git archive REF`: the baseline and, by default, HEAD —
 commits, not the working tree, which others may be editing) into bench/out/start-src/tree*, then for each
-command — `--help`, `trace` (text) and `trace --json` on the bundled example — runs the trees alternately R times
+command — `--help`, `trace` (text) and `trace --json` on the bundled example, and `simulate` of one request
+(`--json`: the command's fixed cost; `--only` picks some) — runs the trees alternately R times
 in fresh processes under GNU time (median wall s, median peak RSS MB), and once each under `python -X importtime`:
 modules imported, the sum of their own import times, and which heavy libraries were loaded. Prints Markdown for
 bench/RESULTS.md. Bytecode caches are warm (one run of each command per tree first).
@@ -11,7 +12,7 @@ libraries the analysis runs on), and the command's other libraries with them —
 tree (medians), so that what a change bought is read against what no change to servescope can remove.
 What it does not do: assert anything (tests/cli/test_cli_imports.py checks which modules load).
 
-    python bench/bench_start.py [--repeat 7] [--baseline REF]
+    python bench/bench_start.py [--repeat 7] [--baseline REF] [--after REF,...] [--only trace,simulate]
 """
 
 from __future__ import annotations
@@ -30,8 +31,11 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 OUT = HERE / "out"
 TREES = OUT / "start-src"
-HEAVY = ("numpy", "polars", "rich", "msgspec", "plotly", "jinja2", "servescope.perfmodel", "servescope.specs.engines")
-COMMANDS = {"--help": ["--help"], "trace": ["trace"], "trace --json": ["trace", "--json"]}
+HEAVY = ("numpy", "polars", "rich", "msgspec", "plotly", "jinja2", "servescope.perfmodel", "servescope.specs.engines",
+         "servescope.planner", "servescope.report.plan_doc")
+SIMULATE_1 = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", "--concurrency", "1", "--num-prompts", "1"]
+COMMANDS = {"--help": ["--help"], "trace": ["trace"], "trace --json": ["trace", "--json"],
+            "simulate, 1 request, --json": [*SIMULATE_1, "--json"]}
 FLOORS = {  # code run by `python -c`, no servescope
     "python -c pass": "pass",
     "import polars": "import polars",
@@ -101,33 +105,41 @@ def main() -> None:
                                                             "before the lazy command table)")
     ap.add_argument("--after", default="HEAD", help="git ref(s) compared with it, comma-separated (each change "
                                                     "and its parent, in one alternation: REF~1,REF,...)")
+    ap.add_argument("--only", default="", help="comma-separated words: only the commands whose name starts with "
+                                                   "one of them (e.g. trace, simulate); the stage timer runs with trace")
     a = ap.parse_args()
     refs = list(dict.fromkeys([a.baseline, *a.after.split(",")]))
+    words = tuple(w.strip() for w in a.only.split(",") if w.strip())
+    commands = {c: args for c, args in COMMANDS.items() if not words or c.startswith(words)}
     trees = {ref: extracted_src(ref, f"tree{i}") for i, ref in enumerate(refs)}
-    for src in trees.values():  # warm bytecode caches
-        for args in COMMANDS.values():
+    for src in trees.values():  # bytecode written (PYTHONDONTWRITEBYTECODE may be set here), then caches warm
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
+        for args in commands.values():
             timed(args, src)
-    runs: dict[tuple[str, str], list[tuple[float, float]]] = {(c, t): [] for c in COMMANDS for t in trees}
+    with_stages = any(c.startswith("trace") for c in commands)
+    runs: dict[tuple[str, str], list[tuple[float, float]]] = {(c, t): [] for c in commands for t in trees}
     floors: dict[str, list[float]] = {f: [] for f in FLOORS}
     stages: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
     for _ in range(a.repeat):
         for name, code in FLOORS.items():
             floors[name].append(timed_code(code))
-        for cmd, args in COMMANDS.items():
+        for cmd, args in commands.items():
             for tree, src in trees.items():
                 runs[cmd, tree].append(timed(args, src))
-        for tree, src in trees.items():
+        for tree, src in trees.items() if with_stages else ():
             stages[tree].append(stage_times(src))
     print(f"| command | tree | wall s (median of {a.repeat}) | min | peak RSS MB | modules imported | "
           "own import time ms (sum) | heavy modules loaded |")
     print("|---|---|---:|---:|---:|---:|---:|---|")
     for (cmd, tree), rs in runs.items():
-        n, ms, heavy = import_profile(COMMANDS[cmd], trees[tree])
+        n, ms, heavy = import_profile(commands[cmd], trees[tree])
         print(f"| {cmd} | {tree} | {statistics.median(r[0] for r in rs):.2f} | {min(r[0] for r in rs):.2f} | "
               f"{statistics.median(r[1] for r in rs):.0f} | {n} | {ms:.0f} | {', '.join(heavy) or '–'} |")
     print(f"\n| floor (no servescope) | wall s (median of {a.repeat}) | min |\n|---|---:|---:|")
     for name, ws in floors.items():
         print(f"| {name} | {statistics.median(ws):.2f} | {min(ws):.2f} |")
+    if not with_stages:
+        return
     names = list(dict.fromkeys(n for runs_ in stages.values() for r in runs_ for n in r))
     print(f"\n`trace --timings`, median of {a.repeat} per stage (s):\n\n| tree | {' | '.join(names)} |\n"
           f"|---|{'---:|' * len(names)}")
