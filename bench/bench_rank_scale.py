@@ -21,13 +21,21 @@ ratios of the targets: D ÷ (N/2 × A) and, stricter, D ÷ (N/2 × the warm per-
 most twice one file per core, per file), and E ÷ D (≤ 0.10).
 What it does not do: run in CI or assert anything (the targets are read off its output).
 
+`--json-scale 100,300,1000` measures instead how `trace --json` grows with the rank count: for each count a folder
+built as above, then `trace --json DIR --workers 2` without a cache (C), with an empty cache (D) and from it (E), and
+one file alone (B), each in a fresh process; peak RSS as above and the document's size and sha256. `--trees
+REF,REF` runs the same commands on each git ref's src/ (git archive into a temporary folder, on PYTHONPATH; the
+analysis of the ref, this venv's packages) instead of the working tree: before and after side by side.
+
     python bench/bench_rank_scale.py [--ranks 1000] [--damaged 10] [--copies 1] [--jitter 0.05]
+    python bench/bench_rank_scale.py --json-scale 100,300,1000 [--trees a8c8988,HEAD]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -133,12 +141,12 @@ def _workers(pid: int) -> list[int]:
     return [w for child in _children(pid) for w in _children(child)]
 
 
-def _timed(cmd: list[str]) -> dict[str, Any]:
+def _timed(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Wall s, peak RSS MB of the largest process (GNU time), of the process tree and of the largest worker process
-    (sampled from /proc every 20 ms), the JSON document, stderr."""
+    (sampled from /proc every 20 ms), the JSON document, its size and sha256, stderr."""
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(["/usr/bin/time", "-f", "%e %M", *cmd], stdout=out, stderr=subprocess.PIPE,
-                                text=True)
+                                text=True, env=env)
         peak, worker = [0], [0]
 
         def sample() -> None:
@@ -157,7 +165,8 @@ def _timed(cmd: list[str]) -> dict[str, Any]:
         raise SystemExit(f"{cmd} failed: {err[-800:]}")
     wall_s, rss_kib = err.strip().splitlines()[-1].split()
     return {"wall_s": float(wall_s), "rss_mb": float(rss_kib) * 1024 / 1e6, "tree_mb": peak[0] / 1e6,
-            "worker_mb": worker[0] / 1e6, "doc": json.loads(stdout) if stdout.startswith("{") else {}, "stderr": err}
+            "worker_mb": worker[0] / 1e6, "doc": json.loads(stdout) if stdout.startswith("{") else {}, "stderr": err,
+            "doc_mb": len(stdout.encode()) / 1e6, "sha256": hashlib.sha256(stdout.encode()).hexdigest()[:12]}
 
 
 WARM = """
@@ -188,13 +197,68 @@ def _named(run: dict[str, Any], names: list[str]) -> int:
     return sum(n in text for n in names) + more
 
 
+def _tree_env(ref: str, into: Path) -> tuple[str, dict[str, str] | None]:
+    """(label, environment) that runs `python -m servescope` from git ref `ref`'s src/ ("." : the working tree)."""
+    if ref == ".":
+        return "working tree", None
+    sha = subprocess.run(["git", "rev-parse", "--short", ref], capture_output=True, text=True, check=True,
+                         cwd=HERE).stdout.strip()
+    dest = into / sha
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", sha, "src"], capture_output=True, check=True, cwd=HERE.parent).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return sha, {**os.environ, "PYTHONPATH": str(dest / "src")}
+
+
+def json_scale(counts: list[int], trees: list[str], damaged: int, copies: int, jitter: float) -> None:
+    """`trace --json` at each rank count, on each tree: peak RSS against the rank count (see the module doc)."""
+    folders = {n: build(n, damaged, copies, jitter) for n in counts}
+    size_mb = (folders[counts[0]][1] / "rank0.json").stat().st_size / 1e6
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for ref in trees:
+            label, env = _tree_env(ref, Path(tmp) / "trees")
+            cli = [sys.executable, "-m", "servescope", "trace", "--json"]
+            one = _timed([*cli, str(folders[counts[0]][2])], env)
+            rows.append((label, 1, "B one file alone", one))
+            for n in counts:
+                big, names = folders[n][0], folders[n][3]
+                cache = Path(tmp) / f"cache-{label}-{n}"
+                cached = [*cli, str(big), "--workers", "2", "--cache", str(cache)]
+                for run, cmd in (("C no cache", [*cli, str(big), "--workers", "2"]), ("D empty cache", cached),
+                                 ("E from the cache", cached)):
+                    r = _timed(cmd, env)
+                    r["named"] = f"{_named(r, names)}/{len(names)}"
+                    rows.append((label, n, run, r))
+                    print(f"{label} {n} {run}: {r['wall_s']:.2f} s, {r['rss_mb']:.0f} MB", file=sys.stderr)
+    print(f"\n`trace --json DIR --workers 2`: rank files of {size_mb:.2f} MB, {damaged} of each folder damaged\n")
+    print("| tree | rank files | run | wall s | peak RSS MB, largest process | largest worker | process tree "
+          "| ranks in the document | damaged named | document MB | sha256 |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, n, run, r in rows:
+        print(f"| {label} | {n} | {run} | {r['wall_s']:.2f} | {r['rss_mb']:.0f} | {r['worker_mb']:.0f} | "
+              f"{r['tree_mb']:.0f} | {len(r['doc'].get('ranks', []))} | {r.get('named', '–')} | {r['doc_mb']:.1f} | "
+              f"{r['sha256']} |")
+    lo, hi = min(counts), max(counts)
+    for label in dict.fromkeys(t for t, *_ in rows):
+        for run in ("C no cache", "D empty cache", "E from the cache"):
+            rss = {n: r["rss_mb"] for t, n, name, r in rows if t == label and name == run}
+            print(f"{label}, {run}: peak RSS {rss[lo]:.0f} → {rss[hi]:.0f} MB from {lo} to {hi} files: "
+                  f"{1e3 * (rss[hi] - rss[lo]) / (hi - lo):.0f} KB per rank file")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=1000)
     ap.add_argument("--damaged", type=int, default=10)
     ap.add_argument("--copies", type=int, default=1)
     ap.add_argument("--jitter", type=float, default=0.05)
+    ap.add_argument("--json-scale", default=None, help="rank counts, e.g. 100,300,1000: trace --json vs count")
+    ap.add_argument("--trees", default=".", help="git refs to run (--json-scale), e.g. a8c8988,HEAD; '.' = this tree")
     a = ap.parse_args()
+    if a.json_scale:
+        json_scale([int(n) for n in a.json_scale.split(",")], a.trees.split(","), a.damaged, a.copies, a.jitter)
+        return
     t0 = time.perf_counter()
     big, two, one, damaged = build(a.ranks, a.damaged, a.copies, a.jitter)
     size_mb = (two / "rank0.json").stat().st_size / 1e6

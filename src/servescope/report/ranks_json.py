@@ -50,7 +50,8 @@ def trace_document_pieces(a: TraceAnalysis) -> Iterator[str]:
     document of a thousand (~65 KB of text a rank). The other keys come from `trace_document` of the analysis
     without its ranks (one code path for every key), each formatted whole (cross_rank, findings and warnings are
     a few hundred bytes a rank). JSON strings hold no raw newline, so re-indenting is a replace of every newline."""
-    from servescope.report.trace_json import trace_document  # it imports this module (cross_rank_document)
+    # imported here: trace_json imports this module (cross_rank_document)
+    from servescope.report.trace_json import trace_document
 
     rest = trace_document(replace(a, ranks=(), peaks=()))
     yield "{\n"
