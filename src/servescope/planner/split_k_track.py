@@ -6,8 +6,8 @@ Does, in order:
                  the deployment (tokens in the step × ⌈heads per rank / head tile⌉, or the trace's blocks per SM ×
                  SMs), its per-CTA work from the model (top-k, and the sliding window for DeepSeek-V4's two
                  segments), its measured µs per call, and perfmodel.split_k's model: the best S ≥ 2, its predicted
-                 µs per call (the straggler CTA's tiles, the fixed streaming, the combine) — below 1× where the grid
-                 already fills the SMs or the per-CTA work is short. details: `split_k`, `split_k_ratio` (new / old
+                 µs per call (the split kernel's own fixed time κ, the straggler CTA's tiles, the fixed streaming, the
+                 combine with its κ) — below 1× where the grid already fills the SMs or the per-CTA work is short. details: `split_k`, `split_k_ratio` (new / old
                  time per call: pair_check prices kernel_us rows with it), `split_k_us`, `split_k_tried_us`, and
                  `split_k_off_better` when no split pays. End to end: the decode step's attention loses (or gains)
                  the kernel's saved µs as a share of the measured attention time (a KernelTuning adjustment).
