@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from servescope.cli._app import Output
     from servescope.perfmodel.scenario import Scenario
     from servescope.planner.sweep import Simulated
-    from servescope.planner.sweep_grid import Spread
+    from servescope.planner.sweep_sims import Spread
 
 
 def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_points: bool, ttft_max: float | None,

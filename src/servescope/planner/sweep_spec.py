@@ -171,7 +171,7 @@ def exact_spec(sc: Scenario, pr: SpecPricing, concurrency: Sequence[int]) -> dic
         hit = cache.get((id(scen), t))
         if hit is None or hit[0] is not scen:
             arr = step_arrays(scen, batches, scen.decode_context, t)
-            hit = (scen, *(np.broadcast_to(arr[k], batches.shape) for k in ("step", "cpu")))
+            hit = (scen, np.broadcast_to(arr["step"], batches.shape), np.broadcast_to(arr["cpu"], batches.shape))
             cache[(id(scen), t)] = hit
         j = int(np.searchsorted(batches, b))
         return float(hit[1][j]), float(hit[2][j])
