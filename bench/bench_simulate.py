@@ -91,16 +91,18 @@ def _env(src: Path) -> dict[str, str]:
     return dict(env, PYTHONPATH=str(src), BENCH_SRC=str(src))
 
 
-def _command_wall(src: Path, case: str, replay: Path) -> float:
-    """Wall seconds of one `servescope simulate ... --json` run (command300: the replay; command1: one request,
-    the command's fixed cost: imports, scenario, set-up)."""
+def _command_wall(src: Path, case: str, replay: Path) -> tuple[float, float]:
+    """Wall and CPU (user + system) seconds of one `servescope simulate ... --json` run (command300: the replay;
+    command1: one request, the command's fixed cost: imports, scenario, set-up). The CPU time is what a busy
+    machine inflates least."""
     what = ["--replay", str(replay), "--concurrency", "32"] if case == "command300" else [
         "--concurrency", "1", "--num-prompts", "1"]
     cmd = [sys.executable, "-c", "import sys; from servescope.cli import run; sys.argv[0] = 'servescope'; run()",
            "simulate", "--model", "llama-3.1-8b", "--gpu", "h100_sxm", *what, "--json"]
-    t0 = time.perf_counter()
+    r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     subprocess.run(cmd, env=_env(src), check=True, capture_output=True)
-    return time.perf_counter() - t0
+    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def _time_side(src: Path, case: str, replay: Path) -> float:
@@ -129,12 +131,15 @@ def against(rev: str, repeat: int = 9) -> None:
         print("|---|---:|---:|---:|")
         for case in SPEED_CASES:
             if case.startswith("command"):
-                walls: dict[Path, list[float]] = {base / "src": [], root / "src": []}
+                runs: dict[Path, list[tuple[float, float]]] = {base / "src": [], root / "src": []}
                 for _ in range(repeat):
-                    for src, runs in walls.items():
-                        runs.append(_command_wall(src, case, replay))
-                (b, bs), (a, as_) = ((statistics.median(w), min(w)) for w in walls.values())
-                print(f"| {case} (median of {repeat}; min) | {b:.3f} ({bs:.3f}) | {a:.3f} ({as_:.3f}) | {b / a:.2f}x |")
+                    for src, side in runs.items():
+                        side.append(_command_wall(src, case, replay))
+                (b, bs, bc), (a, as_, ac) = ((statistics.median(r[0] for r in side), min(r[0] for r in side),
+                                              statistics.median(r[1] for r in side)) for side in runs.values())
+                print(f"| {case}: wall, median of {repeat} (min) | {b:.3f} ({bs:.3f}) | {a:.3f} ({as_:.3f}) "
+                      f"| {b / a:.2f}x |")
+                print(f"| {case}: CPU user+sys, median of {repeat} | {bc:.3f} | {ac:.3f} | {bc / ac:.2f}x |")
                 continue
             before, after = float("inf"), float("inf")
             for _ in range(2):
