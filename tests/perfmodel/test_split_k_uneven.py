@@ -67,3 +67,23 @@ def test_uneven_work_needs_one_entry_per_cta() -> None:
         SplitKernel(4, 170, 20 * US, (16,), 32, 100.0, 0.0, 0.0, 1e12, cta_segments=((16,),) * 3)
     with pytest.raises(ServescopeError, match="cta_segments"):
         SplitKernel(1, 170, 20 * US, (16,), 32, 100.0, 0.0, 0.0, 1e12, cta_segments=((),))
+
+
+def test_pr54929_flat_across_tokens_and_valid_lengths() -> None:
+    # vllm-project/vllm#54929: "213 → 28.7 µs/call at S=16–32, flat across T=1/4 and valid_len 128/2048". Its split
+    # path cuts the whole top-k range (2048) into S chunks and clamps each to the token's valid length: at S = 16 a
+    # chunk is 128 candidates and at S = 32 64, so a 128-long list's first split walks as many tiles as a full one's,
+    # and 4 tokens' 4·S CTAs still fit in one wave of 170 SMs — the model's time is the same in all four cases
+    shape = shape_for("_fused_gather_dequant_attn_kernel")
+    assert shape is not None and shape.clamped_splits
+    times = {(t, n): sparse_decode_model(shape, t, 170, 213 * US, 8, 1.792e12, lengths=(n,) * t)
+             for t in (1, 4) for n in (128, 2048)}
+    for s in (16, 32):
+        got = {key: k.time_s(s) for key, k in times.items()}
+        assert max(got.values()) == pytest.approx(min(got.values()), rel=1e-3), (s, got)
+    # the 128-long list at S = 32: two splits of 64 candidates (2 tiles each), thirty empty ones (each still
+    # streams its query and partial); the full list: 2 tiles in every split
+    short, full = times[(1, 128)], times[(1, 2048)]
+    assert short.split_tiles((128,), 32) == [2, 2] + [0] * 30
+    assert full.split_tiles((2048,), 32) == [2] * 32
+    assert short.tiles(1) == full.tiles(1) == 64  # the serial kernel walked all 64 tiles either way

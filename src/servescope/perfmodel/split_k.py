@@ -11,7 +11,10 @@ Model (SI units: seconds, bytes, bytes/s; `bw` = the device's memory bandwidth �
                again by the split kernel and by its combine — it is not work a split spreads
   tiles_c(S) = Σ_segments ⌈⌈n/S⌉ / block⌉        the straggler split of CTA c: each segment is split on its own and
                                                  walked a whole tile at a time (≥ 1 tile)
-  work_c(S)  = Σ over the S splits of CTA c of their tiles (a split past the segment's end walks none)
+             = Σ_segments ⌈min(⌈N/S⌉, n) / block⌉   `clamp`: the split kernel cuts the whole range N (the top-k
+                                                 width) into S chunks and walks each only up to the CTA's valid
+                                                 tokens n; the measured unsplit call walked all of N (vLLM #54929)
+  work_c(S)  = Σ over the S splits of CTA c of their tiles (a split past the valid tokens walks none)
   fixed      = fixed_bytes / bw_sm               streaming in the query, out the (partial) state: every CTA, every split
   job_c(S)   = fixed + tiles_c(S) · t_tile       the straggler split of CTA c
   span(S)    = waves(S) · job(S)                  uniform work: SM slots fill in waves, waves(S) = ⌈CTAs·S / slots⌉
@@ -60,7 +63,8 @@ class SplitKernel:
     streams whatever its share (query in, state out); `partial_bytes`: one split's partial (fp32 m, l, acc) the
     combine reads; `bw_bytes_per_s`: the device's memory bandwidth; `slices`: combine CTAs per output tile;
     `cta_segments`: each CTA's own segments where the work is uneven (one entry per CTA; None: every CTA walks
-    `segments`)."""
+    `segments`); `clamp`: the split kernel cuts the whole range `segments` into S chunks and walks each only up to
+    the CTA's valid tokens (`cta_segments`), while the measured unsplit call walked the whole range."""
 
     ctas: int
     sms: int
@@ -75,6 +79,7 @@ class SplitKernel:
     slices: int = 1
     kernel_s: float | None = None  # one graph-replayed kernel's fixed time; None: measured_kernel_overhead_s()
     cta_segments: tuple[tuple[int, ...], ...] | None = None
+    clamp: bool = False
 
     def __post_init__(self) -> None:
         counts = (self.ctas, self.sms, self.block, self.resident_per_sm, self.slices)
@@ -112,21 +117,26 @@ class SplitKernel:
         """⌈CTAs·S / (SMs · resident per SM)⌉."""
         return math.ceil(self.ctas * splits / self.slots)
 
-    def _tiles(self, segments: tuple[int, ...], splits: int) -> int:
-        return sum(math.ceil(math.ceil(n / splits) / self.block) for n in segments if n > 0)
-
-    def _split_tiles(self, segments: tuple[int, ...], splits: int) -> int:
-        """All tiles the S splits of one CTA walk together (a split past a segment's end walks none of it)."""
-        total = 0
-        for n in (x for x in segments if x > 0):
-            chunk = math.ceil(n / splits)
-            full, rest = divmod(n, chunk)
-            total += full * math.ceil(chunk / self.block) + math.ceil(rest / self.block)
-        return total
+    def split_tiles(self, segments: tuple[int, ...], splits: int) -> list[int]:
+        """Tiles each of the S splits of one CTA walks (module docstring: its own tokens cut in ⌈n/S⌉ chunks, or —
+        `clamp` — the kernel's whole range cut in ⌈N/S⌉ chunks, each walked up to the CTA's valid tokens)."""
+        out = [0] * splits
+        for i, n in enumerate(segments):
+            whole = self.segments[i] if self.clamp and i < len(self.segments) else n
+            chunk = math.ceil(max(whole, 1) / splits)
+            for j in range(splits):
+                out[j] += math.ceil(max(0, min(chunk, n - j * chunk)) / self.block)
+        return out
 
     def tiles(self, splits: int = 1) -> int:
-        """Tiles the straggler split walks: Σ ⌈⌈n/S⌉ / block⌉ over the segments (the longest CTA's)."""
-        return max(self._tiles(s, splits) for s in self._work())
+        """Tiles the straggler split walks (the longest CTA's; Σ ⌈⌈n/S⌉ / block⌉ over its segments unclamped)."""
+        if splits == 1 and self.clamp:
+            return sum(math.ceil(n / self.block) for n in self.segments)
+        return max(max(self.split_tiles(s, splits)) for s in self._work())
+
+    def _unsplit_uneven(self) -> bool:
+        """The measured (unsplit) call walked uneven work (a clamping split kernel's unsplit one walks the range)."""
+        return self.uneven and not self.clamp
 
     @property
     def sm_bw(self) -> float:
@@ -141,20 +151,19 @@ class SplitKernel:
     def _span(self, splits: int, tile_s: float) -> float:
         if not self.uneven:
             return self.waves(splits) * (self.fixed_s + self.tiles(splits) * tile_s)
-        work = self._work()
         straggler = self.fixed_s + self.tiles(splits) * tile_s
-        load = sum(splits * self.fixed_s + self._split_tiles(s, splits) * tile_s for s in work) / self.slots
+        load = sum(splits * self.fixed_s + sum(self.split_tiles(s, splits)) * tile_s
+                   for s in self._work()) / self.slots
         return max(straggler, load)
 
     @property
     def tile_s(self) -> float:
         """One tile of the loop, from the measured call less κ (0 when the call is already at the fixed floor)."""
         busy = self.call_s - self.launch_s
-        if not self.uneven:
+        if not self._unsplit_uneven():
             return max(0.0, busy / self.waves(1) - self.fixed_s) / self.tiles(1)
-        work = self._work()
         straggler = (busy - self.fixed_s) / self.tiles(1)
-        load = (busy * self.slots - self.ctas * self.fixed_s) / sum(self._split_tiles(s, 1) for s in work)
+        load = (busy * self.slots - self.ctas * self.fixed_s) / sum(self.split_tiles(s, 1)[0] for s in self._work())
         return max(0.0, min(straggler, load))
 
     def cta_s(self, splits: int) -> float:
@@ -186,8 +195,9 @@ class SplitKernel:
         return self.launch_s + max(self.span_s(splits), self.floor_s()) + self.reduce_s(splits)
 
     def candidates(self) -> list[int]:
-        """1, 2, 4, … up to MAX_SPLITS and no more than the longest segment's tiles (past that a split is empty)."""
-        longest = max(n for s in self._work() for n in s)
+        """1, 2, 4, … up to MAX_SPLITS and no more than the longest segment's tiles (past that a split is empty; a
+        clamping kernel cuts its whole range whatever the valid lengths)."""
+        longest = max(self.segments) if self.clamp else max(n for s in self._work() for n in s)
         top = min(MAX_SPLITS, math.ceil(longest / self.block))
         return [2 ** i for i in range(int(math.log2(max(top, 1))) + 1)]
 
@@ -228,12 +238,13 @@ def sparse_decode_model(k: DecodeKernel, ctas: int, sms: int, call_s: float, hea
                         segments: tuple[int, ...] | None = None,
                         lengths: tuple[int, ...] | None = None) -> SplitKernel:
     """The split-K inputs of `k` launched as `ctas` CTAs of `heads` real heads each (≤ its head tile) on `sms` SMs
-    (`segments`: the model's top-k and window, else the table's). `lengths`: each CTA's valid top-k length where the
-    kernel clamps its loop to it (the last segment capped at the length; one entry per CTA) — uneven work."""
+    (`segments`: the model's top-k and window, else the table's). `lengths`: each CTA's valid top-k length (the
+    last segment capped at it; one entry per CTA) — uneven work; a kernel whose split path cuts the whole top-k range
+    and clamps each split to the valid length (`clamped_splits`) prices its splits so."""
     h = max(1, min(heads, k.head_block))
     partial = h * (k.state_dim * 4 + 8)            # fp32 acc + m, l per head
     fixed = h * k.q_dim * 2 + partial              # bf16 query in, fp32 state out
     seg = segments or k.segments
     per_cta = (tuple(seg[:-1] + (min(seg[-1], max(n, 0)),) for n in lengths) if lengths is not None else None)
     return SplitKernel(ctas, sms, call_s, seg, k.block, k.token_bytes, fixed, partial, bw_bytes_per_s,
-                       slices=k.slices, cta_segments=per_cta)
+                       slices=k.slices, cta_segments=per_cta, clamp=k.clamped_splits)

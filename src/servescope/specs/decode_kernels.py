@@ -2,8 +2,9 @@
 
 Does: read specs/data/decode_kernels.toml — per kernel, the regex its name matches and what one CTA of it does:
 tokens per tile, heads per CTA (the grid is tokens × ⌈heads / head tile⌉), bytes one token reads, the query and fp32
-state widths, the token segments its loop walks by default, and its split-K combine's parallelism — each number with
-its source; `shape_for(name)` finds one. A file that lacks a field or holds a bad value raises BadConfig naming the
+state widths, the token segments its loop walks by default, its split-K combine's parallelism and how its split path
+cuts the loop (the whole range in S chunks clamped to each token's valid length, or each token's own length) — each
+with its source; `shape_for(name)` finds one. A file that lacks a field or holds a bad value raises BadConfig naming the
 file, the kernel and the field.
 Does not: price anything (perfmodel.split_k does) or detect a kernel in a trace (analysis.sparse_decode does).
 """
@@ -37,6 +38,7 @@ class DecodeKernel:
     slices: int                # combine CTAs per output tile
     source: str                # one line of provenance (the file's `summary`)
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # each number's source
+    clamped_splits: bool = False  # the split path cuts the whole range in S chunks, each clamped to the valid length
 
 
 def _kernel(i: int, d: dict[str, Any]) -> DecodeKernel:
@@ -46,7 +48,8 @@ def _kernel(i: int, d: dict[str, Any]) -> DecodeKernel:
         segs = tuple(int(n) for n in d["segments"])
         k = DecodeKernel(str(d["label"]), str(d["pattern"]), ints["block"], ints["head_block"],
                          float(d["token_bytes"]), ints["q_dim"], ints["state_dim"], segs, ints["slices"],
-                         str(d["summary"]), {str(a): str(b) for a, b in dict(d["source"]).items()})
+                         str(d["summary"]), {str(a): str(b) for a, b in dict(d["source"]).items()},
+                         bool(d["clamped_splits"]))
         re.compile(k.pattern)
     except KeyError as e:
         raise BadConfig(f"{where}: missing {e.args[0]}") from None
@@ -54,7 +57,7 @@ def _kernel(i: int, d: dict[str, Any]) -> DecodeKernel:
         raise BadConfig(f"{where}: {e}") from None
     if min(ints.values()) < 1 or k.token_bytes <= 0 or not segs or min(segs) < 1:
         raise BadConfig(f"{where}: widths, tiles and segments must be ≥ 1")
-    missing = [f for f in (*_INTS, "token_bytes", "segments") if not k.sources.get(f)]
+    missing = [f for f in (*_INTS, "token_bytes", "segments", "clamped_splits") if not k.sources.get(f)]
     if missing:
         raise BadConfig(f"{where}: no source for {', '.join(missing)}")
     return k
