@@ -123,3 +123,19 @@ def test_no_alu_rate_leaves_the_change_unpriced() -> None:
     others = tuple(k for k in TRACK_KINDS if k != "quantization")
     t = plan(sc, "tpot", 1, forbid=others, option="kv=fp8").track("quantization")
     assert not t.applicable and "no ALU rate for rtx_3090" in (t.why_not or "")
+
+
+def test_a100_row_priced_kv_only_while_plan_keeps_its_options(tmp_path: Path) -> None:
+    """On A100 (no FP8 tensor cores) `plan` offers no KV option, as before; the ledger row's change prices the FP8
+    KV cache anyway (storage, decoded in software), and the track's note says so."""
+    rows = _rows(lambda r: r["id"] == "v49077_g31_a100")
+    path = _write(tmp_path, rows)
+    sc = deployment(read_ledger(path, TRACK_KINDS)[0], path)
+    others = tuple(k for k in TRACK_KINDS if k != "quantization")
+    best = plan(sc, "tpot", 1, forbid=others).track("quantization")
+    assert not best.applicable and "nothing left to lower" in (best.why_not or "")
+    only = plan(sc, "tpot", 1, forbid=others, option="kv=fp8").track("quantization")
+    assert only.applicable and only.gain is not None
+    assert "software decode" in only.note
+    (c,) = check_pairs(path)
+    assert c.prediction.gain == pytest.approx(only.gain)
