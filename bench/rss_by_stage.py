@@ -4,11 +4,12 @@ between the entry and exit of the breakdown's steps (issue 30 item 2: which step
 What it does: wraps the breakdown's helpers (classify_gpu, find_steps, attach_work_chunked and each attach_work
 chunk, compact, breakdown_steps, summarize_by_kind, step_timelines) to mark their entry and exit, runs
 `advise.analyze(PATH)` with Polars' allocator returning freed pages at once (as the CLI does for big inputs), and
-prints per interval its wall end, its peak RSS and the RSS at its end. `--src DIR` analyses with another tree's
+prints per interval its wall end, its peak RSS and the RSS at its end (`--fine`: also the per-step statistics
+breakdown_steps and summarize_by_kind call). `--src DIR` analyses with another tree's
 `src/` (e.g. one bench_start.py extracted from a commit).
 What it does not do: run the CLI (no JSON is written), or measure anything but this process's RSS.
 
-    python bench/rss_by_stage.py PATH [--src DIR]
+    python bench/rss_by_stage.py PATH [--src DIR] [--fine]
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ for n in ("classify_gpu", "find_steps", "attach_work_chunked", "compact", "break
           "step_timelines"):
     wrap(bd, n)
 wrap(gr, "attach_work")
+if sys.argv[2:] == ["fine"]:  # the per-step statistics inside breakdown_steps and summarize_by_kind
+    for n in ("in_steps", "union_lengths", "step_collectives", "step_top_kernels", "class_totals", "step_work",
+              "launch_stats", "graph_idle_by_step", "unshaped_kernels_by_step"):
+        wrap(bd, n)
 t0 = time.perf_counter()
 analyze(sys.argv[1])
 marks.append((time.perf_counter(), "end"))
@@ -64,11 +69,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("path", type=Path)
     ap.add_argument("--src", type=Path, default=None)
+    ap.add_argument("--fine", action="store_true")
     a = ap.parse_args()
     env = {**os.environ, "_RJEM_MALLOC_CONF": os.environ.get("_RJEM_MALLOC_CONF", FREE_AT_ONCE)}
     if a.src is not None:
         env["PYTHONPATH"] = str(a.src.resolve())
-    subprocess.run([sys.executable, "-c", CHILD, str(a.path)], env=env, check=True)
+    subprocess.run([sys.executable, "-c", CHILD, str(a.path), *(["fine"] if a.fine else [])], env=env, check=True)
 
 
 if __name__ == "__main__":

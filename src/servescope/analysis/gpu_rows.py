@@ -62,12 +62,14 @@ def _split(columns: list[pl.Series], is_gpu: pl.Series) -> tuple[pl.DataFrame, p
 
 
 def _rows(column: pl.Series, mask: pl.Series, n: int) -> pl.Series:
-    """`column.filter(mask)` (`n` rows), without copying a whole column or a column of nulls."""
+    """`column.filter(mask)` (`n` rows) in one piece, without copying a whole column or a column of nulls. One
+    piece: the loader's columns come in pieces (a 2 M-kernel trace: 136), and a query over a column in pieces
+    copies it into one first, every time (group-bys, NumPy views): 2 M kernels, +110-150 MB at each."""
     if n == len(column):
-        return column
+        return column.rechunk()
     if column.null_count() == len(column):
         return pl.repeat(None, n, dtype=column.dtype, eager=True).alias(column.name)
-    return column.filter(mask)
+    return column.filter(mask).rechunk()
 
 
 WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
@@ -86,21 +88,21 @@ def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.Dat
     size a row by its own step). The warning (malformed Input Dims) is attach_work's own, on the malformed rows of
     all chunks together. With `capture` shapes there is one call on every row (a replayed kernel has no op)."""
     if capture is not None and capture.kernels:
-        work, warnings = attach_work(others, gpu, lengths, capture)
-        return work.select(*WORK_COLUMNS), warnings
+        done, warnings = attach_work(others, gpu, lengths, capture)
+        return done.select(*WORK_COLUMNS), warnings
     links = link_tables(others)
     keyed = gpu.select(*(c for c in ("kind", "correlation", "external_id") if c in gpu.columns))
     op = keyed.select(links.op_id() if {"correlation", "external_id"} <= set(keyed.columns)
                       else pl.lit(None, pl.Int64)).to_series()
     can = (op.is_in(links.ops["_op_id"].implode()).fill_null(False) | keyed["kind"].is_in(_COPIES)).rename("can")
     del keyed
-    work = {c: pl.repeat("no_op" if c == "shape_status" else None, gpu.height, dtype=d, eager=True).alias(c)
-            for c, d in WORK_COLUMNS.items()}
     rows = can.arg_true()  # positions of the rows that can have work
     n_chunks = -(-rows.len() // WORK_CHUNK_ROWS)
     if rows.len() == gpu.height and n_chunks == 1:
         done, warnings = attach_work(others, gpu, lengths, links=links)
         return done.select(*WORK_COLUMNS), warnings
+    work = {c: pl.repeat("no_op" if c == "shape_status" else None, gpu.height, dtype=d, eager=True).alias(c)
+            for c, d in WORK_COLUMNS.items()}  # a row that cannot have work: no_op, no work
     op = op.filter(can)
     chunk = pl.DataFrame([op]).select(pl.when(pl.col(op.name).is_not_null()).then(pl.col(op.name).hash() % n_chunks)
                                       .otherwise(pl.int_range(pl.len(), dtype=pl.UInt64) % n_chunks)).to_series()
