@@ -96,6 +96,8 @@ def measured_domain(engine: str, model_type: str) -> str | None:
 def _trace_kernels(trace: str, layers: int) -> float:
     """layers · (attention + MLP kernels per layer) + the step's own kernels, as counted in the trace."""
     sec = (tables.kernel_counts().get("trace") or {}).get(trace)
+    if not isinstance(sec, dict):
+        raise BadConfig(f"specs/data/kernel_counts.toml: no [trace.{trace}] (named by {_FILE})")
     try:
         per_layer = float(sec["attention_per_layer"]) + float(sec["mlp_per_layer"])
         return layers * per_layer + float(sec["step_kernels"])
