@@ -23,7 +23,10 @@ Two mixers run their own kernels and are their own terms, each a roofline with t
 (linear-attention / Mamba state read+write, recurrence or chunked scan; mixers.py).
     step = weights + kv + compute + communication + overhead + indexer + recurrent    (no overlap: exact sum)
     communication = Σ collectives calls · (latency·lat_scale + bandwidth part / bw_scale) on the measured curves
-    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + routing + cpu,
+    overhead      = kernels · (kernel_overhead_s in a CUDA graph | launch_overhead_s eager/prefill) + routing + cpu
+                    + max(host dispatch − the GPU terms, 0) on a deployment run without CUDA graphs (graphs.py
+                    eager_host_s: the host issues each kernel and collective of a decode step one op at a time,
+                    so the step takes max(GPU, host)),
                     routing = graphed · MoE layers · routing kernels per layer · their measured duration
                     (moe_host.py; 0 for a dense model, an eager step, or where a measured MoE curve prices the layer),
                     cpu = cpu_overhead_s + cpu_overhead_per_seq_s · batch, or on an engine that overlaps
