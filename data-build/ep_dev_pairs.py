@@ -2,35 +2,29 @@
 
 Usage: .venv/bin/python data-build/ep_dev_pairs.py [--dry-run] [--workers N]
 The pair ledger has no public EP pair; tests/data/validation/measured_serving_dev.csv has rows that differ only in
-whether the experts are tensor- or expert-parallel. The global efficiency fit (specs/data/efficiency.toml) saw those
-rows, so the shipped constants score them in sample; the headline is out of fold: the leave-one-model-out
-cross-validation of data-build/validation_report.py (validation.crossval.cross_validate from the same start, the
-same backend overrides), whose fold predicts both rows of a pair with the model held out (both rows have one model,
-so they are always held out together). Leave-one-system-out is shown beside it.
-
-Matching rule (find_pairs): two rows of the CSV are sides of one pair when
+whether the experts are tensor- or expert-parallel. The global efficiency fit (specs/data/efficiency.toml) saw them,
+so the shipped constants score them in sample. Headline: out of fold, leave one model out exactly as
+data-build/validation_report.py cross-validates (validation.crossval.cross_validate, same start and backend
+overrides); both rows of a pair have one model, so one fold predicts both. Leave one system out beside it.
+Matching rule (find_pairs): two rows of the CSV are the sides of one pair when
   * every column is equal except `id`, `silicon_data_source`, the measured `silicon_ttft_ms` / `silicon_tpot_ms`
-    and the six expert-layout columns EXPERT_COLUMNS (moe_tp_size, moe_ep_size and their prefill_ / decode_
-    twins): same model, system, backend and version, precision, quantization modes, mode, ISL, OSL, batch_size,
-    tp_size, pp_size, attention_dp_size and every other recorded setting;
-  * both are modelled (validation.validate: mode agg, under the KV capacity, above the step floor) at the same
+    and EXPERT_COLUMNS (moe_tp_size, moe_ep_size and their prefill_ / decode_ twins): same model, system, backend
+    and version, precision, quantization modes, mode, ISL, OSL, batch_size, tp_size, pp_size, attention_dp_size;
+  * both are modelled (validation.validate: mode agg, within the KV capacity, above the step floor) at the same
     modelled concurrency (validate's: the source's silicon_concurrency, capped by batch_size × attention DP);
-  * one has moe_ep_size 1 (EP off: experts sharded over moe_tp_size GPUs: `before`) and the other moe_ep_size > 1
+  * one has moe_ep_size 1 (EP off, experts sharded over moe_tp_size GPUs: `before`), the other moe_ep_size > 1
     (EP on: `after`) with the same moe_tp_size × moe_ep_size (the same GPUs hold the experts).
-Repeated rows of one side (same settings, several runs) are one side: its measured TPOT is their mean; the model
-gives them one prediction (one scenario, one concurrency). A pair whose `after` side has EP over every GPU of the
-layout (ep = tp × attention DP) is the track's own layout ("EP with TP attention", planner/tracks_ep.py); one with
-1 < ep < tp × DP is a hybrid the track does not propose, priced by the same model (`model`, `sweep`).
-Scores (validation.pairs, as the ledger: PairCheck / summarise): gain = TPOT before / after, measured and
-predicted; sign right within the ledger's ±1 % no-change band; gain MAPE; range coverage with the plan's rule
-(planner.gain_range.PlanRange.gain on the case's cross-validated ratio quantiles: system_seen for in sample and
-leave one model out, system_unseen for leave one system out).
-Plan check: for every EP-over-all-GPUs pair the plan's expert_parallel track (plan(before, "tpot", concurrency,
-every other track forbidden), its "EP with TP attention" option) is compared with the model's in-sample ratio, so
-the scored number is the plan's.
-Writes docs/plan.md between BEGIN and END, right after the plan-ledger block (tests/test_ep_dev_pairs_doc.py: the
-in-sample part and the structure are recomputed there; the cross-validation, about a minute on two cores, is not).
-Rerun after a pricing or fit change. Does not: fit or tune anything, price anything itself, or touch the plan-ledger block.
+The rows of one side (same settings, repeated runs) are averaged (the model gives them one prediction). An `after`
+with EP over every GPU of the layout (ep = tp × attention DP) is the track's own layout ("EP with TP attention",
+planner/tracks_ep.py); 1 < ep < tp × DP is a hybrid the track does not propose, priced by the same model.
+Scores (validation.pairs, as the ledger: PairCheck / summarise): gain = TPOT before / after; sign right within the
+ledger's ±1 % no-change band; gain MAPE; range coverage by the plan's rule (planner.gain_range: plan_range in
+sample, PlanRange.gain on the fold's case's ratio quantiles out of fold: system_seen / system_unseen).
+Plan check: on every EP-over-all-GPUs pair the plan's expert_parallel track (plan(before, "tpot", concurrency), other
+tracks forbidden; its "EP with TP attention" option) must equal the model's in-sample ratio: the score is the plan's.
+Writes docs/plan.md between BEGIN and END, right after the plan-ledger block (tests/test_ep_dev_pairs_doc.py
+recomputes the in-sample part and the structure; not the cross-validation, about a minute on two cores). Rerun
+after a pricing or fit change. Does not: fit or tune anything, price anything itself, touch the plan-ledger block.
 """
 
 from __future__ import annotations
@@ -54,7 +48,7 @@ from servescope.perfmodel.scenario import Scenario  # noqa: E402
 from servescope.planner.gain_range import PlanRange, plan_range  # noqa: E402
 from servescope.validation.crossval import CASE_OF_GROUPING, cross_validate  # noqa: E402
 from servescope.validation.fit import fit_data, predict_data  # noqa: E402
-from servescope.validation.pairs import Pair, PairCheck, Prediction, Summary, summarise  # noqa: E402
+from servescope.validation.pairs import Pair, PairCheck, Prediction, summarise  # noqa: E402
 from servescope.validation.validate import Row, read_records, read_rows  # noqa: E402
 
 DEV = ROOT / "tests" / "data" / "validation" / "measured_serving_dev.csv"
@@ -101,10 +95,6 @@ class EpPair:
         return FULL if self.full else HYBRID
 
     @property
-    def measured_gain(self) -> float:
-        return self.before.tpot_ms / self.after.tpot_ms
-
-    @property
     def name(self) -> str:
         b, a = self.before, self.after
         return f"{self.box} | {self.load} | moe TP{b.moe_tp}×EP{b.moe_ep} → TP{a.moe_tp}×EP{a.moe_ep}"
@@ -119,10 +109,7 @@ class Found:
 
 
 def _size(text: str | None) -> int:
-    try:
-        return max(1, int(float((text or "").strip() or 1)))
-    except ValueError:
-        return 1
+    return max(1, int(float((text or "").strip() or 1)))  # the rows are modelled: validate read their sizes
 
 
 def find_pairs(records: Iterable[dict[str, str]], rows: Sequence[Row]) -> Found:
@@ -157,13 +144,9 @@ def find_pairs(records: Iterable[dict[str, str]], rows: Sequence[Row]) -> Found:
         box = " | ".join([kd["model_path"].split("/")[-1], kd["system"], f"{kd['backend']} {kd['backend_version']}",
                           kd["precision"]])
         used: set[tuple[int, int, int]] = set()
-        for (c, mtp, mep), off in sorted(sides.items(), key=lambda kv: kv[0]):
-            if mep != 1:
-                continue
-            for (c2, mtp2, mep2), on in sorted(sides.items(), key=lambda kv: kv[0]):
-                if c2 != c or mep2 == 1 or mtp2 * mep2 != mtp * mep:
-                    continue
-                a, b = _side(off, mtp, mep), _side(on, mtp2, mep2)
+        for c, mtp, mep in sorted(k for k in sides if k[2] == 1):
+            for c2, mtp2, mep2 in sorted(k for k in sides if k[0] == c and k[2] > 1 and k[1] * k[2] == mtp * mep):
+                a, b = _side(sides[(c, mtp, mep)], mtp, mep), _side(sides[(c2, mtp2, mep2)], mtp2, mep2)
                 if a.scenario is b.scenario:
                     dropped["both sides are one scenario to the model"] += 1
                     continue
@@ -253,30 +236,24 @@ def _spread(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
 
 
-def _rows(checks: list[PairCheck], found: Found) -> list[tuple[str, list[PairCheck]]]:
-    kinds = [p.kind for p in found.pairs]
-    return [(k, [c for c, kk in zip(checks, kinds, strict=True) if kk == k]) for k in (FULL, HYBRID)] + [("all", checks)]
-
-
 def table(checks: list[PairCheck], found: Found) -> list[str]:
     """One evaluation: per kind of pair, the ledger's scores and the measured / predicted gains."""
     lines = ["| pairs | n | measured gain, median (range) | predicted gain, median (range) | sign hit rate | "
              "gain MAPE | range coverage |", "|---|---:|---|---|---:|---:|---:|"]
-    for name, cs in _rows(checks, found):
-        if not cs:
-            continue
-        s: Summary = summarise(name, cs)
-        lines.append(f"| {name} | {s.rows} | {_spread([c.measured for c in cs])} | "
-                     f"{_spread([c.prediction.gain or 0.0 for c in cs])} | {_pct(s.sign_hit_rate)} | "
-                     f"{_pct(s.mape_end_to_end)} | {_pct(s.coverage)} |")
+    for name in (FULL, HYBRID, "all"):
+        cs = [c for c, p in zip(checks, found.pairs, strict=True) if name in ("all", p.kind)]
+        if cs:
+            s = summarise(name, cs)
+            lines.append(f"| {name} | {s.rows} | {_spread([c.measured for c in cs])} | "
+                         f"{_spread([c.prediction.gain or 0.0 for c in cs])} | {_pct(s.sign_hit_rate)} | "
+                         f"{_pct(s.mape_end_to_end)} | {_pct(s.coverage)} |")
     return lines
 
 
 def by_box(found: Found, oof: list[PairCheck], ins: list[PairCheck]) -> list[str]:
     lines = ["| model, system, engine, precision | pairs | measured gain | predicted, out of fold | "
              "predicted, in sample | signs right (out of fold) |", "|---|---:|---|---|---|---:|"]
-    boxes = list(dict.fromkeys(p.box for p in found.pairs))
-    for box in boxes:
+    for box in dict.fromkeys(p.box for p in found.pairs):
         idx = [n for n, p in enumerate(found.pairs) if p.box == box]
         lines.append(f"| {box.replace(' | ', ', ')} | {len(idx)} | {_spread([oof[n].measured for n in idx])} | "
                      f"{_spread([oof[n].prediction.gain or 0.0 for n in idx])} | "
@@ -323,8 +300,7 @@ REPEAT_DIFFERS = 0.005  # a side's rows whose TPOTs differ by more than this (ma
 
 
 def repeat_spread(found: Found) -> tuple[int, int, float]:
-    """(sides with more than one row, of them those whose measured TPOTs differ by > REPEAT_DIFFERS, the largest
-    max/min − 1)."""
+    """(sides of more than one row, of them those with TPOTs > REPEAT_DIFFERS apart, the largest max/min − 1)."""
     sides = {s.ids for p in found.pairs for s in (p.before, p.after) if len(s.ids) > 1}
     spreads = [max(t) / min(t) - 1.0 for t in ([found.tpot_ms[i] for i in ids] for ids in sides)]
     return len(spreads), sum(x > REPEAT_DIFFERS for x in spreads), max(spreads, default=0.0)
@@ -410,10 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     oof = {g: score(found, folds[g], CASE_OF_GROUPING[g]) for g in GROUPINGS}
     block = render(found, oof, ins, checked)
     print(block)
-    for p, plan_g, model_g, best in checked:
-        print(f"plan check: {p.name}: plan {plan_g:.6f} model {model_g:.6f} best {best}")
-    for n, p in enumerate(found.pairs):
-        print(f"{p.kind[:6]} {p.name}: measured {p.measured_gain:.3f} in-sample {ins[n].prediction.gain:.3f} "
+    for n, p in enumerate(found.pairs):  # per pair, for the report
+        print(f"{p.kind[:6]} {p.name}: measured {ins[n].measured:.3f} in-sample {ins[n].prediction.gain:.3f} "
               + " ".join(f"{g} {oof[g][n].prediction.gain:.3f}" for g in GROUPINGS))
     if not a.dry_run:
         write(PLAN_MD, block)
