@@ -11,10 +11,18 @@ What it does, in one process (a fresh interpreter per part so each part's peak R
           points and the margins, points passed to the full closed form (count, share of the grid), simulated, wall
           seconds by stage (--front: the near set holds each workload's front candidates, not its optimum's);
           --ray cluster starts a two-node Ray cluster on loopback (127.0.0.2 head, 127.0.0.3 worker) for it; with --ray ADDRESS (or "local") the same sweep with the simulations on Ray, and whether the two
-          documents are identical
+          documents are identical; --simulate N|all and --workers W: how many near points are simulated and in
+          how many processes (simulations per second, distinct runs, the time for all of them at that rate)
+  waves   the simulated tier's request count (planner.sweep_sims.sim_requests = SIM_WAVES · c): `--points` near
+          points of the tiers' sweep (seeded) simulated at 3, 4 and 16 waves of their concurrency; the largest
+          relative difference of the means (TPOT, TTFT, output tok/s) against 16 waves, and seconds per run
+--spec: the speculative grid instead (qwen3.5-35b-a3b, which has an MTP layer and a bundled MTP acceptance curve, on
+8 × h100_sxm: 8 layouts × 2 quantisations × 4 settings (off, mtp:1, mtp:2, mtp:3) × 25 ISL × 25 OSL × 25
+concurrencies = 10⁶).
 What it does not: run in CI or assert anything; the targets (≤ 60 s on 2 cores, identical with Ray) are read off.
 
-    python bench/bench_sweep_grid.py [--part screen|exact|tiers|all] [--ray local|cluster|ADDRESS] [--small]
+    python bench/bench_sweep_grid.py [--part screen|exact|tiers|waves|all] [--ray local|cluster|ADDRESS] [--small]
+                                     [--spec] [--simulate N|all] [--workers W] [--points N]
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ import sys
 import time
 
 MODEL, GPU, N_GPUS = "qwen3-30b-a3b", "h100_sxm", 8
+SPEC_MODEL, SPECS = "qwen3.5-35b-a3b", "off,mtp:1,mtp:2,mtp:3"
+SPEC = False  # --spec: the speculative grid
 SLA_TTFT_S, SLA_TPOT_S = 2.0, 0.050
 CONCURRENCY = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
 
@@ -36,18 +46,19 @@ def _grid(small: bool):  # noqa: ANN202 (the import is lazy: a part's RSS starts
     import numpy as np
 
     from servescope.planner.screen import Grid
+    from servescope.planner.sweep_spec import parse_specs
 
-    n_len = 8 if small else 50
+    n_len = 8 if small else (25 if SPEC else 50)
     isl = tuple(int(x) for x in np.unique(np.geomspace(128, 32768, n_len).round()))
     osl = tuple(int(x) for x in np.unique(np.geomspace(64, 8192, n_len).round()))
     conc = (1, 4, 16, 64, 256, 1024) if small else CONCURRENCY
-    return Grid(N_GPUS, True, conc, isl, osl, ("base", "fp8"))
+    return Grid(N_GPUS, True, conc, isl, osl, ("base", "fp8"), parse_specs(SPECS if SPEC else "off"))
 
 
 def _base():  # noqa: ANN202
     from servescope.perfmodel import Scenario
 
-    return Scenario.build(model=MODEL, gpu=GPU, tp=1)
+    return Scenario.build(model=SPEC_MODEL if SPEC else MODEL, gpu=GPU, tp=1)
 
 
 def _rss_mib() -> float:
@@ -110,7 +121,8 @@ def _stage_timer() -> dict[str, float]:
     return spent
 
 
-def part_tiers(small: bool, ray: str | None, front: bool) -> dict[str, object]:
+def part_tiers(small: bool, ray: str | None, front: bool, simulate: int | None = 8,
+               workers: int = 1) -> dict[str, object]:
     from servescope.cli._sweep_grid import ray_spread
     from servescope.planner.sweep import Sla
     from servescope.planner.sweep_grid import grid_sweep
@@ -120,20 +132,66 @@ def part_tiers(small: bool, ray: str | None, front: bool) -> dict[str, object]:
     sla = Sla(SLA_TTFT_S, SLA_TPOT_S)
     stages = _stage_timer()
     t = time.perf_counter()
-    gs = grid_sweep(base, grid, sla, front=front)
+    gs = grid_sweep(base, grid, sla, front=front, simulate_max=simulate, workers=workers)
     wall = time.perf_counter() - t
     doc = grid_document(gs)
+    plain = sum(p.spec == "off" for p in gs.points)
+    sim_s = stages.get("_simulate", 0.0)
     out: dict[str, object] = {
-        "grid": grid.size, "screened": gs.screened, "near": len(gs.points), "near_share": len(gs.points) / gs.screened,
-        "best": sum(p.best for p in gs.points), "simulated": gs.simulated, "wall_s": wall, "timings_s": dict(stages),
+        "grid": grid.size, "screened": gs.screened, "skipped": len(gs.skipped),
+        "near": len(gs.points), "near_share": len(gs.points) / gs.screened, "near_plain": plain,
+        "near_spec": len(gs.points) - plain, "best": sum(p.best for p in gs.points),
+        "best_spec": sum(p.best and p.spec != "off" for p in gs.points), "simulated": gs.simulated,
+        "simulation_runs": gs.runs, "workers": workers, "wall_s": wall, "timings_s": dict(stages),
+        "sims_per_s": gs.runs / sim_s if sim_s else None,
+        "all_plain_near_s_at_that_rate": plain / (gs.runs / sim_s) if sim_s and gs.runs else None,
         "max_rel": gs.error.max_rel, "p99_rel": gs.error.p99_rel, "margin": gs.error.margin,
         "sample": gs.error.sample, "rss_mib": _rss_mib()}
+    out["configs"] = {"quant": doc["axes"]["quant"], "spec": doc["axes"]["spec"]}
     if ray is not None:
         t = time.perf_counter()
-        on_ray = grid_document(grid_sweep(base, grid, sla, front=front, spread=ray_spread(ray)))
+        on_ray = grid_document(grid_sweep(base, grid, sla, front=front, simulate_max=simulate,
+                                          spread=ray_spread(ray)))
         out["ray_wall_s"] = time.perf_counter() - t
         out["ray_identical"] = json.dumps(on_ray, sort_keys=True) == json.dumps(doc, sort_keys=True)
     return out
+
+
+def part_waves(small: bool, points: int) -> dict[str, object]:
+    """`points` plain near points (seeded) simulated at 3, 4 (SIM_WAVES) and 16 waves of their concurrency."""
+    import numpy as np
+
+    from servescope.planner.sweep import Sla
+    from servescope.planner.sweep_grid import grid_sweep
+    from servescope.simulate import simulate
+
+    base, grid = _base(), _grid(small)
+    gs = grid_sweep(base, grid, Sla(SLA_TTFT_S, SLA_TPOT_S), simulate_max=0)
+    plain = [p for p in gs.points if p.spec == "off"]
+    rng = np.random.default_rng(0)
+    picks = [plain[i] for i in sorted(rng.choice(len(plain), size=min(points, len(plain)), replace=False))]
+    layouts = {lay.label(): lay for lay in grid.layouts}
+    dev: dict[int, list[list[float]]] = {3: [], 4: []}
+    secs: dict[int, float] = {3: 0.0, 4: 0.0, 16: 0.0}
+    from servescope.planner.screen import quant_scenario
+    from servescope.planner.sweep import layout_scenario
+
+    for p in picks:
+        sc = layout_scenario(quant_scenario(base, p.quant), layouts[p.layout.label()]).with_(isl=p.isl, osl=p.osl)
+        res = {}
+        for w in (3, 4, 16):
+            t = time.perf_counter()
+            r = simulate(sc, "closed", p.concurrency, w * p.concurrency)
+            secs[w] += time.perf_counter() - t
+            res[w] = (r.tpot.mean_s, r.ttft.mean_s, r.output_tok_s)
+        for w in (3, 4):
+            dev[w].append([abs(a / b - 1.0) for a, b in zip(res[w], res[16], strict=True)])
+    names = ("tpot", "ttft", "output_tok_s")
+    return {"points": len(picks), "near_plain": len(plain),
+            "max_rel_vs_16_waves": {w: dict(zip(names, np.max(d, axis=0).tolist(), strict=True)) for w, d in dev.items()},
+            "p90_rel_vs_16_waves": {w: dict(zip(names, np.percentile(d, 90, axis=0).tolist(), strict=True))
+                                    for w, d in dev.items()},
+            "s_per_run": {w: v / len(picks) for w, v in secs.items()}}
 
 
 QUIET_RAY = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
@@ -181,17 +239,24 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--part", default="all", choices=("screen", "exact", "tiers", "all"))
+    ap.add_argument("--part", default="all", choices=("screen", "exact", "tiers", "waves", "all"))
+    ap.add_argument("--spec", action="store_true", help="the speculative grid (module docstring)")
+    ap.add_argument("--simulate", default="8", help="tiers: near points simulated (a count or 'all')")
+    ap.add_argument("--workers", type=int, default=1, help="tiers: processes for the simulations")
+    ap.add_argument("--points", type=int, default=40, help="waves: near points simulated")
     ap.add_argument("--ray", default=None)
     ap.add_argument("--small", action="store_true", help="a 4,608-point grid (a quick check of the script)")
     ap.add_argument("--exact-sample", type=int, default=200)
     ap.add_argument("--front", action="store_true", help="tiers: the near set holds the fronts' candidates")
     a = ap.parse_args()
+    global SPEC
+    SPEC = a.spec
+    more = [*(["--spec"] if a.spec else []), "--simulate", a.simulate, "--workers", str(a.workers)]
     if a.ray == "cluster" and a.part in ("tiers", "all"):
         address, procs = _loopback_cluster()
         try:
             subprocess.run([sys.executable, __file__, "--part", a.part, "--ray", address,
-                            *(["--small"] if a.small else []), *(["--front"] if a.front else [])], check=True,
+                            *(["--small"] if a.small else []), *(["--front"] if a.front else []), *more], check=True,
                            env={**os.environ, **QUIET_RAY})
         finally:
             _stop(procs)
@@ -203,14 +268,17 @@ def main() -> None:
             cmd += ["--small"] if a.small else []
             cmd += ["--ray", a.ray] if a.ray and part == "tiers" else []
             cmd += ["--front"] if a.front and part == "tiers" else []
-            subprocess.run(cmd, check=True)
+            subprocess.run([*cmd, *more], check=True)
         return
     if a.part == "screen":
         res: dict[str, object] = part_screen(a.small)  # type: ignore[assignment]
     elif a.part == "exact":
         res = part_exact(a.small, a.exact_sample)  # type: ignore[assignment]
+    elif a.part == "waves":
+        res = part_waves(a.small, a.points)
     else:
-        res = part_tiers(a.small, a.ray, a.front)
+        sim = None if a.simulate == "all" else int(a.simulate)
+        res = part_tiers(a.small, a.ray, a.front, sim, a.workers)
     print(json.dumps({"part": a.part, **res}, indent=None, default=float))
 
 
