@@ -62,14 +62,17 @@ def graph_idle_by_step(gpu: pl.DataFrame, launches: pl.DataFrame) -> dict[int, f
 
 def union_lengths(gpu: pl.DataFrame, key: str | None, where: pl.Expr | None = None) -> dict[tuple[int, str], float]:
     """Union µs per (step, key value), unions taken per device and summed over devices; over the rows `where` holds
-    (default: all), filtered after selecting the columns read, so no other column is copied."""
-    if where is not None:
-        gpu = gpu.lazy().filter(where).select("step", "device", "ts_us", "dur_us", *([key] if key else [])).collect()
+    (default: all): group ids of every row, then the ids, starts and durations of those rows only (NumPy), so no
+    column of the frame is copied. An id's order among the ids present is that of its values either way."""
     if gpu.height == 0:
         return {}
     parts = [gpu["step"], gpu["device"].fill_null(-1), *([filled(gpu[key])] if key else [])]
     gid, values = group_ids(parts)
-    lengths = grouped_union_length(gid, gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy())
+    starts, durations = gpu["ts_us"].to_numpy(), gpu["dur_us"].to_numpy()
+    if where is not None:
+        keep = gpu.select(where.fill_null(False)).to_series().to_numpy()
+        gid, starts, durations = gid[keep], starts[keep], durations[keep]
+    lengths = grouped_union_length(gid, starts, durations)
     out: dict[tuple[int, str], float] = {}
     for g, length in lengths.items():
         step, _, *rest = values(g)
