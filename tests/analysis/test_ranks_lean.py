@@ -45,6 +45,8 @@ def test_no_timelines_and_nothing_else_lost(tmp_path: Path, workers: int) -> Non
     assert all(o.breakdown is None or o.breakdown.timelines == () for o in lean)
     assert [str(o.error) for o in lean] == [str(o.error) for o in full]
     assert [replace(o, error=None) for o in lean] == [replace(o, error=None) for o in _without(full)]
+    tops = [[k.name for k in o.breakdown.kinds[0].top_kernels] for o in lean if o.breakdown is not None]
+    assert tops[0] == tops[2] and all(a is b for a, b in zip(tops[0], tops[2], strict=True))  # one copy each
 
 
 def test_a_lean_run_caches_apart(tmp_path: Path) -> None:

@@ -31,7 +31,12 @@ from functools import partial
 from pathlib import Path
 from statistics import median
 
-from servescope.analysis.breakdown import COMMUNICATION, TraceBreakdown, breakdown_taking
+from servescope.analysis.breakdown import (
+    COMMUNICATION,
+    KernelStats,
+    TraceBreakdown,
+    breakdown_taking,
+)
 from servescope.analysis.rank_outcome import RankOutcome
 from servescope.analysis.rank_workers import RankPool, parallel_workers
 from servescope.analysis.ray_tasks import run_on_ray
@@ -102,7 +107,8 @@ class SharedStrings:
     another process, Ray or Polars holds its own copies of strings that every rank shares; its timelines (every
     kernel of one representative step per kind) are most of its size: ~360 KB a rank on HTA's sampled ranks, ~85 KB
     with the strings shared, so a thousand ranks keep ~0.1 GB, not ~0.4 GB. Equal values; nothing mutated.
-    `timelines=False` (`without_timelines`) drops them instead: ~0.03 MB a rank is left."""
+    The top kernels' names are shared too; `timelines=False` (`without_timelines`) drops the timelines instead:
+    ~56 KB a rank is left as it arrives, ~30 KB once its strings are shared (HTA's sampled ranks)."""
 
     def __init__(self, timelines: bool = True) -> None:
         self.memo: dict[str, str] = {}
@@ -114,10 +120,26 @@ class SharedStrings:
     def _maybe(self, values: tuple[str | None, ...]) -> tuple[str | None, ...]:
         return tuple([None if v is None else self.memo.setdefault(v, v) for v in values])
 
+    def _one(self, value: str | None) -> str | None:
+        return None if value is None else self.memo.setdefault(value, value)
+
+    def _kernels(self, top: tuple[KernelStats, ...]) -> tuple[KernelStats, ...]:
+        # KernelStats(**fields) is dataclasses.replace without its per-field checks: ~3× faster over the ~30 top
+        # kernels of every rank (all of KernelStats' fields are __init__ arguments)
+        return tuple([KernelStats(**{**vars(k), "name": self.memo.setdefault(k.name, k.name),
+                                     "kernel_class": self.memo.setdefault(k.kernel_class, k.kernel_class),
+                                     "collective": self._one(k.collective), "no_shape": self._one(k.no_shape)})
+                      for k in top])
+
     def _breakdown(self, b: TraceBreakdown) -> TraceBreakdown:
+        """The top kernels' strings shared too (their names are half of what a rank holds without timelines)."""
+        steps = tuple([replace(s, top_kernels=self._kernels(s.top_kernels)) for s in b.steps])
+        kinds = tuple([replace(k, top_kernels=self._kernels(k.top_kernels), unshaped_kernels=tuple(
+            [(self.memo.setdefault(n, n), self.memo.setdefault(why, why), us) for n, why, us in k.unshaped_kernels]))
+            for k in b.kinds])
         if not self.timelines:
-            return replace(b, timelines=()) if b.timelines else b
-        return replace(b, timelines=tuple(
+            return replace(b, steps=steps, kinds=kinds, timelines=())
+        return replace(b, steps=steps, kinds=kinds, timelines=tuple(
             replace(t, name=self._names(t.name), kernel_class=self._names(t.kernel_class),
                     collective=self._maybe(t.collective)) for t in b.timelines))
 
