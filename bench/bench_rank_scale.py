@@ -22,8 +22,8 @@ most twice one file per core, per file), and E ÷ D (≤ 0.10).
 What it does not do: run in CI or assert anything (the targets are read off its output).
 
 `--json-scale 100,300,1000` measures instead how `trace --json` grows with the rank count: for each count a folder
-built as above, then `trace --json DIR --workers 2` without a cache (C), with an empty cache (D) and from it (E), and
-one file alone (B), each in a fresh process; peak RSS as above and the document's size and sha256. `--trees
+built as above, then `trace --json DIR --workers 2` without a cache (C), with an empty cache (D) and from it (E),
+the text report from it (F), and one file alone (B), each in a fresh process; peak RSS as above and the document's size and sha256. `--trees
 REF,REF` runs the same commands on each git ref's src/ (git archive into a temporary folder, on PYTHONPATH; the
 analysis of the ref, this venv's packages) instead of the working tree: before and after side by side.
 
@@ -226,7 +226,8 @@ def json_scale(counts: list[int], trees: list[str], damaged: int, copies: int, j
                 cache = Path(tmp) / f"cache-{label}-{n}"
                 cached = [*cli, str(big), "--workers", "2", "--cache", str(cache)]
                 for run, cmd in (("C no cache", [*cli, str(big), "--workers", "2"]), ("D empty cache", cached),
-                                 ("E from the cache", cached)):
+                                 ("E from the cache", cached),
+                                 ("F text report, from the cache", [c for c in cached if c != "--json"])):
                     r = _timed(cmd, env)
                     r["named"] = f"{_named(r, names)}/{len(names)}"
                     rows.append((label, n, run, r))
@@ -241,7 +242,7 @@ def json_scale(counts: list[int], trees: list[str], damaged: int, copies: int, j
               f"{r['sha256']} |")
     lo, hi = min(counts), max(counts)
     for label in dict.fromkeys(t for t, *_ in rows):
-        for run in ("C no cache", "D empty cache", "E from the cache"):
+        for run in ("C no cache", "D empty cache", "E from the cache", "F text report, from the cache"):
             rss = {n: r["rss_mb"] for t, n, name, r in rows if t == label and name == run}
             print(f"{label}, {run}: peak RSS {rss[lo]:.0f} → {rss[hi]:.0f} MB from {lo} to {hi} files: "
                   f"{1e3 * (rss[hi] - rss[lo]) / (hi - lo):.0f} KB per rank file")
