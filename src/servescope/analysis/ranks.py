@@ -7,11 +7,11 @@ table), or as Ray tasks (`ray_address`: "local" starts a local Ray instance of i
 is a cluster address; the files must be readable at the same path on every node). Results come back in file
 order, so every runner gives the same answer. A file that fails — unreadable, or any surprise in its analysis — is
 one outcome with its error (a line in the report), never the run. Results are compacted as they arrive
-(`SharedStrings`: one copy of each kernel name across ranks), so a thousand ranks hold ~0.1 MB each next to one
-file's working set. Inside `rank_cache.caching(DIR)` only the files the per-rank cache does not hold are analysed
-(`_cached_run`; analysis/rank_cache.py). Inside `without_timelines()` (the `trace` command: no report of it shows a
-timeline) each rank's timelines are dropped as it arrives — they are ~85 % of what a rank holds — so the caller keeps
-only the breakdown's numbers (the cache of such a run is its own file: its options say so). `cross_rank_view` reduces the per-rank breakdowns to the
+(`SharedStrings`: one copy of each kernel name across ranks), so a thousand ranks hold ~0.085 MB each next to one
+file's working set; inside `without_timelines()` (the `trace` command: no report of it shows a timeline) each
+rank's timelines are dropped as it arrives, and ~0.03 MB a rank is left: its numbers (the cache of such a run is a
+file of its own: its options say so). Inside `rank_cache.caching(DIR)` only the files the per-rank cache does not
+hold are analysed (`_cached_run`; analysis/rank_cache.py). `cross_rank_view` reduces the per-rank breakdowns to the
 compact comparison: GPU busy per rank, the spread of step time and the slowest rank per common step, and per
 collective the spread of time spent in it (a rank that spends longer in a collective waited there).
 `group_warnings` folds identical causes from several files into one line.
