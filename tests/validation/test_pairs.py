@@ -126,8 +126,8 @@ def test_a_file_that_is_not_a_ledger_says_so(tmp_path: Path) -> None:
         read_ledger(other, TRACK_KINDS)
 
 
-def _side(gain: float) -> int:
-    return 0 if abs(gain - 1) <= 0.01 + 1e-9 else (1 if gain > 1 else -1)
+def _side(gain: float, band: float = 0.01) -> int:
+    return 0 if abs(gain - 1) <= band + 1e-9 else (1 if gain > 1 else -1)
 
 
 def test_validate_pairs_json_scores_every_row_of_the_shipped_ledger() -> None:
@@ -142,8 +142,11 @@ def test_validate_pairs_json_scores_every_row_of_the_shipped_ledger() -> None:
         b, a = float(raw[r["id"]]["before"]), float(raw[r["id"]]["after"])
         assert r["measured_gain"] == pytest.approx(a / b if r["metric"] == "output_tok_s" else b / a)
         if r["gain"] is not None and not r["upper_bound"]:
-            # three sides of 1: a gain, a loss, or "no change" (within ±1 %); right when both fall on the same one
-            assert r["sign_right"] == (_side(r["gain"]) == _side(r["measured_gain"])), r["id"]
+            # three sides of 1: a gain, a loss, or "no change" (within ±1 %, or the row's stated noise over its
+            # `before` where wider); right when both fall on the same one
+            noise = raw[r["id"]]["noise"].strip()
+            band = max(0.01, float(noise) / b) if noise else 0.01
+            assert r["sign_right"] == (_side(r["gain"], band) == _side(r["measured_gain"], band)), r["id"]
     total = doc["tracks"][-1]
     assert total["track"] == "all" and total["rows"] == len(raw)
     priced = [r for r in doc["rows"] if r["gain"] is not None]
@@ -191,3 +194,17 @@ def test_derived_rows_restate_the_source_numbers_in_their_note() -> None:
         b, a = (float(s) for s in re.search(r"latency ([\d.]+) s -> ([\d.]+) s", x.cell("note")).groups())
         assert (x.before, x.after) == pytest.approx((b * 1e3 / 128, a * 1e3 / 128), abs=1e-4)
         assert x.measured_gain == pytest.approx(b / a, rel=1e-4)
+
+
+def test_a_change_inside_the_stated_noise_has_no_sign(tmp_path: Path) -> None:
+    """A measured 1.5 % loss with 2 % run-to-run noise is "no change": a predicted +1.5 % is then sign-right, and
+    the same pair without its noise (band ±1 %) is sign-wrong."""
+    from servescope.validation.pairs import Pair, PairCheck, Prediction
+
+    def check(noise: float | None) -> bool | None:
+        pair = Pair(2, "x", "quantization", "s", "output_tok_s", 100.0, 98.5, "https://e", noise, {})
+        return PairCheck(pair, Prediction(1.015)).sign_right
+
+    assert check(2.0) is True
+    assert check(None) is False
+    assert check(0.5) is False  # a stated noise narrower than ±1 % keeps the ±1 % band

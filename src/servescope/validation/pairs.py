@@ -6,8 +6,10 @@ the `metric` measured before and after, and the `source` link. Then, given one p
 gain and its range, made by planner.pair_check), it scores each row and summarises per track and overall:
     measured gain  before / after   for tpot_ms and kernel_us (a time: lower is better)
                    after / before   for output_tok_s (a rate: higher is better)
-    sign right     the predicted and the measured gain fall on the same side of 1 (both within ±NEUTRAL of 1
-                   counts as right: "no change" predicted and seen)
+    sign right     the predicted and the measured gain fall on the same side of 1 (both within the row's
+                   no-change band of 1 counts as right: "no change" predicted and seen); the band is ±NEUTRAL, or
+                   the source's stated run-to-run noise relative to `before` where that is wider (a measured
+                   change inside the noise has no sign)
     error          |predicted − measured| / measured (the row's absolute percentage error; MAPE is its mean)
     in range       gain_low ≤ measured ≤ gain_high (only rows whose prediction carries a range)
     a row whose source gives only an upper bound (speculative `below`) is sign-right when predicted under the
@@ -67,6 +69,12 @@ class Pair:
     def measured_gain(self) -> float:
         """before / after for a time, after / before for a rate (module docstring)."""
         return self.before / self.after if self.metric in TIME_METRICS else self.after / self.before
+
+    @property
+    def no_change_band(self) -> float:
+        """The relative change below which the measurement has no sign: NEUTRAL, or the stated run-to-run noise
+        over `before` where wider (noise is in the metric's unit, the spread of one measurement)."""
+        return max(NEUTRAL, self.noise / self.before) if self.noise is not None else NEUTRAL
 
     @property
     def concurrency(self) -> int:
@@ -234,7 +242,8 @@ class PairCheck:
             return None
         if self.pair.upper_bound:  # a loss below the stated bound: right when predicted under it
             return g < self.measured
-        return _side(g) == _side(self.measured)
+        band = self.pair.no_change_band
+        return _side(g, band) == _side(self.measured, band)
 
     @property
     def error(self) -> float | None:
@@ -249,9 +258,9 @@ class PairCheck:
         return lo <= self.measured <= hi
 
 
-def _side(gain: float) -> int:
-    """+1 gains, −1 loses, 0 within ±NEUTRAL of no change."""
-    return 0 if abs(gain - 1.0) <= NEUTRAL + 1e-9 else (1 if gain > 1.0 else -1)  # 1.01 is inside (float)
+def _side(gain: float, band: float = NEUTRAL) -> int:
+    """+1 gains, −1 loses, 0 within ±band of no change."""
+    return 0 if abs(gain - 1.0) <= band + 1e-9 else (1 if gain > 1.0 else -1)  # 1.01 is inside (float)
 
 
 @dataclass(frozen=True)
