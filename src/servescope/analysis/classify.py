@@ -121,6 +121,7 @@ def classify(events: pl.DataFrame) -> pl.DataFrame:
     frame = _drop_derived(events)
     inputs = [c for c in _GPU_INPUTS if c in frame.columns]
     gpu = _classified(frame, frame.lazy().with_row_index(_GPU_ROW).filter(_IS_GPU).select(_GPU_ROW, *inputs).collect())
+    gpu = gpu.with_columns(pl.col("collective_source").cast(pl.Utf8))
     rows = gpu[_GPU_ROW]
     full = {name: pl.repeat(None, frame.height, dtype=dtype, eager=True).alias(name)
             for name, dtype in {**DERIVED_COLUMNS, **LINKED_COLUMNS}.items()}
@@ -132,7 +133,8 @@ def classify_gpu(gpu: pl.DataFrame, others: pl.DataFrame) -> pl.DataFrame:
     `classify` gives those rows; `others`: the frame's other rows (or the whole frame), whose launches and CPU ops
     the kernels are linked through. For a caller that holds the GPU rows apart (`analysis.breakdown`): no
     full-length columns that are null on every other row. `gpu` needs kind and name; what else the rules read
-    (ids, collective args) is used when present."""
+    (ids, collective args) is used when present. `collective_source` comes as the Enum SOURCES (the same values;
+    a 2 M-kernel trace held it as 31 MB of text)."""
     return _classified(_drop_derived(others), _drop_derived(gpu))
 
 
@@ -223,7 +225,11 @@ def link_collectives(frame: pl.DataFrame) -> pl.DataFrame:
     docs/metrics.md) and `group_size` (ranks), from the kernel's args else its op's. Input columns are
     left as they are.
     """
-    return _link(frame, frame)
+    return _link(frame, frame).with_columns(pl.col("collective_source").cast(pl.Utf8))
+
+
+SOURCES = pl.Enum(["kernel_args", "launch_op", "name"])  # collective_source's values (classify_gpu: as this Enum)
+_LINKED: dict[str, pl.DataType | type[pl.DataType]] = {**LINKED_COLUMNS, "collective_source": SOURCES}
 
 
 def _link(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
@@ -231,7 +237,7 @@ def _link(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     communication kernels linked (`link_collectives`) and LINKED_COLUMNS; `frame` gives launches and ops."""
     is_comm = pl.col("kernel_class") == "communication"
     if not rows.select(is_comm.any()).item():
-        return rows.with_columns(pl.lit(None, dtype).alias(name) for name, dtype in LINKED_COLUMNS.items())
+        return rows.with_columns(pl.lit(None, _LINKED[name]).alias(name) for name in LINKED_COLUMNS)
     # A frame without collective args, timing or ids (Nsight, synthetic) links what it can.
     missing = {**COMM_COLUMNS, **_LINK_COLUMNS}
     work = frame.with_columns(
@@ -252,11 +258,11 @@ def _link(frame: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
     comm = (
         linked.with_columns(collective.alias("collective"), source.alias("collective_source"), *filled)
         .pipe(lambda f: f.with_columns(_message_bytes(f).alias("message_bytes")))
-        .select("_row", "collective", "collective_source", "message_bytes", pl.col("comm_group_size").alias("group_size"))
+        .select("_row", "collective", pl.col("collective_source").cast(SOURCES), "message_bytes",
+                pl.col("comm_group_size").alias("group_size"))
     )
     at = comm["_row"]
-    nulls = {name: pl.repeat(None, rows.height, dtype=dtype, eager=True).alias(name)
-             for name, dtype in LINKED_COLUMNS.items()}
+    nulls = {name: pl.repeat(None, rows.height, dtype=_LINKED[name], eager=True).alias(name) for name in LINKED_COLUMNS}
     columns = {"collective": rows["collective"].clone(), **nulls}
     return rows.with_columns(series.scatter(at, comm[name]) for name, series in columns.items())
 
