@@ -110,6 +110,8 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
             from servescope.report.ranks_json import trace_document_pieces
 
             out.emit({}, warnings=analysis.warnings, text=text, pieces=lambda: trace_document_pieces(analysis))
+        elif out.format == "text":  # the text renderer reads the analysis, not the document
+            out.emit({}, warnings=analysis.warnings, text=text)
         else:
             from servescope.report.trace_json import trace_document
 
