@@ -96,6 +96,22 @@ def test_exact_tier_is_the_plans_speculative_pricing(screened: screen_mod.Screen
     assert checked >= 16
 
 
+def test_ttft_waits_for_one_iteration_instead_of_one_step(base: Scenario) -> None:
+    # at c = 1 nothing queues and no prompt lands in the decode steps: TTFT = prefill + the running step, so the
+    # setting moves TTFT by exactly (iteration − plain step) and TPOT is iteration / AL
+    p = pricing(base, SpecSetting("mtp", 2))
+    assert p is not None
+    for isl, osl in ((256, 128), (4096, 1024)):
+        sc = base.with_(isl=isl, osl=osl)
+        ev = Evaluator(PerfModel(), sc)
+        it = ev.iteration(SpecSetup(p.shape, p.al, "mtp"), sc, 1).total_s
+        off, on = predict(sc, [1])[0], exact_spec(sc, p, [1])
+        assert on["tpot_s"][0] == pytest.approx(it / p.al, rel=1e-12)
+        assert on["ttft_s"][0] - off.ttft_s == pytest.approx(it - off.step_time_s, rel=1e-9)
+        assert on["output_tok_s"][0] == pytest.approx(osl / (on["ttft_s"][0] + (osl - 1) * on["tpot_s"][0]),
+                                                      rel=1e-12)
+
+
 def test_accepted_length_is_the_bundled_curves(base: Scenario) -> None:
     from servescope.planner.speculative import bundled_acceptance
 

@@ -16,7 +16,9 @@ For one point, with the serving closed form's batch b = min(c, slots) at the poi
   TTFT       = perfmodel.serving.ttft_s with the running step = one iteration and TPOT the speculative one
   output tok/s = perfmodel.serving.output_tok_s(c, slots, osl, TTFT, TPOT)
 Assumptions (as the plan's): the KV slots are the target's (the drafter's weights and KV are a precondition, not
-priced), and the drafter's own prefill of the prompt is left out of TTFT.
+priced), and the drafter's own prefill of the prompt is left out of TTFT. The batch is the serving closed form's
+(slots capped at max_num_seqs · dp, as with the setting off); the plan's Evaluator caps at the KV slots alone, so the
+two agree wherever c ≤ max_num_seqs · dp (tests/planner/test_sweep_spec.py checks TPOT to 1e-12 there).
 The exact tier evaluates this at its points (one `iteration` call per distinct batch, the steps vectorised over the
 group's batches: the same numbers decode_step gives); the screen (planner.screen) interpolates the steps' parts.
 What it does not: simulate a speculative point (the simulator has no speculative decoding), tree drafts, or a
