@@ -112,6 +112,25 @@ def test_ttft_waits_for_one_iteration_instead_of_one_step(base: Scenario) -> Non
                                                       rel=1e-12)
 
 
+def test_an_engine_whose_speculative_graphs_stop_at_a_batch() -> None:
+    # SGLang 0.4 replays speculative graphs only up to 32 sequences and runs eagerly above: the screen's anchors on
+    # both sides of 32 still give the exact tier's numbers, and the exact tier is the plan's pricing there too
+    base = Scenario.build(model=MODEL, gpu=GPU, tp=1, backend="sglang", engine_version="0.4.4")
+    assert base.engine.speculative.graph_max_batch == 32
+    g = Grid(2, True, (1, 16, 32, 33, 64), (256, 2048), (128, 1024), ("base",), parse_specs("mtp:2"))
+    s = screen_grid(base, g)
+    idx = np.flatnonzero(s.on_anchor)
+    e = exact_at(s, idx)
+    for q in Q:
+        np.testing.assert_allclose(s.values[q][idx], e[q], rtol=1e-9)
+    cfg = s.configs[0]
+    sc = cfg.scenario.with_(isl=256, osl=128)
+    ev = Evaluator(PerfModel(), sc)
+    w = WhatIf("speculative_decoding", spec=SpecSetup(cfg.spec.shape, cfg.spec.al, "mtp"))
+    got = exact_spec(sc, cfg.spec, [32, 33])["tpot_s"]
+    np.testing.assert_allclose(got, [ev.at((w,), c).tpot_s for c in (32, 33)], rtol=1e-12)
+
+
 def test_accepted_length_is_the_bundled_curves(base: Scenario) -> None:
     from servescope.planner.speculative import bundled_acceptance
 
