@@ -56,20 +56,23 @@ def _split(columns: list[pl.Series], is_gpu: pl.Series) -> tuple[pl.DataFrame, p
         if column.name in GPU_COLUMNS:
             gpu.append(_rows(column, is_gpu, n_gpu))
         if column.name in OTHER_COLUMNS:
-            other.append(_rows(column, is_other, len(is_gpu) - n_gpu))
+            other.append(_rows(column, is_other, len(is_gpu) - n_gpu, whole=False))
         del column
     return pl.DataFrame(gpu), pl.DataFrame(other)
 
 
-def _rows(column: pl.Series, mask: pl.Series, n: int) -> pl.Series:
-    """`column.filter(mask)` (`n` rows) in one piece, without copying a whole column or a column of nulls. One
-    piece: the loader's columns come in pieces (a 2 M-kernel trace: 136), and a query over a column in pieces
-    copies it into one first, every time (group-bys, NumPy views): 2 M kernels, +110-150 MB at each."""
+def _rows(column: pl.Series, mask: pl.Series, n: int, whole: bool = True) -> pl.Series:
+    """`column.filter(mask)` (`n` rows), without copying a whole column or a column of nulls; in one piece when
+    `whole` (the GPU rows). The loader's columns come in pieces (a 2 M-kernel trace: 136), and a query over a column
+    in pieces copies it into one first, every time (group-bys, NumPy views): 2 M kernels, +110-150 MB at each of
+    the breakdown's. The other rows are filtered and looked up, not grouped: kept in pieces (one piece cost the
+    68 MB trace ~10 MB of peak: each column's copy lives beside its pieces a moment).
+    """
     if n == len(column):
-        return column.rechunk()
+        return column.rechunk() if whole else column
     if column.null_count() == len(column):
         return pl.repeat(None, n, dtype=column.dtype, eager=True).alias(column.name)
-    return column.filter(mask).rechunk()
+    return column.filter(mask).rechunk() if whole else column.filter(mask)
 
 
 WORK_CHUNK_ROWS = 1 << 19  # GPU rows attach_work takes at once (its joins copy what they are given a few times)
