@@ -47,6 +47,7 @@ for n in ("classify_gpu", "find_steps", "attach_work_chunked", "compact", "break
           "step_timelines"):
     wrap(bd, n)
 wrap(gr, "attach_work")
+wrap(bd, "take_split")
 if sys.argv[2:] == ["fine"]:  # the per-step statistics inside breakdown_steps and summarize_by_kind
     for n in ("in_steps", "union_lengths", "step_collectives", "step_top_kernels", "class_totals", "step_work",
               "launch_stats", "graph_idle_by_step", "unshaped_kernels_by_step"):

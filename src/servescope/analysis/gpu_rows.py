@@ -14,6 +14,7 @@ Does not: classify, attribute or sum anything (classify.classify_gpu, steps.find
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,7 @@ def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.Dat
                         capture: CaptureWork | None = None) -> tuple[pl.DataFrame, list[str]]:
     """`attach_work(others, gpu)`'s WORK_COLUMNS (and warnings) for the rows of `gpu`, in their order, computed only
     for the rows that can have work and in chunks of about WORK_CHUNK_ROWS of those when there are more.
-    A row can have work when its launching op id (`LinkTables.op_id`) is a cpu_op's, or it is a copy (memcpy,
+    A row can have work when its launching op id (`LinkTables.op_ids`) is a cpu_op's, or it is a copy (memcpy,
     memset: its own bytes); every other row is "no_op" with no work, as attach_work finds it, with no join. An op's
     work is shared over the kernels of that id, so a chunk holds every row of the ops it holds (an id is a row of
     the subset for all its rows or none); rows with no op share nothing and are dealt out by position (`lengths`
@@ -93,12 +94,9 @@ def attach_work_chunked(others: pl.DataFrame, gpu: pl.DataFrame, lengths: pl.Dat
     if capture is not None and capture.kernels:
         done, warnings = attach_work(others, gpu, lengths, capture)
         return done.select(*WORK_COLUMNS), warnings
-    links = link_tables(others)
-    keyed = gpu.select(*(c for c in ("kind", "correlation", "external_id") if c in gpu.columns))
-    op = keyed.select(links.op_id() if {"correlation", "external_id"} <= set(keyed.columns)
-                      else pl.lit(None, pl.Int64)).to_series()
-    can = (op.is_in(links.ops["_op_id"].implode()).fill_null(False) | keyed["kind"].is_in(_COPIES)).rename("can")
-    del keyed
+    links = link_tables(others, gpu)
+    op, links = links.op_ids, replace(links, op_ids=links.op_ids.clear())  # the ids held here only, to drop them
+    can = (op.is_in(links.ops["_op_id"].implode()).fill_null(False) | gpu["kind"].is_in(_COPIES)).rename("can")
     rows = can.arg_true()  # positions of the rows that can have work
     n_chunks = -(-rows.len() // WORK_CHUNK_ROWS)
     if rows.len() == gpu.height and n_chunks == 1:
