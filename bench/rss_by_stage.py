@@ -1,7 +1,7 @@
 """Where `trace --json`'s peak memory is: RSS sampled every 3 ms while one trace is analysed in-process, reported
 between the entry and exit of the breakdown's steps (issue 30 item 2: which step sets the peak at which size).
 
-What it does: wraps the breakdown's helpers (classify_gpu, find_steps, attach_work_chunked and each attach_work
+What it does: wraps the breakdown's helpers (take_split, classify_gpu, find_steps, attach_work_chunked and each attach_work
 chunk, compact, breakdown_steps, summarize_by_kind, step_timelines) to mark their entry and exit, runs
 `advise.analyze(PATH)` with Polars' allocator returning freed pages at once (as the CLI does for big inputs), and
 prints per interval its wall end, its peak RSS and the RSS at its end (`--fine`: also the per-step statistics
