@@ -1,4 +1,4 @@
-"""A rank folder's `trace --json` written one rank at a time (report.ranks_json.trace_document_pieces): the same
+"""A rank folder's `trace --json` written one rank at a time (report.trace_json_pieces.trace_document_pieces): the same
 bytes as the document rendered at once, one rank's part held at a time, and nothing half-written on failure.
 
 Real traces: HTA's two sampled ranks (tests/data/traces/hta/trace_filter, MIT) and an Nsight Systems export of two
@@ -19,7 +19,7 @@ from independent import DATA
 from servescope.advise import analyze
 from servescope.analysis.analyze import TraceAnalysis, analyze_trace
 from servescope.cli import main
-from servescope.report import ranks_json, trace_json
+from servescope.report import trace_json, trace_json_pieces
 from servescope.report.render import to_json
 
 SAMPLED = DATA / "traces" / "hta" / "trace_filter"
@@ -37,7 +37,7 @@ def _folder(tmp_path: Path, n: int = 3, damaged: bool = False) -> Path:
 
 
 def _streamed(a: TraceAnalysis) -> str:
-    return "".join(ranks_json.trace_document_pieces(a))
+    return "".join(trace_json_pieces.trace_document_pieces(a))
 
 
 @pytest.mark.parametrize("case", ["folder", "damaged", "kind", "no peaks", "nsys", "one rank"])
@@ -63,15 +63,15 @@ def test_one_rank_part_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     builder has run for the other keys and ranks 0..k only."""
     a = analyze(_folder(tmp_path, 3), workers=1)
     built: list[int] = []
-    real = trace_json.trace_document
+    real = trace_json_pieces.trace_document
 
     def counting(x: TraceAnalysis) -> dict[str, object]:
         built.append(len(x.ranks))
         return real(x)
 
-    monkeypatch.setattr(trace_json, "trace_document", counting)
+    monkeypatch.setattr(trace_json_pieces, "trace_document", counting)
     seen = []
-    for piece in ranks_json.trace_document_pieces(a):
+    for piece in trace_json_pieces.trace_document_pieces(a):
         if piece.lstrip().startswith('{\n      "rank": '):  # a rank's part begins
             seen.append(len(built))
     assert built == [0, 1, 1, 1]  # the rest (no ranks), then one rank at a time
@@ -105,7 +105,7 @@ def test_cli_failure_mid_document_writes_nothing(tmp_path: Path, monkeypatch: py
     folder = _folder(tmp_path, 3)
     target = tmp_path / "out.json"
     target.write_text("previous\n")
-    real = ranks_json.trace_document_pieces
+    real = trace_json_pieces.trace_document_pieces
 
     def breaking(a: TraceAnalysis) -> Iterator[str]:
         for n, piece in enumerate(real(a)):
@@ -113,7 +113,7 @@ def test_cli_failure_mid_document_writes_nothing(tmp_path: Path, monkeypatch: py
                 raise RuntimeError("the disk went away")
             yield piece
 
-    monkeypatch.setattr(ranks_json, "trace_document_pieces", breaking)
+    monkeypatch.setattr(trace_json_pieces, "trace_document_pieces", breaking)
     result = CliRunner().invoke(main, ["trace", str(folder), "--workers", "1", "-o", str(target)])
     assert result.exit_code != 0
     assert target.read_text() == "previous\n"

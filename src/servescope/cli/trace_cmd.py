@@ -107,7 +107,7 @@ def trace(path: Path | None, out: Output, kind: str | None, top_n: int, per_rank
 
     with timing(timings.add if timings is not None else None), stage("render"):
         if out.format == "json" and len(analysis.ranks) > 1:  # a rank folder: written one rank at a time
-            from servescope.report.ranks_json import trace_document_pieces
+            from servescope.report.trace_json_pieces import trace_document_pieces
 
             out.emit({}, warnings=analysis.warnings, text=text, pieces=lambda: trace_document_pieces(analysis))
         elif out.format == "text":  # the text renderer reads the analysis, not the document
