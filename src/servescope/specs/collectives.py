@@ -26,13 +26,13 @@ import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
 
 from servescope import units
 from servescope.errors import BadConfig, ScenarioError
+from servescope.specs import tables
 from servescope.specs.hardware import GpuSpec, load_gpu, parse_value_entry
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv", "broadcast")
@@ -117,7 +117,7 @@ def _points_curve(collective: str, n: int, nbytes: list[float], times_s: list[fl
 @cache
 def _load_data() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """rules.toml, and every measured <system>.toml keyed by system."""
-    root = resources.files("servescope.specs").joinpath("data", "collectives")
+    root = tables.DATA / "collectives"
     rules: dict[str, Any] = {}
     systems: dict[str, dict[str, Any]] = {}
     for entry in sorted(root.iterdir(), key=lambda e: e.name):

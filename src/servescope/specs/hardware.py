@@ -21,11 +21,11 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from servescope import units
 from servescope.errors import BadConfig, UnknownName
+from servescope.specs import tables
 
 DTYPES = ("bf16", "fp8", "fp4", "int8")
 
@@ -193,7 +193,7 @@ def _assemble(
 
 
 def _gpu_dir() -> Any:
-    return resources.files("servescope.specs").joinpath("data", "gpus")
+    return tables.DATA / "gpus"
 
 
 @cache

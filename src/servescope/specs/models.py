@@ -18,13 +18,12 @@ import difflib
 import json
 import tomllib
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from servescope._paths import is_device
 from servescope.errors import BadConfig, UnknownName
-from servescope.specs import hf_cache
+from servescope.specs import hf_cache, tables
 from servescope.specs import quant as q
 from servescope.specs.model_config import (
     GDN_CHUNK,
@@ -39,15 +38,13 @@ from servescope.specs.model_spec import ModelSpec, ParamCounts
 __all__ = ["GDN_CHUNK", "MAMBA_CHUNK_DEFAULT", "MAX_CONFIG_BYTES", "MAX_CONFIG_INT", "MAX_LAYERS", "ModelSpec",
            "ParamCounts", "list_models", "load_model", "parse_config"]
 
-_PKG = "servescope.specs"
-
 
 # ---------------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _aliases() -> dict[str, Any]:
     """Names -> bundled file stems: every `<org>--<model>_config.json` answers to `org/model` and, when unique,
     to `model` (lower case); aliases.toml adds more names and the NVFP4 repacks that are not bundled."""
-    root = resources.files(_PKG).joinpath("data", "models")
+    root = tables.DATA / "models"
     table = tomllib.loads(root.joinpath("aliases.toml").read_text(encoding="utf-8"))
     stems = sorted(f.name[: -len("_config.json")] for f in root.iterdir()
                    if f.name.endswith("_config.json") and not f.name.endswith("_hf_quant_config.json"))
@@ -108,7 +105,7 @@ def _read_json(text: str, path: str) -> dict[str, Any]:
 
 
 def _bundled(stem: str) -> tuple[dict[str, Any], str, dict[str, Any] | None]:
-    root = resources.files(_PKG).joinpath("data", "models")
+    root = tables.DATA / "models"
     cfg_file = root.joinpath(f"{stem}_config.json")
     cfg = _read_json(cfg_file.read_text(encoding="utf-8"), f"bundled:{stem}_config.json")
     qf = root.joinpath(f"{stem}_hf_quant_config.json")

@@ -7,20 +7,24 @@ or measured on validation data by the scripts of data-build/ (efficiency.toml, s
 and hand them over as plain dicts. Every number in them carries its source in the file. `perfmodel/` and
 `simulate/` open no file: they call these.
 Does not: interpret the numbers (each consumer validates its own keys) or cache (consumers cache what they build).
+Where: `DATA`, the package's data folder, a plain path (the package is installed as files: a wheel or a checkout);
+every specs reader opens its files under it (importlib.resources costs a command ~7 ms of imports: issue 30).
 """
 
 from __future__ import annotations
 
 import tomllib
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from servescope.errors import BadConfig
 
+DATA = Path(__file__).with_name("data")  # specs/data/
+
 
 def read_toml(name: str) -> dict[str, Any]:
     """Parse specs/data/<name>; a file that does not parse raises BadConfig naming it."""
-    path = resources.files("servescope.specs").joinpath("data", name)
+    path = DATA / name
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
@@ -31,7 +35,7 @@ def read_json(name: str) -> Any:
     """Parse specs/data/<name> as JSON; an unreadable or malformed file raises BadConfig naming it."""
     import msgspec  # its C decoder: a 0.6 MB op-curve file in ~6 ms, json's ~15 ms (issue 30); the trace loads it
 
-    path = resources.files("servescope.specs").joinpath("data", name)
+    path = DATA / name
     try:
         return msgspec.json.decode(path.read_bytes())
     except (OSError, ValueError) as e:  # msgspec.DecodeError is a ValueError
@@ -60,7 +64,7 @@ def kernel_counts() -> dict[str, Any]:
 
 def engine_names() -> list[str]:
     """The engines with a defaults file: the names of specs/data/engines/<engine>.toml, sorted."""
-    root = resources.files("servescope.specs").joinpath("data", "engines")
+    root = DATA / "engines"
     return sorted(e.name.removesuffix(".toml") for e in root.iterdir() if e.name.endswith(".toml"))
 
 
@@ -98,7 +102,7 @@ def routing() -> dict[str, Any]:
 
 def opcurve_systems() -> list[str]:
     """The systems with measured per-op curves: the names of specs/data/opcurves/<system>.json, sorted."""
-    root = resources.files("servescope.specs").joinpath("data", "opcurves")
+    root = DATA / "opcurves"
     return sorted(e.name.removesuffix(".json") for e in root.iterdir() if e.name.endswith(".json"))
 
 
