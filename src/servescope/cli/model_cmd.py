@@ -36,8 +36,7 @@ def model(concurrency: str, with_sim: bool, engine_log: Path | None, measured: t
     """What this hardware should do: TPOT, TTFT, throughput, memory and the dominant term per concurrency."""
     from servescope.perfmodel import predict
     from servescope.report.model_doc import model_document
-    from servescope.report.plan_doc import scenario_document
-    from servescope.report.titles import scenario_title
+    from servescope.report.titles import scenario_document, scenario_title
 
     sc, concs = _scenario(kw), _int_list(concurrency)
     if engine_log is not None:
