@@ -27,9 +27,8 @@ def grid_command(base: Scenario, n_gpus: int | None, concs: list[int], all_point
     from servescope.planner.sweep import Sla
     from servescope.planner.sweep_grid import grid_sweep
     from servescope.planner.sweep_spec import parse_specs
-    from servescope.report.titles import scenario_document
     from servescope.report.sweep_grid_doc import grid_document, render_grid
-    from servescope.report.titles import scenario_title
+    from servescope.report.titles import scenario_document, scenario_title
     from servescope.units import MIB, ms_to_s
 
     if measured:
