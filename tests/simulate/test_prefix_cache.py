@@ -37,9 +37,11 @@ def test_hit_rate_lowers_prefill_by_h_and_never_raises_ttft(backend, h, isl, con
     saved = 1.0 - on.prefix.get("mean_prefill_tokens", isl) / isl
     assert saved == pytest.approx(h, abs=0.02)
     assert on.prefix.get("cached_frac", 0.0) == pytest.approx(h, abs=0.02)
-    # the mean, not each percentile: in a closed loop shorter prefills shift later requests' phase against the step
-    # clock, and a percentile can rise by part of a step (h=0.25, isl 1639, c6: p50 +10 %, the mean −5 %)
-    assert on.ttft.mean_s <= off.ttft.mean_s * (1 + 1e-9)
+    # the mean, not each percentile: shorter prefills shift later requests' phase against the step clock, and a
+    # percentile can rise by part of a step (closed loop, h=0.25, isl 1639, c6: p50 +10 %, the mean −5 %); with
+    # Poisson sends the mean can too, by less than one step (h=0.125, isl 2952, c38: +1.8 ms against a 53-61 ms
+    # TPOT), so the mean may rise by at most one decode step (the longer mean TPOT of the two runs)
+    assert on.ttft.mean_s <= off.ttft.mean_s + max(on.tpot.mean_s, off.tpot.mean_s)
     if conc == 1:  # one request at a time: each request's own prefill is all that changes
         assert on.ttft.p99_s <= off.ttft.p99_s * (1 + 1e-9)
 
