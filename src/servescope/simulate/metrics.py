@@ -28,7 +28,6 @@ import numpy as np
 
 from servescope.simulate.boundaries import Parts, split_requests
 from servescope.simulate.loop import RawRun
-from servescope.simulate.stepcost import distinct
 from servescope.units import MS_PER_S
 
 TIMELINE_POINTS = 200
@@ -142,7 +141,7 @@ def queueing(raw: RawRun) -> Queueing:
 def timeline(raw: RawRun, points: int = TIMELINE_POINTS) -> dict[str, list[float]]:
     """The per-step records, thinned to at most `points` evenly spaced steps."""
     n = len(raw.step_t_s)
-    idx = distinct(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, dtype=int)
+    idx = np.unique(np.linspace(0, n - 1, min(points, n)).astype(int)) if n else np.zeros(0, dtype=int)
     cap = max(raw.total_blocks, 1)
     return {
         "t_s": raw.step_t_s[idx].tolist(),

@@ -107,7 +107,7 @@ class StepCost:
         if not measured_attention(sc):
             return
         n = max(1, -(-top // self.dp))
-        self.att_b = distinct(np.concatenate([np.arange(1, min(n, 256) + 1, dtype=float),
+        self.att_b = np.unique(np.concatenate([np.arange(1, min(n, 256) + 1, dtype=float),
                                                np.round(np.geomspace(min(n, 256), max(n, 256), 64))]))
         step = max(64, -(-int(self.grid[-1]) // 128))
         self.att_ctx = np.arange(0, self.grid[-1] + 2 * step, step, dtype=float)
@@ -128,7 +128,7 @@ class StepCost:
 
     def _chunk_table(self, max_tokens: int, max_ctx: int) -> None:
         """attn_pf on a grid: chunk sizes geometric from 1 to the step budget, contexts every ≥ 64 tokens."""
-        n = distinct(np.round(np.geomspace(1, max(max_tokens, 2), 64)))
+        n = np.unique(np.round(np.geomspace(1, max(max_tokens, 2), 64)))
         step = max(64, -(-max_ctx // 2048))
         self.pf_n = n
         self.pf_ctx = np.arange(0, max_ctx + 2 * step, step, dtype=float)
@@ -246,15 +246,3 @@ def split_setup(sc: Scenario, cfg: EngineConfig, setup_s: float) -> Split:
                      "set-up) less the delivery",
         "delivery": f"model: specs/data/serving_boundaries.toml [[{cfg.backend}]] since {d.since}: {d.source}",
         "rank_wait": wait})
-
-
-def distinct(a: np.ndarray) -> np.ndarray:
-    """np.unique of a 1-D array (sorted, each value once) without its first call's import of numpy.ma (~9 ms of a
-    command's start, issue 30)."""
-    s = np.sort(np.asarray(a).ravel())
-    if s.size == 0:
-        return s
-    keep = np.empty(s.size, dtype=bool)
-    keep[0] = True
-    np.not_equal(s[1:], s[:-1], out=keep[1:])
-    return s[keep]
