@@ -116,8 +116,8 @@ def verify_csv_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 def append_log(path: str | Path, document: dict[str, Any], inputs: tuple[str | Path, ...] = (),
                now: datetime | None = None) -> None:
     """Append the document as one JSON line (with `logged_at`) to the log, creating it: one write of the whole line
-    to a file opened for appending (O_APPEND), so concurrent appends never interleave and nothing written before
-    is rewritten. OutputError naming the file when it cannot be written or is one of `inputs` (the plan file,
+    to a file opened for appending (O_APPEND) under an exclusive lock (_lock), so concurrent appends never
+    interleave and nothing written before is rewritten. OutputError naming the file when it cannot be written or is one of `inputs` (the plan file,
     the measurements: a log is never appended to an input)."""
     stamp = (now or datetime.now(UTC)).isoformat(timespec="seconds")
     p = Path(path)
@@ -128,6 +128,7 @@ def append_log(path: str | Path, document: dict[str, Any], inputs: tuple[str | P
             raise OutputError(f"{p}: not a log file (a folder or a device)")
         fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
+            _lock(fd)  # the tail check and the write as one step: another writer's line can be half in the file
             line = _after_damaged_tail(fd) + line
             written = os.write(fd, line)
         finally:
@@ -176,6 +177,18 @@ def _is_dir(p: Path) -> bool:
 def _inside(p: Path, folder: Path) -> bool:
     real, real_folder = os.path.realpath(p), os.path.realpath(folder)
     return os.path.commonpath([real, real_folder]) == real_folder
+
+
+def _lock(fd: int) -> None:
+    """An exclusive advisory lock on the open log, released when it is closed: concurrent appenders (each through
+    append_log) take turns at the tail check and the write. Without it a writer could read the last byte of a line
+    another writer is still writing (the size grows during a write of several pages) and start a needless new line.
+    No-op where flock does not exist (not POSIX)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def _after_damaged_tail(fd: int) -> bytes:
