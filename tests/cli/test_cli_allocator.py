@@ -52,3 +52,24 @@ def test_allocator_setting_only_for_big_inputs(tmp_path: Path) -> None:
          "print(os.environ['_RJEM_MALLOC_CONF'])", str(big)],
         env={**os.environ, "_RJEM_MALLOC_CONF": "narenas:1"}, capture_output=True, text=True, check=True)
     assert env_conf.stdout.strip() == "narenas:1"  # the user's own setting wins
+
+
+def test_a_gzip_counts_its_inflated_size(tmp_path: Path) -> None:
+    """A small gzip that inflates past BIG_INPUT_BYTES sets the free-at-once allocator (its trailer's ISIZE); the
+    same bytes under BIG_INPUT_BYTES, a gzip that stays small, and a file that only looks like one do not."""
+    import gzip
+
+    big = tmp_path / "big.json.gz"
+    with gzip.open(big, "wb", compresslevel=1) as fh:  # ~40 MiB of zeros: a few tens of KB on disk
+        for _ in range(40):
+            fh.write(b"\0" * (1 << 20))
+    assert big.stat().st_size < BIG_INPUT_BYTES
+    assert largest_input_bytes([str(big)]) == 40 << 20
+    assert _conf_in_child(["trace", str(big)]) == FREE_AT_ONCE
+    small = tmp_path / "small.json.gz"
+    small.write_bytes(gzip.compress(b"{}" * 1000))
+    assert largest_input_bytes([str(small)]) == max(2000, small.stat().st_size)
+    assert _conf_in_child(["trace", str(small)]) == ""
+    fake = tmp_path / "fake.json"
+    fake.write_bytes(b"\x1f\x8b" + b"x" * 100 + (1 << 30).to_bytes(4, "little"))  # gzip magic, no real gzip
+    assert largest_input_bytes([str(fake)]) == 1 << 30  # read as its trailer says: the setting only, no harm

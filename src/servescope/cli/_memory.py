@@ -1,7 +1,7 @@
 """The CLI's memory: the allocator setting for a big input, and `--max-memory`.
 
 Does: on import, ask Polars' allocator to return freed pages at once when one input named on the command line holds
-BIG_INPUT_BYTES or more (a user's own _RJEM_MALLOC_CONF wins; library users are not touched); parse sizes with
+BIG_INPUT_BYTES or more once read (a gzip by its inflated size; a user's own _RJEM_MALLOC_CONF wins; library users are not touched); parse sizes with
 units (`parse_size`) and set `--max-memory`'s budget in the environment for the command (`set_max_memory`).
 Does not: measure memory (servescope._paths reads the budget) or handle errors (cli._app).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["BIG_INPUT_BYTES", "FREE_AT_ONCE", "largest_input_bytes", "parse_size", "set_max_memory"]
+__all__ = ["BIG_INPUT_BYTES", "FREE_AT_ONCE", "input_bytes", "largest_input_bytes", "parse_size", "set_max_memory"]
 
 # Polars' allocator (jemalloc, read once when Polars loads: the CLI imports it later) keeps freed pages ~10 s by
 # default. The trace loader frees every decoded chunk, so on big inputs those pages become most of the peak: the
@@ -34,17 +34,34 @@ BIG_INPUT_BYTES = 32 << 20
 FREE_AT_ONCE = "background_thread:false,dirty_decay_ms:0,muzzy_decay_ms:0"
 
 
+def input_bytes(path: Path) -> int:
+    """Bytes a file holds once read: its size, or for a gzip file under BIG_INPUT_BYTES its inflated size where
+    larger (the trailer's ISIZE, the last member's size mod 2**32: a 9 MB gzip of 2 M tiny kernels inflates to
+    286 MB and peaked at 2.6x that with the stock setting, 1.58x freeing at once; bench/RESULTS.md, "every input
+    shape"). A multi-member or > 4 GiB gzip can be undercounted: it then keeps the stock setting."""
+    size = path.stat().st_size
+    if size >= BIG_INPUT_BYTES or size < 18:  # already big, or too short to be a gzip with a trailer
+        return size
+    with path.open("rb") as fh:
+        if fh.read(2) != b"\x1f\x8b":
+            return size
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
+
+
 def largest_input_bytes(argv: Sequence[str]) -> int:
-    """Size of the largest file named on a command line or directly inside a folder named on it; anything that
-    is not a readable path counts 0."""
+    """input_bytes of the largest file named on a command line or directly inside a folder named on it (or of the
+    first found at BIG_INPUT_BYTES or more: that decides the setting); anything that is not a readable path counts
+    0."""
     largest = 0
     for arg in argv:
         try:
             p = Path(arg)
-            if p.is_file():
-                largest = max(largest, p.stat().st_size)
-            elif p.is_dir():
-                largest = max([largest, *(f.stat().st_size for f in p.iterdir() if f.is_file())])
+            files = [p] if p.is_file() else [f for f in p.iterdir() if f.is_file()] if p.is_dir() else []
+            for f in files:
+                largest = max(largest, input_bytes(f))
+                if largest >= BIG_INPUT_BYTES:  # the setting is decided: read no more
+                    return largest
         except (OSError, ValueError):
             continue
     return largest
