@@ -56,18 +56,9 @@ def _table() -> tuple[int, float, dict[str, float]]:
     return min_sm, ipe, rates
 
 
-def sm_number(gpu: GpuSpec) -> int | None:
-    """The NVIDIA compute capability as a number (sm_80 → 80, sm_90a → 90); None for another vendor's name."""
-    cc = str(gpu.compute_capability)
-    if not cc.startswith("sm_"):
-        return None
-    digits = "".join(c for c in cc[3:] if c.isdigit())
-    return int(digits) if digits else None
-
-
 def has_hardware_cvt(gpu: GpuSpec) -> bool | None:
     """True from sm_89 on (cvt.rn.f16x2.e4m3x2), False below, None for a non-NVIDIA GPU."""
-    sm = sm_number(gpu)
+    sm = gpu.sm_number
     return None if sm is None else sm >= _table()[0]
 
 

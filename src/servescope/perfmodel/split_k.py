@@ -166,10 +166,6 @@ class SplitKernel:
         load = (busy * self.slots - self.ctas * self.fixed_s) / sum(self.split_tiles(s, 1)[0] for s in self._work())
         return max(0.0, min(straggler, load))
 
-    def cta_s(self, splits: int) -> float:
-        """The straggler CTA at S splits."""
-        return self.fixed_s + self.tiles(splits) * self.tile_s
-
     def span_s(self, splits: int) -> float:
         """The split kernel's CTAs, κ aside: waves of the straggler, or the straggler / load bound (uneven)."""
         return self._span(splits, self.tile_s)

@@ -243,8 +243,10 @@ def overhead_parts(sc: Deployment, o: Ops, s: StepShape) -> Fields:
     (attention layers · MLA_PREFILL_PATH_KERNELS_PER_LAYER), the host dispatch of an eager decode step (graphs.py
     eager_host_s: its kernels + collective calls, each one host op) and the MoE routing kernels of a graphed step
     (moe_host.py)."""
-    n_coll = o.ar_per_step + 2 * o.moe_a2a_layers + (1 if sc.tp > 1 else 0) + (sc.pp - 1)
-    host = eager_host_s(eager_ops_per_step(sc, o.kernels_per_step)[0] + n_coll, s.graphed, s.prefill, sc.cuda_graphs)
+    # the ops are counted only for a deployment run without graphs (eager_host_s is 0 for the others)
+    n_ops = 0.0 if sc.cuda_graphs else (eager_ops_per_step(sc, o.kernels_per_step)[0] + o.ar_per_step
+                                         + 2 * o.moe_a2a_layers + (1 if sc.tp > 1 else 0) + (sc.pp - 1))
+    host = eager_host_s(n_ops, s.graphed, s.prefill, sc.cuda_graphs)
     return {"kernels": np.full_like(s.t_rank, float(o.kernels_per_step)), "graphed": s.graphed,
             "host_dispatch_s": host + s.zero,
             "overlap": np.full_like(s.t_rank, 1.0 if sc.overlaps_cpu else 0.0),

@@ -37,7 +37,6 @@ SIM_WAVES = 4
 CHUNK = 16  # points per task (a Ray task, a process pool's unit of work): amortises the per-task overhead
 
 Runner = Callable[["Scenario", int], "SimResult"]
-Outcome = "Simulated | str"
 # Runs fn(key, 0) for each key, results in key order, somewhere else (the CLI's: Ray tasks, analysis.ray_tasks)
 Spread = Callable[[Callable[[str, int], "list[Simulated | str]"], list[str]], "list[list[Simulated | str]]"]
 

@@ -91,6 +91,14 @@ class GpuSpec:
     unsourced: tuple[str, ...] = field(default=())  # fields whose source says UNSOURCED
 
     @property
+    def sm_number(self) -> int | None:
+        """The NVIDIA compute capability as a number (sm_80 → 80, sm_100 → 100, sm_90a → 90); None for another
+        vendor's name (gfx942)."""
+        cc = str(self.compute_capability)
+        digits = "".join(c for c in cc[3:] if c.isdigit()) if cc.startswith("sm_") else ""
+        return int(digits) if digits else None
+
+    @property
     def has_nvlink(self) -> bool:
         """True when GPUs talk over NVLink/XGMI rather than PCIe."""
         return self.nvlink_bw_bytes_per_s > 0

@@ -45,12 +45,6 @@ class KvChoice:
     rule: str
 
 
-def _sm_major(gpu: GpuSpec) -> int:
-    cc = gpu.compute_capability
-    digits = cc.removeprefix("sm_")
-    return int(digits[:-1]) if cc.startswith("sm_") and digits.isdigit() and len(digits) >= 2 else 0
-
-
 def _declared_fp8(model: ModelSpec, how: str) -> bool:
     q = model.native_quant
     return q.kv_declared == how and q.kv.name == "fp8"
@@ -69,7 +63,7 @@ def engine_kv(model: ModelSpec, backend: str, gpu: GpuSpec) -> KvChoice:
             return KvChoice(fp8, f"{_VLLM}: checkpoint kv_cache_scheme forces fp8 (layers/attention/attention.py)")
         return KvChoice(bf, f"{_VLLM}: cache_dtype auto = model dtype (vllm/config/cache.py)")
     if be == "sglang" and dsa:
-        if _sm_major(gpu) >= 10:
+        if (gpu.sm_number or 0) >= 100:
             return KvChoice(fp8, f"{_SGL}: NSA models default to fp8_e4m3 on SM>=10 (server_args.py)")
         return KvChoice(bf, f"{_SGL}: NSA models default to bfloat16 below SM 10 (server_args.py)")
     src = _SGL + " model_runner.configure_kv_cache_dtype" if be == "sglang" else "TRT-LLM (UNVERIFIED, SGLang's rule)"
