@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import io
 import os
 import sys
@@ -211,6 +212,7 @@ def run() -> NoReturn:
     """The console entry point (`servescope`, `python -m servescope`): `main`, then `exit_now` with its status.
 
     Library and test callers use `main` (Click's runner): only a process that is about to end may skip teardown."""
+    fewer_gc_passes()
     try:
         main()
     except SystemExit as exc:
@@ -220,6 +222,22 @@ def run() -> NoReturn:
             os.write(2, f"{INTERRUPTED}\n".encode())
         exit_now(INTERRUPTED_STATUS)
     exit_now(0)
+
+
+# CPython's cyclic GC runs a pass every 700 container allocations (gen 0) and a full pass after 10 x 10 of them. A
+# command's imports (Polars, NumPy, Rich: ~10^5 objects) and its analysis trigger ~150 passes, ~14 of them over the
+# older generations, which rescan every imported module's objects: 40-110 ms of `servescope trace` on the bundled
+# example or the 68 MB trace, ~20-30 ms of `simulate` (bench/RESULTS.md, issue 30). The thresholds below are mypy's
+# for the same reason (mypy/build.py: "run gc less frequently, as otherwise we can spend a large fraction of cpu in
+# gc"): a pass every 200,000 allocations. Garbage without cycles is freed at once by reference counting, as before;
+# only cycles wait longer, and a command ends in seconds (exit_now frees everything at once).
+GC_THRESHOLDS = (200_000, 30, 30)
+
+
+def fewer_gc_passes() -> None:
+    """The console process's cyclic-GC thresholds (GC_THRESHOLDS); library callers keep Python's."""
+    if sys.implementation.name == "cpython":
+        gc.set_threshold(*GC_THRESHOLDS)
 
 
 def exit_now(code: object) -> NoReturn:
