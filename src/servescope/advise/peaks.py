@@ -77,7 +77,8 @@ def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:
     other ops: none."""
     from servescope.perfmodel import opcurve
     from servescope.specs import tables
-    from servescope.specs.engines import ENGINES
+
+    engines = tables.engines_in_order()  # specs.engines.ENGINES, without parsing the engines' files
 
     trace_curve = _trace_gemm_reference(g, tables.gemm_efficiency().get(g.name))
     has_ops = g.name in tables.opcurve_systems()
@@ -88,7 +89,7 @@ def _achievable(g: GpuSpec) -> tuple[Achievable | None, str | None, str]:
 
     def achievable(w: WorkGroup) -> float | None:
         if has_ops and w.model == "gemm" and w.m and w.n and w.k and w.dtype:
-            for engine in ENGINES:  # the trace does not say which engine's kernels ran (the default first)
+            for engine in engines:  # the trace does not say which engine's kernels ran (the default first)
                 t = opcurve.gemm_time_s(g.name, engine, "", w.dtype, [w.m], int(w.n), int(w.k))
                 if t is not None:
                     per_call = float(t[0]) * w.flops / (2.0 * w.m * w.n * w.k)

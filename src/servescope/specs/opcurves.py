@@ -33,7 +33,6 @@ import numpy as np
 
 from servescope.errors import BadConfig
 from servescope.specs import tables
-from servescope.specs.engines import ENGINES
 
 OPS = ("gemm", "generation_attention", "context_attention", "generation_mla", "context_mla",
        "generation_mla_module", "context_mla_module", "moe")
@@ -126,6 +125,12 @@ def version_number(version: str) -> tuple[int, ...]:
     return (*nums, -1, int(rc) if rc.isdigit() else 0) if rc else (*nums, 0, 0)
 
 
+@cache
+def _engines() -> tuple[str, ...]:
+    """The known engines (specs.engines.ENGINES: the names of the engines' files, not the files parsed)."""
+    return tables.engines_in_order()
+
+
 def opcurve_systems() -> list[str]:
     """The GPU systems (project spec names) with measured per-op curves."""
     return tables.opcurve_systems()
@@ -207,7 +212,7 @@ def _domain(where: str, system: str, op: str, engine: str, version: str, key: tu
             grids: tuple[tuple[KeyValue, ...], ...], time_s: np.ndarray) -> OpDomain:
     """The domain of one table from its own fields and measured points (module docstring); BadConfig naming the
     missing field where a dtype column its op needs is absent, or the engine or version is empty."""
-    if engine not in ENGINES or not any(version_number(version)[:4]):
+    if engine not in _engines() or not any(version_number(version)[:4]):
         raise BadConfig(f"{where}: domain field 'engine'/'version' must name a known engine and a release number")
     if not kernels:
         raise BadConfig(f"{where}: domain field 'kernel_sources' is empty")

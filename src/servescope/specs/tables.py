@@ -68,6 +68,18 @@ def engine_names() -> list[str]:
     return sorted(e.name.removesuffix(".toml") for e in root.iterdir() if e.name.endswith(".toml"))
 
 
+DEFAULT_ENGINE = "vllm"  # the engine a scenario runs when none is named (--backend's default; specs.engines)
+
+
+def engines_in_order() -> tuple[str, ...]:
+    """The engine names (`engine_names`), the default engine first: `specs.engines.ENGINES`, without parsing the
+    files (the trace's "% of achievable" and the op-curve domains need the names only: issue 30)."""
+    names = engine_names()
+    if DEFAULT_ENGINE not in names:
+        raise BadConfig(f"specs/data/engines/: no {DEFAULT_ENGINE}.toml (the default engine)")
+    return (DEFAULT_ENGINE, *sorted(n for n in names if n != DEFAULT_ENGINE))
+
+
 def engine_files() -> dict[str, dict[str, Any]]:
     """Each engine's defaults by release, each with its source (engines/<engine>.toml; specs.engines resolves)."""
     return {name: read_toml(f"engines/{name}.toml") for name in engine_names()}
