@@ -31,12 +31,12 @@ from servescope.planner.sweep import Simulated, Sla
 
 if TYPE_CHECKING:
     from servescope.perfmodel.scenario import Scenario
-    from servescope.simulate.metrics import SimResult
+    from servescope.simulate.metrics import Headline, SimResult
 
 SIM_WAVES = 4
 CHUNK = 16  # points per task (a Ray task, a process pool's unit of work): amortises the per-task overhead
 
-Runner = Callable[["Scenario", int], "SimResult"]
+Runner = Callable[["Scenario", int], "SimResult | Headline"]
 # Runs fn(key, 0) for each key, results in key order, somewhere else (the CLI's: Ray tasks, analysis.ray_tasks)
 Spread = Callable[[Callable[[str, int], "list[Simulated | str]"], list[str]], "list[list[Simulated | str]]"]
 
@@ -78,10 +78,12 @@ class SimTask:
                          res.output_tok_s, met)
 
 
-def _closed(sc: Scenario, c: int, n: int) -> SimResult:
-    from servescope.simulate import simulate
+def _closed(sc: Scenario, c: int, n: int) -> Headline:
+    """simulate(sc, "closed", c, n)'s requests, TTFT, TPOT and output tok/s (simulate.simulate_headline: the same
+    numbers without the pooled inter-token gaps and the summaries a sweep does not read)."""
+    from servescope.simulate import simulate_headline
 
-    return simulate(sc, "closed", c, n)
+    return simulate_headline(sc, "closed", c, n)
 
 
 def keys(n: int, chunk: int = CHUNK) -> list[str]:

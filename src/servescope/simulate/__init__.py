@@ -30,8 +30,8 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.simulate.budget import check_memory, check_time, run_shape
 from servescope.simulate.engine import EngineConfig, scheduler_config
 from servescope.simulate.loop import Progress, RawRun, simulate_raw
-from servescope.simulate.metrics import Queueing, SimResult, Stats, summarise
-from servescope.simulate.offload import offload_for
+from servescope.simulate.metrics import Headline, Queueing, SimResult, Stats, headline, summarise
+from servescope.simulate.offload import Offload, offload_for
 from servescope.simulate.prefix import check_hit_rate
 from servescope.simulate.workload import (
     Arrival,
@@ -42,8 +42,8 @@ from servescope.simulate.workload import (
 )
 
 __all__ = [
-    "Arrival", "EngineConfig", "Queueing", "RawRun", "SimResult", "Stats", "Workload", "build_workload",
-    "draw_lengths", "engine_for", "replay_workload", "scheduler_config", "simulate", "simulate_points",
+    "Arrival", "EngineConfig", "Headline", "Queueing", "RawRun", "SimResult", "Stats", "Workload", "build_workload",
+    "draw_lengths", "engine_for", "replay_workload", "scheduler_config", "simulate", "simulate_headline", "simulate_points",
     "simulate_workload",
 ]
 
@@ -66,13 +66,7 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
     (simulate.budget) is above `memory_limit_bytes` (None: budget.DEFAULT_LIMIT_BYTES), or whose estimated time
     is above `time_limit_s` (None: no limit), is refused first."""
     cfg = engine or engine_for(sc)
-    shape = run_shape(wl.n, float(np.mean(wl.isl)), float(np.mean(wl.osl)), int((wl.isl + wl.osl).max()),
-                      wl.max_in_flight, cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp))
-    check_memory(shape, memory_limit_bytes)
-    check_time(shape, time_limit_s)
-    blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
-    offload = offload_for(sc, cfg.block_size_tokens, kv_offload_bytes)
-    raw = simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks, offload=offload)
+    raw, offload = _run(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s, kv_offload_bytes)
     knobs = {k: v for k, v in asdict(cfg).items() if k != "sources" and not (k == "rank_wait_s" and v is None)}
     settings: dict[str, object] = {"engine": knobs, "arrival": wl.arrival.label(), "concurrency": wl.max_in_flight,
                 "num_prompts": wl.n, "mean_isl": float(np.mean(wl.isl)), "mean_osl": float(np.mean(wl.osl))}
@@ -83,6 +77,19 @@ def simulate_workload(sc: Scenario, wl: Workload, engine: EngineConfig | None = 
                                   "pcie_bw_bytes_per_s": offload.pcie_bw_bytes_per_s,
                                   "pcie_bw_source": sc.gpu.sources.get("pcie_bw", "")}
     return summarise(raw, settings)
+
+
+def _run(sc: Scenario, wl: Workload, cfg: EngineConfig, kv_cache_tokens: int | None, progress: Progress | None,
+         memory_limit_bytes: int | None, time_limit_s: float | None, kv_offload_bytes: float,
+         itl: bool = True) -> tuple[RawRun, Offload | None]:
+    """The run's memory and time checked (simulate.budget), then the loop (loop.simulate_raw; `itl` as there)."""
+    shape = run_shape(wl.n, float(np.mean(wl.isl)), float(np.mean(wl.osl)), int((wl.isl + wl.osl).max()),
+                      wl.max_in_flight, cfg.max_num_seqs, cfg.max_num_batched_tokens, int(sc.dp))
+    check_memory(shape, memory_limit_bytes)
+    check_time(shape, time_limit_s)
+    blocks = None if kv_cache_tokens is None else max(kv_cache_tokens // cfg.block_size_tokens, 0)
+    offload = offload_for(sc, cfg.block_size_tokens, kv_offload_bytes)
+    return simulate_raw(sc, cfg, wl, progress=progress, total_blocks=blocks, offload=offload, itl=itl), offload
 
 
 def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int | None = None, num_prompts: int = 1000,
@@ -96,9 +103,31 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
     uniformly in [range_ratio·len, len] when range_ratio < 1 (seeded). The run's memory and time are estimated
     before any per-request array exists (simulate.budget; `burst:1000000000` is refused here, not by NumPy; a run
     estimated above `time_limit_s` too)."""
+    cfg = engine or engine_for(sc)
+    wl = _workload(sc, cfg, arrival, concurrency, num_prompts, lengths, range_ratio, seed, memory_limit_bytes,
+                   time_limit_s, prefix_hit_rate, shared_prefix_tokens)
+    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s,
+                             kv_offload_bytes)
+
+
+def simulate_headline(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int | None = None,
+                      num_prompts: int = 1000, seed: int = 0, memory_limit_bytes: int | None = None) -> Headline:
+    """`simulate(sc, arrival, concurrency, num_prompts, seed=seed)`'s requests, duration, output tok/s, TTFT and
+    TPOT (metrics.Headline: the same numbers, computed by the same code) without the inter-token gaps, boundaries,
+    parts and timeline a grid sweep does not read (planner.sweep_sims)."""
+    cfg = engine_for(sc)
+    wl = _workload(sc, cfg, arrival, concurrency, num_prompts, None, 1.0, seed, memory_limit_bytes, None, 0.0, 0)
+    raw, _ = _run(sc, wl, cfg, None, None, memory_limit_bytes, None, 0.0, itl=False)
+    return headline(raw)
+
+
+def _workload(sc: Scenario, cfg: EngineConfig, arrival: str | Arrival, concurrency: int | None, num_prompts: int,
+              lengths: tuple[np.ndarray, np.ndarray] | None, range_ratio: float, seed: int,
+              memory_limit_bytes: int | None, time_limit_s: float | None, prefix_hit_rate: float,
+              shared_prefix_tokens: int) -> Workload:
+    """simulate's workload, its memory and time checked before any per-request array exists."""
     arr = arrival if isinstance(arrival, Arrival) else Arrival.parse(arrival)
     n = arr.burst if arr.kind == "burst" else num_prompts
-    cfg = engine or engine_for(sc)
     if lengths is None:
         mean_isl, mean_osl, longest = float(sc.isl), float(sc.osl), int(sc.isl) + int(sc.osl)  # upper bounds
     else:
@@ -111,10 +140,8 @@ def simulate(sc: Scenario, arrival: str | Arrival = "closed", concurrency: int |
     check_time(shape, time_limit_s)
     if lengths is None:
         lengths = draw_lengths(max(n, 1), sc.isl, sc.osl, range_ratio, seed)
-    wl = replace(build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed),
-                 prefix_hit_rate=check_hit_rate(prefix_hit_rate), shared_prefix_tokens=int(shared_prefix_tokens))
-    return simulate_workload(sc, wl, cfg, kv_cache_tokens, progress, memory_limit_bytes, time_limit_s,
-                             kv_offload_bytes)
+    return replace(build_workload(arr, num_prompts, concurrency, lengths[0], lengths[1], seed),
+                   prefix_hit_rate=check_hit_rate(prefix_hit_rate), shared_prefix_tokens=int(shared_prefix_tokens))
 
 
 def points_prompts(concurrency: int) -> int:

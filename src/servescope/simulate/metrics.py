@@ -44,11 +44,12 @@ class Stats:
 
     @staticmethod
     def of(x: np.ndarray) -> Stats:
-        x = x[np.isfinite(x)]
+        x = x[np.isfinite(x)]  # a copy (boolean index): the percentiles partition it in place, after the mean
         if not len(x):
             return Stats(float("nan"), float("nan"), float("nan"), float("nan"))
-        p50, p90, p99 = np.percentile(x, [50, 90, 99])
-        return Stats(float(x.mean()), float(p50), float(p90), float(p99))
+        mean = float(x.mean())
+        p50, p90, p99 = np.percentile(x, [50, 90, 99], overwrite_input=True)
+        return Stats(mean, float(p50), float(p90), float(p99))
 
 
 @dataclass(frozen=True)
@@ -153,13 +154,36 @@ def timeline(raw: RawRun, points: int = TIMELINE_POINTS) -> dict[str, list[float
     }
 
 
-def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResult:
-    r = per_request(raw)
+@dataclass(frozen=True)
+class Headline:
+    """What a grid sweep reads of a run (planner.sweep_sims): SimResult's fields of the same names, computed by
+    the same code (summarise calls `headline`), without the ITL, boundaries, parts and timeline."""
+
+    requests: int
+    duration_s: float
+    output_tok_s: float
+    ttft: Stats
+    tpot: Stats
+
+
+def headline(raw: RawRun, r: dict[str, np.ndarray] | None = None) -> Headline:
+    """Requests, duration (first send to last finish, as the client holds it), output tok/s, TTFT and TPOT
+    Stats; `r`: per_request(raw) when the caller has it."""
+    r = per_request(raw) if r is None else r
     start, end = float(np.nanmin(raw.sent_s)), float(np.nanmax(raw.finish_s)) + raw.delivery_s
     dur = max(end - start, 1e-12)
+    return Headline(len(raw.isl), dur, float(raw.osl.sum()) / dur, Stats.of(r["ttft"]), Stats.of(r["tpot"]))
+
+
+def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResult:
+    r = per_request(raw)
+    h = headline(raw, r)
+    dur = h.duration_s
     q = queueing(raw)
     samples = boundary_samples(raw)
     parts = split_requests(raw, r["ttft"], r["tpot"])
+    itl, e2e = Stats.of(raw.itl_s), Stats.of(r["e2e"])  # once each (the pooled gaps: a run's largest array)
+    known = {"itl": itl, "ttft": h.ttft, "tpot": h.tpot, "e2e": e2e}  # boundaries of the same samples
     samples.update({f"part:{k}": v for k, v in (parts.ttft | parts.tpot).items()})
     warnings = []
     if q.queued:
@@ -172,13 +196,15 @@ def summarise(raw: RawRun, settings: dict[str, object] | None = None) -> SimResu
         warnings.append(f"KV offload: {raw.swap_blocks:,} blocks copied between GPU and host (out and back), "
                         f"{raw.swap_s:.3g} s of steps spent copying")
     return SimResult(
-        requests=len(raw.isl), duration_s=dur, request_throughput_per_s=len(raw.isl) / dur,
-        output_tok_s=float(raw.osl.sum()) / dur, ttft=Stats.of(r["ttft"]), tpot=Stats.of(r["tpot"]),
-        itl=Stats.of(raw.itl_s), e2e=Stats.of(r["e2e"]), queueing=q, mean_in_flight=float(np.nansum(r["e2e"])) / dur,
+        requests=h.requests, duration_s=dur, request_throughput_per_s=len(raw.isl) / dur,
+        output_tok_s=h.output_tok_s, ttft=h.ttft, tpot=h.tpot,
+        itl=itl, e2e=e2e, queueing=q, mean_in_flight=float(np.nansum(r["e2e"])) / dur,
         max_step_s=float(raw.step_dur_s.max()) if len(raw.step_dur_s) else 0.0,
         kv_capacity_tokens=raw.total_blocks * raw.block_size_tokens, timeline=timeline(raw),
         settings=dict(settings or {}), warnings=tuple(warnings),
-        boundaries={k: Stats.of(v) for k, v in samples.items() if not k.startswith("part:")}, samples=samples,
+        boundaries={k: known[k] if k in known else Stats.of(v) for k, v in samples.items()
+                    if not k.startswith("part:")},
+        samples=samples,
         prefix=prefix_summary(raw), parts=part_stats(parts),
         part_sources=parts.sources,
     )

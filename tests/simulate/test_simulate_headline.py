@@ -1,0 +1,50 @@
+"""simulate_headline (the grid sweep's simulated tier): the same numbers as `simulate`, to the bit, without the
+pooled inter-token gaps; Stats.of's in-place percentiles equal NumPy's on an untouched copy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from servescope.perfmodel import Scenario
+from servescope.simulate import engine_for, simulate, simulate_headline
+from servescope.simulate.loop import simulate_raw
+from servescope.simulate.metrics import Stats
+from servescope.simulate.workload import Arrival, build_workload, draw_lengths
+
+CASES = [
+    (dict(model="llama-3.1-8b", gpu="h100_sxm", isl=256, osl=64), 8),
+    (dict(model="qwen3-30b-a3b", gpu="h100_sxm", tp=2, dp=4, ep=8, isl=1000, osl=300), 96),  # attention-DP, EP
+    (dict(model="kimi-k2.5", gpu="rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16", isl=1024, osl=512), 256),
+]
+
+
+@pytest.mark.parametrize(("kw", "c"), CASES)
+def test_headline_is_simulate_to_the_bit(kw: dict[str, object], c: int) -> None:
+    sc = Scenario.build(**kw)  # type: ignore[arg-type]
+    full, head = simulate(sc, "closed", c, 4 * c), simulate_headline(sc, "closed", c, 4 * c)
+    for name in ("requests", "duration_s", "output_tok_s", "ttft", "tpot"):
+        assert getattr(head, name) == getattr(full, name), name
+    assert full.boundaries["itl"] == full.itl and full.boundaries["ttft"] == full.ttft
+
+
+def test_raw_without_gaps_differs_only_in_the_gaps() -> None:
+    sc = Scenario.build(model="llama-3.1-8b", gpu="h100_sxm", isl=300, osl=50)
+    cfg = engine_for(sc)
+    isl, osl = draw_lengths(120, 300, 50, 0.5, 3)
+    wl = build_workload(Arrival.parse("poisson:20"), 120, 16, isl, osl, 3)
+    a, b = simulate_raw(sc, cfg, wl), simulate_raw(sc, cfg, wl, itl=False)
+    assert len(a.itl_s) > 0 and len(b.itl_s) == 0
+    for name in ("sent_s", "first_token_s", "finish_s", "step_t_s", "step_dur_s", "step_kv_blocks"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_stats_of_matches_numpy_on_a_copy() -> None:
+    x = np.random.default_rng(1).exponential(1.0, 10_001)
+    x[::97] = np.nan
+    keep = x.copy()
+    s = Stats.of(x)
+    np.testing.assert_array_equal(x, keep)  # the caller's array is not reordered
+    f = keep[np.isfinite(keep)]
+    p = np.percentile(f, [50, 90, 99])
+    assert (s.mean_s, s.p50_s, s.p90_s, s.p99_s) == (float(f.mean()), *map(float, p))
