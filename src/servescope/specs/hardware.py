@@ -15,7 +15,6 @@ Dense tensor-core peaks sit under `[flops.<dtype>]`. A source containing "UNSOUR
 from __future__ import annotations
 
 import contextlib
-import difflib
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -275,6 +274,8 @@ def resolve_gpu_name(name: str) -> str:
     for candidate in (key, key.removesuffix("_sxm")):
         if candidate in aliases:
             return aliases[candidate]
+    import difflib  # only for an unknown name (~1 ms of imports every command would pay)
+
     near = difflib.get_close_matches(key, sorted(aliases), n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(dict.fromkeys(aliases[n] for n in near))}? " if near else ""
     raise UnknownName(f"unknown GPU '{name}'; {hint}known: {', '.join(sorted(_gpu_files()))}")

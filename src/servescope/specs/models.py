@@ -14,7 +14,6 @@ Face cache, NVFP4 repacks) and re-exports those names.
 
 from __future__ import annotations
 
-import difflib
 import json
 import tomllib
 from functools import lru_cache
@@ -61,6 +60,8 @@ def _aliases() -> dict[str, Any]:
 
 def _closest(key: str, known: list[str]) -> str:
     """`did you mean …` for the nearest names, and how to list them all: a full list is too long for one line."""
+    import difflib  # only for an unknown name (~1 ms of imports every command would pay)
+
     near = difflib.get_close_matches(key, known, n=5, cutoff=0.4)
     hint = f"did you mean {', '.join(near)}? " if near else ""
     return f"{hint}({len(known)} known: `servescope specs list`)"
