@@ -169,3 +169,49 @@ def test_trace_loads_no_planner(fmt: tuple[str, ...]) -> None:
     modules = loaded("trace", *fmt)
     assert "servescope.analysis.analyze" in modules
     assert _of(modules, PLANNER) == []
+
+
+def test_trace_reads_the_engine_names_not_the_engine_files() -> None:
+    """The trace's "% of achievable" tries the engines' GEMM curves in specs.engines.ENGINES' order, and the op-curve
+    domains check their engine against it: both take the names from the files' names (specs.tables), so the engine
+    registry (specs.engines, its TOML parser engine_file) is not imported; difflib loads only for an unknown name."""
+    modules = loaded("trace", "--json")
+    assert "servescope.specs.opcurves" in modules
+    assert [m for m in ("servescope.specs.engines", "servescope.specs.engine_file", "difflib") if m in modules] == []
+
+
+def test_engine_order_without_the_registry_is_the_registry_order() -> None:
+    from servescope.specs import tables
+    from servescope.specs.engines import DEFAULT_ENGINE, ENGINES
+
+    assert tables.engines_in_order() == ENGINES and ENGINES[0] == DEFAULT_ENGINE == tables.DEFAULT_ENGINE
+
+
+# The console entry point (`servescope`, `python -m servescope`) with ARGS; at exit (exit_now runs the atexit
+# handlers) the GC thresholds and the collections each generation ran once `run` started, as JSON on stderr.
+GC_PROBE = """
+import atexit, gc, json, sys
+sys.argv = ["servescope", *sys.argv[1:]]
+from servescope.cli import run
+before = [s["collections"] for s in gc.get_stats()]
+atexit.register(lambda: sys.stderr.write("\\n" + json.dumps([gc.get_threshold(), [s["collections"] - b for s, b in
+                                                              zip(gc.get_stats(), before)]]) + "\\n"))
+run()
+"""
+
+
+def test_the_console_process_runs_few_gc_passes() -> None:
+    """`servescope trace --json` on the bundled example: the console process runs the cyclic GC at mypy's thresholds
+    (cli._app.GC_THRESHOLDS), so no pass rescans the imported modules' objects (Python's 700 gave ~150 passes,
+    ~14 of them over the older generations: 40-110 ms; bench/bench_start.py). Counted from `run`'s start (the
+    CLI's own import runs before it sets them). Library callers (`main`) keep Python's thresholds."""
+    from servescope.cli._app import GC_THRESHOLDS
+
+    out = subprocess.run([sys.executable, "-c", GC_PROBE, "trace", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    thresholds, collections = json.loads(out.stderr.strip().splitlines()[-1])
+    assert tuple(thresholds) == GC_THRESHOLDS
+    assert collections[2] == 0 and sum(collections) <= 2  # Python's thresholds: ~150 passes, ~1 full
+    library = subprocess.run([sys.executable, "-c", "import gc, servescope.cli; print(gc.get_threshold()[0])"],
+                             capture_output=True, text=True, check=True)
+    assert int(library.stdout) == 700
