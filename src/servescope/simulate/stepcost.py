@@ -83,6 +83,7 @@ class StepCost:
         # per sequence at its own context: no context spread over the DP ranks to price (the loop holds the contexts;
         # decode_only turns off step.py's statistical busiest-rank factor, dp_balance.py)
         self.attn1 = _f(step_arrays(replace(sc, decode_only=True), self.dp, self.grid, 1), "attention")
+        self._attn1_int: np.ndarray | None = None  # attn1 at every integer context (_attn1_at), built on first use
         self._measured_attention_table(replace(sc, decode_only=True), top)
         # the host time between steps: the closed form's own functions (perfmodel.combine), not a copy
         self.eff, self.overlap = eff, bool(sc.overlaps_cpu)
@@ -143,8 +144,42 @@ class StepCost:
             return 0.0
         if self.att_b is not None:
             return float(self._measured_attention_s(b, np.array([ctx.mean()]))[0])
-        s = float(np.interp(ctx, self.grid, self.attn1).sum())
+        s = float(self._attn1_at(ctx).sum())
         return s * (-(-b // self.dp)) / b
+
+    def _attn1_table(self) -> np.ndarray:
+        """attn1 at every integer context 0 … grid[-1]: np.interp once (np.interp is pointwise: the same x, xp and
+        fp give the same value, so a lookup here is the interpolation to the bit)."""
+        if self._attn1_int is None:
+            self._attn1_int = np.interp(np.arange(int(self.grid[-1]) + 1, dtype=float), self.grid, self.attn1)
+        return self._attn1_int
+
+    def _whole(self, ctx: np.ndarray, span: int) -> np.ndarray | None:
+        """ctx as table indices when every context, and every one up to span − 1 more, is a whole token in the
+        table; else None (interpolate)."""
+        if not ctx.size:
+            return None
+        i = ctx.astype(np.intp)
+        if int(i.min()) < 0 or int(i.max()) + span > len(self._attn1_table()) or not (i == ctx).all():
+            return None
+        return i
+
+    def _attn1_at(self, ctx: np.ndarray) -> np.ndarray:
+        """np.interp(ctx, grid, attn1) to the bit (the loop's contexts are whole tokens: a table lookup)."""
+        i = self._whole(ctx, 1)
+        return np.interp(ctx, self.grid, self.attn1) if i is None else self._attn1_int[i]  # type: ignore[index]
+
+    def _attn1_run(self, ctx: np.ndarray, k: int) -> np.ndarray:
+        """Σ over sequences of attn1 at ctx + j for j < k: np.interp of the (b, k) contexts, summed over axis 0 (the
+        same array in the same order, so the same sums), its values read from the integer table when whole."""
+        i = self._whole(ctx, k)
+        if i is None:
+            grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
+            vals = np.interp(grid.ravel(), self.grid, self.attn1).reshape(len(ctx), k)
+        else:
+            vals = self._attn1_int[i[:, None] + np.arange(k)[None, :]]  # type: ignore[index]
+        out: np.ndarray = vals.sum(axis=0)
+        return out
 
     def chunk_attention_s(self, n: np.ndarray, ctx: np.ndarray) -> float:
         """Σ attention of prefill chunks of n tokens after ctx tokens of context (bilinear in the table), each
@@ -173,8 +208,7 @@ class StepCost:
         if self.att_b is not None:
             attn = self._measured_attention_s(b, ctx.mean() + np.arange(k, dtype=float))
         else:
-            grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
-            attn = np.interp(grid.ravel(), self.grid, self.attn1).reshape(b, k).sum(axis=0)
+            attn = self._attn1_run(ctx, k)
             attn *= (-(-b // self.dp)) / b
         run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b,
                                            attn * self._wait_frac(b) if self.dp > 1 else 0.0)

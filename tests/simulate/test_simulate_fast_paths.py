@@ -1,5 +1,6 @@
-"""simulate_headline (the grid sweep's simulated tier): the same numbers as `simulate`, to the bit, without the
-pooled inter-token gaps; Stats.of's in-place percentiles equal NumPy's on an untouched copy."""
+"""The simulation's fast paths give the slow paths' numbers to the bit: simulate_headline (the grid sweep's simulated
+tier) against `simulate`, without the pooled inter-token gaps; Stats.of's in-place percentiles against NumPy's on an
+untouched copy; the decode attention read from the integer-context table against np.interp."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from servescope.perfmodel import Scenario
 from servescope.simulate import engine_for, simulate, simulate_headline
 from servescope.simulate.loop import simulate_raw
 from servescope.simulate.metrics import Stats
+from servescope.simulate.stepcost import StepCost
 from servescope.simulate.workload import Arrival, build_workload, draw_lengths
 
 CASES = [
@@ -48,3 +50,17 @@ def test_stats_of_matches_numpy_on_a_copy() -> None:
     f = keep[np.isfinite(keep)]
     p = np.percentile(f, [50, 90, 99])
     assert (s.mean_s, s.p50_s, s.p90_s, s.p99_s) == (float(f.mean()), *map(float, p))
+
+
+def test_integer_context_table_is_np_interp_to_the_bit() -> None:
+    sc = Scenario.build(model="llama-3.1-8b", gpu="h100_sxm", isl=3000, osl=500)
+    cost = StepCost(sc, engine_for(sc), 8193, 3600)
+    rng = np.random.default_rng(4)
+    ctx = rng.integers(1, 3500, 700).astype(float)
+    np.testing.assert_array_equal(cost._attn1_at(ctx), np.interp(ctx, cost.grid, cost.attn1))
+    k = 37
+    slow = np.interp((ctx[:, None] + np.arange(k)[None, :]).ravel(), cost.grid, cost.attn1).reshape(len(ctx), k)
+    np.testing.assert_array_equal(cost._attn1_run(ctx, k), slow.sum(axis=0))
+    half = ctx + 0.5  # not whole tokens: interpolated as before
+    np.testing.assert_array_equal(cost._attn1_at(half), np.interp(half, cost.grid, cost.attn1))
+    assert cost._whole(half, 1) is None and cost._whole(np.array([cost.grid[-1] + 5.0]), 1) is None
