@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -128,17 +128,18 @@ class Engine:
         return str(getattr(self, section).sources[key])
 
 
-@lru_cache(maxsize=1)
-def _registry() -> dict[str, tuple[Release, ...]]:
-    return {name: parse(f"specs/data/engines/{name}.toml", doc) for name, doc in tables.engine_files().items()}
-
-
 ENGINES: tuple[str, ...] = tables.engines_in_order()  # the default engine first
+
+
+@cache
+def _parsed(backend: str) -> tuple[Release, ...]:
+    """One engine's file, parsed and checked (engine_file.parse): only the engines a command asks for are read."""
+    return parse(f"specs/data/engines/{backend}.toml", tables.engine_file(backend))
 
 
 def releases(backend: str) -> tuple[Release, ...]:
     """Every release entry of an engine, oldest first, each complete (engine_file.Release)."""
-    rows = _registry().get(backend)
+    rows = _parsed(backend) if backend in ENGINES else ()
     if not rows:
         raise BadConfig(f"specs/data/engines/: no file for engine {backend!r}; known: {', '.join(ENGINES)}")
     return rows

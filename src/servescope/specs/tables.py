@@ -80,9 +80,14 @@ def engines_in_order() -> tuple[str, ...]:
     return (DEFAULT_ENGINE, *sorted(n for n in names if n != DEFAULT_ENGINE))
 
 
+def engine_file(name: str) -> dict[str, Any]:
+    """One engine's defaults by release, each with its source (engines/<name>.toml; specs.engines resolves)."""
+    return read_toml(f"engines/{name}.toml")
+
+
 def engine_files() -> dict[str, dict[str, Any]]:
-    """Each engine's defaults by release, each with its source (engines/<engine>.toml; specs.engines resolves)."""
-    return {name: read_toml(f"engines/{name}.toml") for name in engine_names()}
+    """Each engine's defaults by release (`engine_file` of every engine)."""
+    return {name: engine_file(name) for name in engine_names()}
 
 
 def spec_host() -> dict[str, Any]:
