@@ -15,6 +15,7 @@ gives the trace or document each was seen in).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from servescope.units import BYTES_PER_ELEMENT
 
@@ -164,6 +165,83 @@ _CAST: tuple[Rule, ...] = (
 RULES: tuple[Rule, ...] = (
     _MEMORY + _COMMUNICATION + _MOE + _ATTENTION + _GEMM + _NORM + _ROTARY + _ACTIVATION + _SAMPLING + _CAST
 )
+
+# ---------------------------------------------------------------- the rules as one Polars (Rust regex) prefilter
+# A name that contains no match of any rule's superset pattern is "other" without asking Python's `re` (issue 30.2:
+# 2 M distinct kernel names took 70 s one `classify_name` call each). The superset of a rule is its pattern with
+# every lookaround and `$` dropped (an assertion only rejects matches, so dropping it keeps every match), searched in
+# the whole name, not its head: the head is a prefix of the name followed by a space or `(`, so a match in the head
+# is one in the name (`\b` at the head's end holds in both). Exact only on printable-ASCII text, where `\w`, `\d`,
+# `\s`, `\b`, `.` and case folding mean the same in Python's `re` and Rust's `regex` (Unicode `\s` and `\w` differ:
+# Python counts U+001C and `½` in); any other name is classified by `classify_name`.
+PRINTABLE_ASCII = " -~"  # the character range
+_CATEGORIES = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+               "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}
+
+
+def superset_pattern(pattern: str) -> str:
+    """`pattern` (Python `re`, compiled IGNORECASE) as a Rust-regex pattern matching at least where it matches, on
+    printable-ASCII text: lookarounds and `$` dropped, all else as written. Raises ValueError on a construct it does
+    not translate (a rule using one must get a translation, not a guess)."""
+    return "(?i:" + _emit(re._parser.parse(pattern, re.IGNORECASE)) + ")"  # type: ignore[attr-defined]
+
+
+def _char(code: int) -> str:
+    if code > 0x7E or code < 0x20:
+        raise ValueError(f"non-printable-ASCII literal U+{code:04X}: its case folding differs between engines")
+    return chr(code) if chr(code).isalnum() else f"\\x{{{code:02X}}}"
+
+
+def _emit(tree: Any) -> str:
+    c = re._constants  # type: ignore[attr-defined]
+    out = []
+    for op, av in tree:
+        if op is c.LITERAL:
+            out.append(_char(av))
+        elif op is c.ANY:
+            out.append(".")
+        elif op is c.IN:
+            out.append(_class(av))
+        elif op is c.BRANCH:
+            out.append("(?:" + "|".join(_emit(b) for b in av[1]) + ")")
+        elif op is c.SUBPATTERN:
+            _group, add, remove, body = av
+            if (add | remove) & ~re.IGNORECASE:
+                raise ValueError(f"inline flags {add}/{remove} not translated")
+            flags = "i" if add & re.IGNORECASE else "-i" if remove & re.IGNORECASE else ""
+            out.append(f"(?{flags}:" + _emit(body) + ")")
+        elif op in (c.MAX_REPEAT, c.MIN_REPEAT):  # lazy or greedy: the same set of strings has a match
+            low, high, body = av
+            out.append(f"(?:{_emit(body)}){{{low},{'' if high == c.MAXREPEAT else high}}}")
+        elif op in (c.ASSERT, c.ASSERT_NOT) or (op is c.AT and str(av) == "AT_END"):
+            continue  # dropped: superset
+        elif op is c.AT and str(av) in ("AT_BEGINNING", "AT_BOUNDARY"):
+            out.append({"AT_BEGINNING": "^", "AT_BOUNDARY": r"\b"}[str(av)])
+        else:
+            raise ValueError(f"regex construct {op} {av} not translated")
+    return "".join(out)
+
+
+def _class(items: Any) -> str:
+    c = re._constants  # type: ignore[attr-defined]
+    parts: list[str] = []
+    for op, av in items:
+        if op is c.NEGATE:
+            parts.insert(0, "^")
+        elif op is c.LITERAL:
+            parts.append(_char(av))
+        elif op is c.RANGE:
+            parts.append(_char(av[0]) + "-" + _char(av[1]))
+        elif op is c.CATEGORY and str(av) in _CATEGORIES:
+            parts.append(_CATEGORIES[str(av)])
+        else:
+            raise ValueError(f"character class item {op} {av} not translated")
+    return "[" + "".join(parts) + "]"
+
+
+def rules_superset() -> str:
+    """One Rust-regex pattern: the superset patterns of every rule as alternatives (`superset_pattern`)."""
+    return "|".join(superset_pattern(pattern) for pattern, _, _ in RULES)
 
 # ---------------------------------------------------------------- the launching CPU op of a collective
 # CPU-side ops (cpu_op / user_annotation rows) that launch communication kernels; the op, not the kernel
