@@ -64,3 +64,33 @@ def test_integer_context_table_is_np_interp_to_the_bit() -> None:
     half = ctx + 0.5  # not whole tokens: interpolated as before
     np.testing.assert_array_equal(cost._attn1_at(half), np.interp(half, cost.grid, cost.attn1))
     assert cost._whole(half, 1) is None and cost._whole(np.array([cost.grid[-1] + 5.0]), 1) is None
+
+
+@pytest.mark.parametrize("kw", [
+    dict(model="llama-3.1-8b", gpu="h100_sxm"),
+    dict(model="qwen3-30b-a3b", gpu="h100_sxm", tp=2, dp=4, ep=8),
+    dict(model="deepseek-v3", gpu="h200", dp=8, ep=8),
+    dict(model="kimi-k2.5", gpu="rtx_pro_6000_server", tp=8, moe_quant="int4-w4a16"),
+    dict(model="qwen3-30b-a3b", gpu="h100_sxm", tp=4, cuda_graphs=False),
+])
+def test_block_tables_are_the_one_call_tables_to_the_bit(kw: dict[str, object]) -> None:
+    """token_tables prices 512 step sizes per call: the same values as one step_arrays call over every size."""
+    from servescope.perfmodel.step import step_arrays
+    from servescope.simulate.token_tables import TokenTables
+
+    sc = Scenario.build(**kw)  # type: ignore[arg-type]
+    top, dp = 1300, max(1, sc.dp)
+    seqs = np.maximum(np.arange(0, top + 1, dtype=float), 1.0)
+    dec, pf = step_arrays(sc, seqs, 0, 1), step_arrays(sc, dp, 0, seqs / dp, prefill=True)
+
+    def tok(a: dict[str, np.ndarray]) -> np.ndarray:
+        return sum(np.asarray(a[k], dtype=float) for k in ("gemm", "moe", "communication", "kernels"))  # type: ignore[return-value]
+
+    lazy = TokenTables(sc, dp, top)
+    assert lazy.dec(700) == tok(dec)[700] and lazy.kern_pf(3) == np.asarray(pf["kernels"], dtype=float)[3]
+    got = lazy.whole()
+    np.testing.assert_array_equal(got[0], tok(dec))
+    np.testing.assert_array_equal(got[1], tok(pf))
+    np.testing.assert_array_equal(got[2], np.asarray(pf["kernels"], dtype=float))
+    lazy.dec_scale = 1.17
+    assert lazy.dec(1299) == (tok(dec) * 1.17)[1299]

@@ -167,9 +167,7 @@ class _Loop:
         reach = step_tokens(self.st.budget, self.st.max_seqs, wl.n, longest) + 1  # no step carries more tokens
         self.cost = StepCost(sc, cfg, max_tokens, longest + 1, table_tokens=reach)
         if cfg.decode_level != 1.0:  # a measured decode level: decode tables and the step's CPU time × it
-            c, lv = self.cost, cfg.decode_level
-            c.tok_dec_s, c.attn1 = c.tok_dec_s * lv, c.attn1 * lv
-            c.host_scale = lv
+            self.cost.scale_decode(cfg.decode_level)
         self.split = split_setup(sc, cfg, self.cost.setup_s)
         self.cl = _Client(wl, self.split.front_s)
         n = wl.n

@@ -51,6 +51,7 @@ from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.serving import linear_layers, mla_layers
 from servescope.perfmodel.step import measured_attention, step_arrays
 from servescope.simulate.engine import EngineConfig
+from servescope.simulate.token_tables import TokenTables
 from servescope.specs.serving_boundaries import delivery
 
 CTX_GRID_TOKENS = 16  # grid step of the per-sequence decode attention table and of the chunk cache key
@@ -70,15 +71,10 @@ class StepCost:
         self.sc, self.cfg, self.dp = sc, cfg, max(1, int(sc.dp))
         eff = sc.efficiency
         top = max_tokens if table_tokens is None else max(1, min(max_tokens, table_tokens))
-        t = np.maximum(np.arange(0, top + 1, dtype=float), 1.0) / self.dp
-        # decode: T sequences of one token (their routing draws are independent, step.py); prefill: T tokens of dp
-        # chunks
-        seqs = np.maximum(np.arange(0, top + 1, dtype=float), 1.0)
-        dec, pf = step_arrays(sc, seqs, 0, 1), step_arrays(sc, self.dp, 0, t, prefill=True)
-        # per step size T: gemm + moe + communication + kernel launches; decode steps may run as padded graphs
-        self.tok_dec_s = _f(dec, "gemm") + _f(dec, "moe") + _f(dec, "communication") + _f(dec, "kernels")
-        self.tok_pf_s = _f(pf, "gemm") + _f(pf, "moe") + _f(pf, "communication") + _f(pf, "kernels")
-        self.kern_pf_s = _f(pf, "kernels")
+        # per step size T: gemm + moe + communication + kernel launches of a decode step of T sequences of one token
+        # (their routing draws are independent, step.py; it may run as a padded graph) and of a prefill of T tokens
+        # in dp chunks, priced a block of sizes at a time as the steps read them (token_tables.py)
+        self.tables, self.top = TokenTables(sc, self.dp, top), top
         self.grid = np.arange(0, max_ctx + 2 * CTX_GRID_TOKENS, CTX_GRID_TOKENS, dtype=float)
         # per sequence at its own context: no context spread over the DP ranks to price (the loop holds the contexts;
         # decode_only turns off step.py's statistical busiest-rank factor, dp_balance.py)
@@ -99,6 +95,27 @@ class StepCost:
         self.setup_s = float(eff.prefill_overhead_s + mla_layers(sc) * eff.mla_prefill_layer_s
                              + linear_layers(sc) * eff.linear_prefill_layer_s)
         self._chunk_table(max_tokens, max_ctx)
+
+    @property
+    def tok_dec_s(self) -> np.ndarray:
+        """The decode step-size table over every size (token_tables.TokenTables.whole; tests)."""
+        return self.tables.whole()[0]
+
+    @property
+    def tok_pf_s(self) -> np.ndarray:
+        return self.tables.whole()[1]
+
+    @property
+    def kern_pf_s(self) -> np.ndarray:
+        return self.tables.whole()[2]
+
+    def scale_decode(self, level: float) -> None:
+        """A measured decode level (loop.py): the decode step-size table, the per-sequence attention and the step's
+        host time × `level` (each value the product the scaled table held)."""
+        self.tables.dec_scale = level
+        self.attn1 = self.attn1 * level
+        self._attn1_int = None
+        self.host_scale = level
 
     def _measured_attention_table(self, sc: Scenario, top: int) -> None:
         """Where the decode attention is priced at a measured per-layer curve (step.py: not a sum over sequences —
@@ -210,7 +227,7 @@ class StepCost:
         else:
             attn = self._attn1_run(ctx, k)
             attn *= (-(-b // self.dp)) / b
-        run_s: np.ndarray = self._plus_cpu(self.tok_dec_s[min(b, len(self.tok_dec_s) - 1)] + attn, b,
+        run_s: np.ndarray = self._plus_cpu(self.tables.dec(min(b, self.top)) + attn, b,
                                            attn * self._wait_frac(b) if self.dp > 1 else 0.0)
         return run_s
 
@@ -242,17 +259,16 @@ class StepCost:
         """Seconds of one step: decode sequences at contexts dec_ctx, prefill chunks of chunks_n tokens each
         after chunks_ctx tokens (formula in the module docstring)."""
         b_dec, n_chunks = len(dec_ctx), len(chunks_n)
-        top = len(self.tok_dec_s) - 1
+        top, tab = self.top, self.tables
         dec_attn = self.decode_attention_s(dec_ctx)
         wait = dec_attn * self._wait_frac(b_dec) if self.dp > 1 else 0.0
         if not n_chunks:
-            return float(self._plus_cpu(self.tok_dec_s[min(b_dec, top)] + dec_attn, b_dec, wait))
+            return float(self._plus_cpu(tab.dec(min(b_dec, top)) + dec_attn, b_dec, wait))
         t_all = min(b_dec + int(chunks_n.sum()), top)
-        table = self.tok_dec_s if self.cfg.graph_mixed_batches else self.tok_pf_s
-        tok = table[t_all]
+        tok = tab.dec(t_all) if self.cfg.graph_mixed_batches else tab.pf(t_all)
         pf_attn = self.chunk_attention_s(chunks_n, chunks_ctx) / self.dp
-        base = (self.tok_pf_s[b_dec] - self.kern_pf_s[b_dec]) if b_dec else 0.0
-        marginal = tok - self.kern_pf_s[t_all] - base + pf_attn
+        base = (tab.pf(b_dec) - tab.kern_pf(b_dec)) if b_dec else 0.0
+        marginal = tok - tab.kern_pf(t_all) - base + pf_attn
         step = tok + dec_attn + pf_attn
         step += marginal * self.inv_pf_eff_m1
         return float(self._plus_cpu(step, b_dec + n_chunks, wait))
