@@ -184,7 +184,8 @@ class StepCost:
     def _attn1_at(self, ctx: np.ndarray) -> np.ndarray:
         """np.interp(ctx, grid, attn1) to the bit (the loop's contexts are whole tokens: a table lookup)."""
         i = self._whole(ctx, 1)
-        return np.interp(ctx, self.grid, self.attn1) if i is None else self._attn1_int[i]  # type: ignore[index]
+        out: np.ndarray = np.interp(ctx, self.grid, self.attn1) if i is None else self._attn1_table()[i]
+        return out
 
     def _attn1_run(self, ctx: np.ndarray, k: int) -> np.ndarray:
         """Σ over sequences of attn1 at ctx + j for j < k: np.interp of the (b, k) contexts, summed over axis 0 (the
@@ -194,7 +195,7 @@ class StepCost:
             grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
             vals = np.interp(grid.ravel(), self.grid, self.attn1).reshape(len(ctx), k)
         else:
-            vals = self._attn1_int[i[:, None] + np.arange(k)[None, :]]  # type: ignore[index]
+            vals = self._attn1_table()[i[:, None] + np.arange(k)[None, :]]
         out: np.ndarray = vals.sum(axis=0)
         return out
 

@@ -22,7 +22,7 @@ from servescope.perfmodel.step import step_arrays
 BLOCK = 512  # step sizes priced per step_arrays call
 
 
-def _f(a: dict[str, object], key: str) -> np.ndarray:
+def _f(a: dict[str, np.ndarray], key: str) -> np.ndarray:
     return np.asarray(a[key], dtype=float)
 
 
