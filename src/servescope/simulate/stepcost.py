@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from servescope.perfmodel.combine import exposed_host_s, host_cpu_s
 from servescope.perfmodel.scenario import Scenario
@@ -195,7 +196,7 @@ class StepCost:
             grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
             vals = np.interp(grid.ravel(), self.grid, self.attn1).reshape(len(ctx), k)
         else:
-            vals = self._attn1_table()[i[:, None] + np.arange(k)[None, :]]
+            vals = sliding_window_view(self._attn1_table(), k)[i]  # row r: the table at i[r] … i[r] + k − 1
         out: np.ndarray = vals.sum(axis=0)
         return out
 
