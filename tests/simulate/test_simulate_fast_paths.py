@@ -58,9 +58,9 @@ def test_integer_context_table_is_np_interp_to_the_bit() -> None:
     rng = np.random.default_rng(4)
     ctx = rng.integers(1, 3500, 700).astype(float)
     np.testing.assert_array_equal(cost._attn1_at(ctx), np.interp(ctx, cost.grid, cost.attn1))
-    k = 37
-    slow = np.interp((ctx[:, None] + np.arange(k)[None, :]).ravel(), cost.grid, cost.attn1).reshape(len(ctx), k)
-    np.testing.assert_array_equal(cost._attn1_run(ctx, k), slow.sum(axis=0))
+    for k in (1, 37, 600):  # 600: past the strided rows (a window view)
+        slow = np.interp((ctx[:, None] + np.arange(k)[None, :]).ravel(), cost.grid, cost.attn1).reshape(len(ctx), k)
+        np.testing.assert_array_equal(cost._attn1_run(ctx, k), slow.sum(axis=0))
     half = ctx + 0.5  # not whole tokens: interpolated as before
     np.testing.assert_array_equal(cost._attn1_at(half), np.interp(half, cost.grid, cost.attn1))
     assert cost._whole(half, 1) is None and cost._whole(np.array([cost.grid[-1] + 5.0]), 1) is None

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from servescope.perfmodel.combine import exposed_host_s, host_cpu_s
 from servescope.perfmodel.scenario import Scenario
@@ -56,6 +56,7 @@ from servescope.simulate.token_tables import TokenTables
 from servescope.specs.serving_boundaries import delivery
 
 CTX_GRID_TOKENS = 16  # grid step of the per-sequence decode attention table and of the chunk cache key
+WINDOW = 512  # steps of a decode run read through the table's strided rows (loop.MAX_RUN_STEPS; longer: a window view)
 
 
 def _f(a: dict[str, Any], key: str) -> np.ndarray:
@@ -169,7 +170,13 @@ class StepCost:
         """attn1 at every integer context 0 … grid[-1]: np.interp once (np.interp is pointwise: the same x, xp and
         fp give the same value, so a lookup here is the interpolation to the bit)."""
         if self._attn1_int is None:
-            self._attn1_int = np.interp(np.arange(int(self.grid[-1]) + 1, dtype=float), self.grid, self.attn1)
+            tab = np.interp(np.arange(int(self.grid[-1]) + 1, dtype=float), self.grid, self.attn1)
+            self._attn1_int = tab
+            # rows of WINDOW consecutive entries from each context (a strided view of the table padded with zeros,
+            # which no read reaches: _whole keeps i + k within the table): a decode run's (b, k) block is
+            # _windows[:, :k][i]
+            pad = np.concatenate([tab, np.zeros(WINDOW)])
+            self._windows = as_strided(pad, (len(tab), WINDOW), (pad.strides[0], pad.strides[0]), writeable=False)
         return self._attn1_int
 
     def _whole(self, ctx: np.ndarray, span: int) -> np.ndarray | None:
@@ -196,7 +203,9 @@ class StepCost:
             grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
             vals = np.interp(grid.ravel(), self.grid, self.attn1).reshape(len(ctx), k)
         else:
-            vals = sliding_window_view(self._attn1_table(), k)[i]  # row r: the table at i[r] … i[r] + k − 1
+            self._attn1_table()
+            # row r: the table at i[r] … i[r] + k − 1
+            vals = self._windows[:, :k][i] if k <= WINDOW else sliding_window_view(self._attn1_int, k)[i]
         out: np.ndarray = vals.sum(axis=0)
         return out
 
