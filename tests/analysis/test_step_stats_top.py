@@ -112,3 +112,27 @@ def test_few_groups_are_aggregated_whole() -> None:
     # 16 names in 2 steps of 400 rows: at most 32 groups, one per 12.5 rows; no filtered copy.
     gpu = _frame([(i % 2, f"k{i % 16}", float(i % 5), None) for i in range(400)], worked=False)
     assert _step_stats._top_rows(gpu, 3) is gpu
+
+
+def _unshaped_full(gpu: pl.DataFrame, n: int) -> dict[int, tuple[tuple[str, str, float], ...]]:
+    """unshaped_kernels_by_step as a sort of every (step, name, reason) sum: the reference."""
+    stats = (gpu.filter(pl.col("shape_status") != "shaped").group_by("step", "name", "shape_status")
+             .agg(pl.col("dur_us").sum()).sort(["step", "dur_us", "name", "shape_status"],
+                                               descending=[False, True, False, False])
+             .group_by("step", maintain_order=True).head(n))
+    out: dict[int, list[tuple[str, str, float]]] = {}
+    for step, name, why, us in stats.iter_rows():
+        out.setdefault(int(step), []).append((str(name), str(why), float(us)))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from(["a", "b", "c", "ab", "z"]),
+                          st.sampled_from([0.0, 1.0, 2.0, 3.5, math.nan, math.inf]) | st.floats(0, 9),
+                          st.sampled_from(["shaped", "no_shape", "no_op", "unknown_op"])), max_size=60),
+       st.integers(1, 5))
+def test_unshaped_kernels_by_step_is_the_full_sort(rows: list[tuple[int, str, float, str]], n: int) -> None:
+    gpu = pl.DataFrame({"step": [r[0] for r in rows], "name": [r[1] for r in rows], "dur_us": [r[2] for r in rows],
+                        "shape_status": [r[3] for r in rows]},
+                       schema={"step": pl.Int64, "name": pl.Utf8, "dur_us": pl.Float64, "shape_status": pl.Utf8})
+    assert repr(_step_stats.unshaped_kernels_by_step(gpu, n)) == repr(_unshaped_full(gpu, n))

@@ -133,7 +133,17 @@ def compact(gpu: pl.DataFrame) -> pl.DataFrame:
     here the text's, and compares equal to its text. Columns null throughout stay as they are (no page touched)."""
     text = [c for c in _TEXT_COLUMNS if c in gpu.columns and gpu.schema[c] == pl.Utf8
             and gpu[c].null_count() < gpu.height]
-    return gpu.with_columns(pl.col(c).cast(pl.Enum(sorted(gpu[c].drop_nulls().unique().to_list()))) for c in text)
+    enums = []
+    for c in text:
+        values = gpu[c].drop_nulls().unique()
+        if values.len() * _ROWS_PER_CATEGORY <= gpu.height:  # else text: the Enum holds each value again, and its map
+            enums.append(pl.col(c).cast(pl.Enum(sorted(values.to_list()))))
+    return gpu.with_columns(enums)
+
+
+# An Enum saves 12 bytes a row over a view and costs ~40 a category beyond its text (2 M distinct kernel names: +350 MB
+# as an Enum; issue 30.2): worth it where each value repeats at least this often.
+_ROWS_PER_CATEGORY = 4
 
 
 def filled(column: pl.Series) -> pl.Series:
