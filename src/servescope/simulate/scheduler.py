@@ -48,6 +48,7 @@ class SchedState:
         # prefix caching (prefix.py): hits on admission, shared blocks counted once; off = shared blocks referenced
         self.pc = prefix if prefix is not None and prefix.enabled else None
         self.off = self.pc.off if self.pc is not None else np.zeros(n, dtype=np.int64)
+        self.no_off = self.pc is None  # no prefix cache: off stays 0 and the KV sums skip it (the same integers)
         self.prefilled = np.zeros(n, dtype=np.int64)  # prompt (and recomputed) tokens run through prefill
         self.cfg, self.bs = cfg, cfg.block_size_tokens
         self.max_seqs = cfg.max_num_seqs * dp
@@ -131,7 +132,8 @@ class SchedState:
         """Allocate blocks for n tokens of each running request; preempt from the tail until they fit.
         Returns whether anything was preempted (self.run shrinks; n's prefix stays aligned with it)."""
         run = self.run
-        need = np.maximum(self._blocks_for(self.computed[run] + n) - self.blocks[run] - self.off[run], 0)
+        need = self._blocks_for(self.computed[run] + n) - self.blocks[run]
+        need = np.maximum(need if self.no_off else need - self.off[run], 0)
         total = int(need.sum())
         preempted = False
         while total > self.free_blocks and len(run) > 1:
@@ -266,7 +268,8 @@ class SchedState:
         request i needs a new block after s_i = blocks·bs − computed − 1 more steps, then every bs steps."""
         if self.cfg.admission == "reserve_full" or k <= 1:
             return k
-        slack = (self.blocks[ids] + self.off[ids]) * self.bs - self.computed[ids] - 1
+        held = self.blocks[ids] if self.no_off else self.blocks[ids] + self.off[ids]
+        slack = held * self.bs - self.computed[ids] - 1
 
         def extra(steps: int) -> int:  # blocks needed beyond those held to run `steps` steps
             over = steps - 1 - slack
@@ -285,7 +288,8 @@ class SchedState:
         Returns the ids that finished."""
         c = self.computed[ids] + k
         if self.cfg.admission != "reserve_full":
-            need = np.maximum(-(-c // self.bs) - self.blocks[ids] - self.off[ids], 0)
+            need = -(-c // self.bs) - self.blocks[ids]
+            need = np.maximum(need if self.no_off else need - self.off[ids], 0)
             self.blocks[ids] += need
             self.free_blocks -= int(need.sum())
         self.computed[ids] = c

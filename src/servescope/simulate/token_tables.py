@@ -4,11 +4,13 @@ What it does: for step sizes T = 0 … top, the step model's (perfmodel.step.ste
   dec(T)   gemm + moe + communication + kernels of a decode step of max(T, 1) sequences, one token each
   pf(T)    the same of a prefill step of dp chunks of max(T, 1)/dp tokens each, and kern_pf(T) its kernels alone
 as stepcost.py's docstring defines them, each block of BLOCK sizes priced by one step_arrays call when a step first
-reads it. The step model is elementwise in the step size (every term a function of its own T; the routing
+reads it (an MoE model's; a dense model's tables are one block, priced whole on first read: one call over 8,192
+sizes costs 2.5 ms there, less than the ~20 blocks a 300-request replay reads). The step model is elementwise in the step size (every term a function of its own T; the routing
 statistics row by row: tests/simulate/test_simulate_fast_paths.py compares a block-built table with one call over
 all sizes to the bit), so a block holds the whole table's values exactly. A run reads a handful of blocks (its
 decode batches and its mixed steps' token counts; 4–23 blocks of 512 on the issue 30 grid's near points) while one
-call over every size up to an attention-DP budget (8 × 8,192) costs ~0.5 s, superlinearly more than its blocks.
+call over every size up to an attention-DP budget (8 × 8,192) costs ~0.5 s on an MoE model (the routing statistics
+per size), superlinearly more than its blocks.
 What it does not: price attention (per sequence and per chunk: stepcost.py) or the host time.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 from servescope.perfmodel.scenario import Scenario
 from servescope.perfmodel.step import step_arrays
 
-BLOCK = 512  # step sizes priced per step_arrays call
+BLOCK = 512  # step sizes priced per step_arrays call (MoE models)
 
 
 def _f(a: dict[str, np.ndarray], key: str) -> np.ndarray:
@@ -34,13 +36,14 @@ class TokenTables:
         self.sc, self.dp, self.top = sc, dp, top
         n = top + 1
         self._dec, self._pf, self._kern = np.empty(n), np.empty(n), np.empty(n)
-        blocks = -(-n // BLOCK)
+        self.block = BLOCK if sc.model.is_moe else n
+        blocks = -(-n // self.block)
         self._dec_done, self._pf_done = [False] * blocks, [False] * blocks
         self.dec_scale = 1.0
 
     def _sizes(self, blk: int) -> tuple[int, int, np.ndarray]:
-        lo = blk * BLOCK
-        hi = min(lo + BLOCK, self.top + 1)
+        lo = blk * self.block
+        hi = min(lo + self.block, self.top + 1)
         return lo, hi, np.maximum(np.arange(lo, hi, dtype=float), 1.0)
 
     def _fill_dec(self, blk: int) -> None:
@@ -57,21 +60,21 @@ class TokenTables:
         self._pf_done[blk] = True
 
     def dec(self, t: int) -> np.float64:
-        blk = t // BLOCK
+        blk = t // self.block
         if not self._dec_done[blk]:
             self._fill_dec(blk)
         v: np.float64 = self._dec[t]
         return v if self.dec_scale == 1.0 else v * self.dec_scale
 
     def pf(self, t: int) -> np.float64:
-        blk = t // BLOCK
+        blk = t // self.block
         if not self._pf_done[blk]:
             self._fill_pf(blk)
         v: np.float64 = self._pf[t]
         return v
 
     def kern_pf(self, t: int) -> np.float64:
-        blk = t // BLOCK
+        blk = t // self.block
         if not self._pf_done[blk]:
             self._fill_pf(blk)
         v: np.float64 = self._kern[t]
