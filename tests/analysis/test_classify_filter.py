@@ -15,6 +15,7 @@ import re
 import sqlite3
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -31,7 +32,7 @@ _COMPILED = [re.compile(pattern, re.IGNORECASE) for pattern, _, _ in RULES]
 _SUPERSETS = [superset_pattern(pattern) for pattern, _, _ in RULES]
 
 
-def _event_names(doc: object) -> set[str]:
+def _event_names(doc: Any) -> set[str]:
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     return {e["name"] for e in events if isinstance(e, dict) and isinstance(e.get("name"), str)}
 

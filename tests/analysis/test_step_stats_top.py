@@ -6,6 +6,7 @@ aggregation of every row gives, ties included (ties in summed time go by name).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import polars as pl
 import pytest
@@ -28,7 +29,7 @@ def _full(gpu: pl.DataFrame, top_n: int, monkeypatch: pytest.MonkeyPatch) -> obj
         return step_top_kernels(gpu, top_n)
 
 
-def _frame(rows: list[tuple[int, str | None, float, float | None]], worked: bool) -> pl.DataFrame:
+def _frame(rows: Sequence[tuple[int, str | None, float, float | None]], worked: bool) -> pl.DataFrame:
     data: dict[str, list[object]] = {
         "step": [r[0] for r in rows], "name": [r[1] for r in rows],
         "kernel_class": [("gemm" if (r[1] or "").startswith("a") else "other") for r in rows],

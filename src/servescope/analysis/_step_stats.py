@@ -169,7 +169,7 @@ def step_top_kernels(gpu: pl.DataFrame, top_n: int) -> dict[int, tuple[KernelSta
     )
     groups = {}
     if worked:  # only shaped rows make work groups: filtered before the join, which copies the rows it keeps
-        rows = gpu.lazy().filter(shaped).select("step", "name", "kernel_class", *WORK_COLUMNS, "dur_us").collect()
+        rows = gpu.select("step", "name", "kernel_class", *WORK_COLUMNS, "dur_us").filter(shaped)
         groups = work_groups(rows.join(stats.select("step", "name"), on=["step", "name"]), ["step", "name"])
     out: dict[int, list[KernelStats]] = {}
     for r in stats.iter_rows(named=True):
@@ -256,13 +256,14 @@ def unshaped_kernels_by_step(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[t
     """Per step: the `n` (kernel name, reason) pairs without a shape that hold the most GPU µs."""
     if "shape_status" not in gpu.columns:
         return {}
-    # Lazy: only the four columns are read (a filter of the frame copied every column of every unshaped row); the sort
-    # takes the pairs at or above each step's n-th largest sum only (one pair per kernel when no name repeats).
-    sums = (gpu.lazy().filter(pl.col("shape_status") != "shaped").group_by("step", "name", "shape_status")
-            .agg(pl.col("dur_us").sum()).collect())
-    us = pl.col("dur_us")
-    kth = us.filter(~us.is_nan()).top_k(n).min().over("step")  # a NaN sorts first: kept
-    stats = (sums.lazy().filter((pl.len().over("step") <= n) | (us >= kth) | us.is_nan())
+    # The four columns only (a filter of the frame copied every column of every unshaped row), eager (a lazy query
+    # sums in another order: last-bit differences); the sort takes the pairs at or above each step's n-th largest sum
+    # only (one pair per kernel when no name repeats).
+    sums = (gpu.select("step", "name", "shape_status", "dur_us").filter(pl.col("shape_status") != "shaped")
+            .group_by("step", "name", "shape_status").agg(pl.col("dur_us").sum()))
+    dur = pl.col("dur_us")
+    kth = dur.filter(~dur.is_nan()).top_k(n).min().over("step")  # a NaN sorts first: kept
+    stats = (sums.lazy().filter((pl.len().over("step") <= n) | (dur >= kth) | dur.is_nan())
              .sort(["step", "dur_us", "name", "shape_status"], descending=[False, True, False, False])
              .group_by("step", maintain_order=True).head(n).collect())
     out: dict[int, list[tuple[str, str, float]]] = {}
