@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,34 @@ def test_the_console_process_runs_few_gc_passes() -> None:
     library = subprocess.run([sys.executable, "-c", "import gc, servescope.cli; print(gc.get_threshold()[0])"],
                              capture_output=True, text=True, check=True)
     assert int(library.stdout) == 700
+
+
+# The console entry point with ARGS; at exit, the threads the process holds (Linux) and OPENBLAS_NUM_THREADS.
+THREAD_PROBE = """
+import atexit, os, sys
+sys.argv = ["servescope", *sys.argv[1:]]
+atexit.register(lambda: sys.stderr.write("\\n%d %s\\n" % (len(os.listdir("/proc/self/task")),
+                                                          os.environ.get("OPENBLAS_NUM_THREADS"))))
+from servescope.cli import run
+run()
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_console_process_starts_no_blas_thread_pool() -> None:
+    """`simulate` (NumPy, no Polars) in the console process: OpenBLAS runs on the calling thread, so the process ends
+    with its one thread (OpenBLAS's pool is one thread per core: 2 on a 2-core machine); a thread count the user
+    set is kept (cli._app.one_blas_thread)."""
+    from servescope.cli._app import BLAS_THREAD_VARIABLES
+
+    base = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+
+    def threads(env: dict[str, str]) -> tuple[int, str]:
+        out = subprocess.run([sys.executable, "-c", THREAD_PROBE, *SIMULATE_1, "--json"], capture_output=True,
+                             text=True, env=env)
+        assert out.returncode == 0, out.stderr
+        count, value = out.stderr.strip().splitlines()[-1].split()
+        return int(count), value
+
+    assert threads(base) == (1, "1")
+    assert threads({**base, "OPENBLAS_NUM_THREADS": "2"})[1] == "2"

@@ -213,6 +213,7 @@ def run() -> NoReturn:
 
     Library and test callers use `main` (Click's runner): only a process that is about to end may skip teardown."""
     fewer_gc_passes()
+    one_blas_thread()
     try:
         main()
     except SystemExit as exc:
@@ -238,6 +239,22 @@ def fewer_gc_passes() -> None:
     """The console process's cyclic-GC thresholds (GC_THRESHOLDS); library callers keep Python's."""
     if sys.implementation.name == "cpython":
         gc.set_threshold(*GC_THRESHOLDS)
+
+
+# NumPy's OpenBLAS starts a pool of one thread per core at import and its idle threads spin waiting for work: ~20 ms
+# of CPU at `import numpy` and ~30 ms of `simulate` (bench/RESULTS.md, issue 30), on a 2-core machine taken from the
+# command's own thread. servescope's BLAS calls are least squares and solves of a few parameters, below OpenBLAS's
+# threading sizes; `validate --cv`, plan, model, sweep, simulate and trace print the same bytes either way. The
+# variables are OpenBLAS's (its README, "Set the number of threads with environment variables"); one the user
+# set is kept.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def one_blas_thread() -> None:
+    """The console process's OpenBLAS runs on the calling thread (BLAS_THREAD_VARIABLES), unless the user set a
+    thread count or NumPy is already loaded (the pool exists); library callers keep theirs."""
+    if "numpy" not in sys.modules and not any(v in os.environ for v in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
 def exit_now(code: object) -> NoReturn:
