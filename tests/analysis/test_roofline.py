@@ -7,6 +7,7 @@ from the raw `Input Dims`, parsed here with stdlib gzip+json (tests/independent.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -63,9 +64,10 @@ def _expected_gemm(name: str, dims: list[Any], types: list[Any]) -> tuple[float,
     return 2.0 * m * n * k, float((m * k + k * n) * b + m * n * b)
 
 
+@functools.cache  # one parse per trace and worker: the parametrized test and the counts below read the same result
 def _independent(path: Path) -> dict[int, tuple[float, float]]:
     """Per GEMM kernel (by correlation): its share of its op's FLOPs and bytes (∝ its duration among the op's
-    kernels), from the raw JSON."""
+    kernels), from the raw JSON. Read only by its callers (cached)."""
     events = raw_events(path)
     launch = {e["args"]["correlation"]: e for e in events
               if e.get("cat") in ("cuda_runtime", "cuda_driver", "Runtime") and "correlation" in (e.get("args") or {})}
@@ -110,6 +112,7 @@ def _work(path: Path) -> pl.DataFrame:
     return gpu
 
 
+@functools.cache  # read at collection and again by test_the_shared_traces_have_shaped_gemms
 def _has_dims(path: Path) -> bool:
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rb") as f:
