@@ -5,7 +5,8 @@ Parts (each prints one JSON document):
   jobs      the near points of bench_sweep_grid's 10⁶-point grid (qwen3-30b-a3b, 8 × h100_sxm, SLA TTFT ≤ 2 s,
             TPOT ≤ 50 ms), as (scenario, concurrency) pairs in simulation order, pickled to bench/out/sweep/jobs.pkl
             (each one what planner.sweep_sims runs: a closed loop of 4·c requests, seed 0)
-  points    `--points N` of those (seeded choice) simulated one at a time in this process: CPU seconds each (mean,
+  points    `--points N` of those (seeded choice; `--first M`: among the first M in simulation order, e.g. 10,000 =
+            the grid's top 1 %) simulated one at a time in this process: CPU seconds each (mean,
             median, max, by concurrency), the projection for 10⁴ points on 2 cores, and a sha256 of the sweep's
             fields (requests, TTFT/TPOT mean and p99, output tok/s) of every run
   top       planner.sweep_grid.grid_sweep on a grid of `--grid N` points (the 10⁶ grid's layouts, quantisations and
@@ -71,20 +72,21 @@ def part_jobs() -> dict[str, object]:
     return {"near": len(gs.points), "runs": gs.runs, "screened": gs.screened, "wall_s": time.perf_counter() - t}
 
 
-def _picks(n: int) -> list[tuple[object, int]]:
+def _picks(n: int, first: int | None = None) -> list[tuple[object, int]]:
+    """n of the near points (seeded), among the first `first` in simulation order (None: all)."""
     import numpy as np
 
     if not JOBS.exists():
         part_jobs()
-    rec = pickle.loads(JOBS.read_bytes())
+    rec = pickle.loads(JOBS.read_bytes())[:first]
     idx = sorted(np.random.default_rng(0).choice(len(rec), size=min(n, len(rec)), replace=False).tolist())
     return [rec[i] for i in idx]
 
 
-def part_points(n: int, repeat: int = 1) -> dict[str, object]:
+def part_points(n: int, repeat: int = 1, first: int | None = None) -> dict[str, object]:
     from servescope.planner.sweep_sims import Job, SimTask, sim_requests
 
-    picks = _picks(n)
+    picks = _picks(n, first)
     task = SimTask(tuple(Job(sc, c, sim_requests(c), "") for sc, c in picks), None)  # type: ignore[arg-type]
     task.one(task.jobs[0])  # imports and first-call set-up out of the timings
     secs, by_c, h = [], {}, hashlib.sha256()
@@ -100,7 +102,7 @@ def part_points(n: int, repeat: int = 1) -> dict[str, object]:
     mean = statistics.fmean(secs)
     return {"points": len(secs), "cpu_s_mean": mean, "cpu_s_median": statistics.median(secs), "cpu_s_max": max(secs),
             "cpu_s_by_concurrency": {c: round(statistics.fmean(v), 4) for c, v in sorted(by_c.items())},
-            "projected_10k_on_2_cores_s": mean * 10_000 / 2, "sha256": h.hexdigest(),
+            "projected_10k_on_2_cores_s": mean * 10_000 / 2, "sha256": h.hexdigest(), "among_first": first,
             "load_average": os.getloadavg()[0]}
 
 
@@ -238,6 +240,7 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=40)
     ap.add_argument("--grid", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=1, help="points: runs of each point, the least CPU time kept")
+    ap.add_argument("--first", type=int, default=None, help="points: drawn among the first N in simulation order")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--simulate", type=int, default=None, help="top: near points simulated (default: 1 %% of the grid)")
     ap.add_argument("--out", type=Path, default=None)
@@ -246,7 +249,7 @@ def main() -> None:
     if a.part == "jobs":
         doc = part_jobs()
     elif a.part == "points":
-        doc = part_points(a.points, a.repeat)
+        doc = part_points(a.points, a.repeat, a.first)
     elif a.part == "top":
         doc = part_top(a.grid, a.workers, a.simulate)
     elif a.part == "replay":
