@@ -3,7 +3,8 @@ where, and without running one simulation twice.
 
   requests  n(c) = SIM_WAVES · c: a closed loop of c clients, each sending SIM_WAVES requests one after another
             (simulate.simulate(scenario, "closed", c, n), seed 0: exactly what `servescope simulate --arrival closed
-            --concurrency c --num-prompts n` runs at the point's layout, quantisation and lengths). With equal lengths
+            --concurrency c --num-prompts n` runs at the point's layout, quantisation and lengths; run as
+            simulate.simulate_headline, the same numbers without the per-token gaps a sweep does not read). With equal lengths
             the loop is periodic after its first wave (all c requests start together); SIM_WAVES = 4 is `model
             --simulate`'s rule (simulate.points_prompts: 4 waves, at least 200 requests) without its floor of 200,
             which only adds samples for the percentiles of a run whose waves repeat (bench/bench_sweep_grid.py
