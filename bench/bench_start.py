@@ -4,7 +4,7 @@ What it does: extracts the `src/` of two or more commits (`git archive REF`: the
 commits, not the working tree, which others may be editing) into bench/out/start-src/tree*, then for each
 command — `--help`, `trace` (text) and `trace --json` on the bundled example, and `simulate` of one request
 (`--json`: the command's fixed cost; `--only` picks some) — runs the trees alternately R times
-in fresh processes under GNU time (median wall s, median peak RSS MB), and once each under `python -X importtime`:
+in fresh processes under GNU time (median wall s, median CPU s, median peak RSS MB), and once each under `python -X importtime`:
 modules imported, the sum of their own import times, and which heavy libraries were loaded. Prints Markdown for
 bench/RESULTS.md. Bytecode caches are warm (one run of each command per tree first).
 In the same alternation it times the floors — `python -c pass` and `python -c "import polars, numpy"` (the
@@ -12,7 +12,7 @@ libraries the analysis runs on), and the command's other libraries with them —
 tree (medians), so that what a change bought is read against what no change to servescope can remove.
 What it does not do: assert anything (tests/cli/test_cli_imports.py checks which modules load).
 
-    python bench/bench_start.py [--repeat 7] [--baseline REF] [--after REF,...] [--only trace,simulate]
+    python bench/bench_start.py [--repeat 7] [--baseline REF] [--after REF|dir:SRC,...] [--only trace,simulate]
 """
 
 from __future__ import annotations
@@ -62,12 +62,14 @@ def env(src: Path) -> dict[str, str]:
     return {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": str(src)}
 
 
-def timed(args: list[str], src: Path) -> tuple[float, float]:
-    """(wall s, peak RSS MB) of `python -m servescope ARGS` from `src`, by GNU time."""
-    done = subprocess.run(["/usr/bin/time", "-f", "%e %M", sys.executable, "-m", "servescope", *args],
+def timed(args: list[str], src: Path) -> tuple[float, float, float]:
+    """(wall s, peak RSS MB, CPU s: user + system, all threads) of `python -m servescope ARGS` from `src`, by GNU
+    time. The CPU seconds are what a machine shared with other work inflates least (the wall is a lower bound
+    on them only for a single-threaded command; Polars runs threads)."""
+    done = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S", sys.executable, "-m", "servescope", *args],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env(src), check=True)
-    wall_s, rss_kib = done.stderr.strip().splitlines()[-1].split()[-2:]
-    return float(wall_s), float(rss_kib) * 1024 / 1e6
+    wall_s, rss_kib, user_s, sys_s = done.stderr.strip().splitlines()[-1].split()[-4:]
+    return float(wall_s), float(rss_kib) * 1024 / 1e6, float(user_s) + float(sys_s)
 
 
 def timed_code(code: str) -> float:
@@ -104,21 +106,25 @@ def main() -> None:
     ap.add_argument("--baseline", default="04808c9~1", help="git ref whose src/ is the baseline (default: the commit "
                                                             "before the lazy command table)")
     ap.add_argument("--after", default="HEAD", help="git ref(s) compared with it, comma-separated (each change "
-                                                    "and its parent, in one alternation: REF~1,REF,...)")
+                                                    "and its parent, in one alternation: REF~1,REF,...); dir:PATH "
+                                                    "runs the src/ folder PATH as it is (e.g. a baseline with one "
+                                                    "helper's files overlaid)")
     ap.add_argument("--only", default="", help="comma-separated words: only the commands whose name starts with "
                                                    "one of them (e.g. trace, simulate); the stage timer runs with trace")
     a = ap.parse_args()
     refs = list(dict.fromkeys([a.baseline, *a.after.split(",")]))
     words = tuple(w.strip() for w in a.only.split(",") if w.strip())
     commands = {c: args for c, args in COMMANDS.items() if not words or c.startswith(words)}
-    trees = {ref: extracted_src(ref, f"tree{i}") for i, ref in enumerate(refs)}
+    trees = {ref: Path(ref[4:]) if ref.startswith("dir:") else extracted_src(ref, f"tree{i}")
+             for i, ref in enumerate(refs)}
     for src in trees.values():  # bytecode written (PYTHONDONTWRITEBYTECODE may be set here), then caches warm
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True, capture_output=True)
         for args in commands.values():
             timed(args, src)
     with_stages = any(c.startswith("trace") for c in commands)
-    runs: dict[tuple[str, str], list[tuple[float, float]]] = {(c, t): [] for c in commands for t in trees}
+    runs: dict[tuple[str, str], list[tuple[float, float, float]]] = {(c, t): [] for c in commands for t in trees}
     floors: dict[str, list[float]] = {f: [] for f in FLOORS}
+    load = os.getloadavg()[0]
     stages: dict[str, list[dict[str, float]]] = {t: [] for t in trees}
     for _ in range(a.repeat):
         for name, code in FLOORS.items():
@@ -128,13 +134,15 @@ def main() -> None:
                 runs[cmd, tree].append(timed(args, src))
         for tree, src in trees.items() if with_stages else ():
             stages[tree].append(stage_times(src))
-    print(f"| command | tree | wall s (median of {a.repeat}) | min | peak RSS MB | modules imported | "
+    print(f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} (1 min)\n")
+    print(f"| command | tree | wall s (median of {a.repeat}) | min | CPU s (median) | peak RSS MB | modules imported | "
           "own import time ms (sum) | heavy modules loaded |")
-    print("|---|---|---:|---:|---:|---:|---:|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for (cmd, tree), rs in runs.items():
         n, ms, heavy = import_profile(commands[cmd], trees[tree])
-        print(f"| {cmd} | {tree} | {statistics.median(r[0] for r in rs):.2f} | {min(r[0] for r in rs):.2f} | "
-              f"{statistics.median(r[1] for r in rs):.0f} | {n} | {ms:.0f} | {', '.join(heavy) or '–'} |")
+        print(f"| {cmd} | {tree} | {statistics.median(r[0] for r in rs):.3f} | {min(r[0] for r in rs):.3f} | "
+              f"{statistics.median(r[2] for r in rs):.3f} | {statistics.median(r[1] for r in rs):.0f} | {n} | "
+              f"{ms:.0f} | {', '.join(heavy) or '–'} |")
     print(f"\n| floor (no servescope) | wall s (median of {a.repeat}) | min |\n|---|---:|---:|")
     for name, ws in floors.items():
         print(f"| {name} | {statistics.median(ws):.2f} | {min(ws):.2f} |")
