@@ -98,7 +98,8 @@ def test_near_equal_sums_within_the_slack_are_kept() -> None:
     # Two groups whose sums differ in their last bits: both stay candidates, the full sums then decide.
     small = [0.1] * 10
     big = [1.0 - 1e-16]
-    gpu = _frame([(1, "a", d, None) for d in small] + [(1, "b", d, None) for d in big] + [(1, "c", 0.5, None)],
+    rest = [(1, f"d{i}", 0.01, None) for i in range(40)]
+    gpu = _frame([(1, "a", d, None) for d in small] + [(1, "b", d, None) for d in big] + [(1, "c", 0.5, None)] + rest,
                  worked=False)
     assert set(_step_stats._top_rows(gpu, 1)["name"].to_list()) == {"a", "b"}
     with pytest.MonkeyPatch.context() as m:
@@ -137,3 +138,52 @@ def test_unshaped_kernels_by_step_is_the_full_sort(rows: list[tuple[int, str, fl
                         "shape_status": [r[3] for r in rows]},
                        schema={"step": pl.Int64, "name": pl.Utf8, "dur_us": pl.Float64, "shape_status": pl.Utf8})
     assert repr(_step_stats.unshaped_kernels_by_step(gpu, n)) == repr(_unshaped_full(gpu, n))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_ROWS, st.integers(1, 4))
+def test_colliding_name_keys_still_give_the_full_aggregation(rows: list[tuple[int, str | None, float, float | None]],
+                                                             top_n: int) -> None:
+    # Every name's key its length: most names collide, and a shared group's sum only bounds its names' sums.
+    gpu = _frame(rows, worked=False)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(_step_stats, "_ROWS_PER_GROUP", 0)  # always preselect
+        m.setattr(_step_stats, "_name_key", lambda: pl.col("name").str.len_bytes().cast(pl.UInt64))
+        got = step_top_kernels(gpu, top_n)
+    with pytest.MonkeyPatch.context() as m:
+        assert repr(got) == repr(_full(gpu, top_n, m))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1000, 5000), st.sampled_from([3, 40, 900, 10**9]), st.integers(0, 2**32 - 1), st.integers(1, 6))
+def test_unshaped_on_large_frames_is_the_full_sort(rows: int, names: int, seed: int, n: int) -> None:
+    """Frames past Polars' 1,000-row partitioning limit, few and many groups, a few heavy groups whose sums depend on
+    the order they are taken in: the preselected sums equal the full group-by's to the bit."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, names, rows) if names < 10**9 else np.arange(rows)
+    ids[rng.integers(0, rows, rows // 10)] = -1  # heavy groups
+    gpu = pl.DataFrame({"step": rng.integers(0, 3, rows), "name": [f"k{i}" for i in ids],
+                        "dur_us": rng.random(rows) * 10.0 ** rng.integers(-3, 4, rows),
+                        "shape_status": rng.choice(["shaped", "no_shape", "no_op"], rows)})
+    assert repr(_step_stats.unshaped_kernels_by_step(gpu, n)) == repr(_unshaped_full(gpu, n))
+
+
+def test_unshaped_preselects_distinct_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = pl.DataFrame({"step": [i // 1000 for i in range(4000)], "name": [f"k{i}" for i in range(4000)],
+                        "dur_us": [float(i % 13) for i in range(4000)], "shape_status": ["no_op"] * 4000})
+    seen: list[object] = []
+    real = _step_stats._bounded_rows
+    monkeypatch.setattr(_step_stats, "_bounded_rows", lambda *a: seen.append(out := real(*a)) or out)
+    assert _step_stats.unshaped_kernels_by_step(gpu, 3) == _unshaped_full(gpu, 3)
+    assert seen and seen[0] is not None and len(seen[0]) < 400  # type: ignore[arg-type]  # ties at 12.0: 4000 / 13
+
+
+def test_partition_rule_mirror() -> None:
+    many = pl.DataFrame({"step": [i % 3 for i in range(5000)], "name": [f"k{i}" for i in range(5000)]})
+    few = pl.DataFrame({"step": [i % 3 for i in range(5000)], "name": [f"k{i % 7}" for i in range(5000)]})
+    assert _step_stats._sums_each_group_alone(many, ["step", "name"])
+    assert not _step_stats._sums_each_group_alone(few, ["step", "name"])
+    assert _step_stats._sums_each_group_alone(few.head(999), ["step", "name"])
+    assert _step_stats._sums_each_group_alone(few.sort("step"), ["step", "name"])

@@ -196,29 +196,48 @@ _ROWS_PER_GROUP = 8  # fewer rows a (step, name) group than this, on the most gr
 
 
 def _top_rows(gpu: pl.DataFrame, top_n: int) -> pl.DataFrame:
-    """The rows of `gpu` whose (step, name) may be among a step's `top_n` by summed dur_us: a group whose total is
-    within _SUM_SLACK of the step's top_n-th largest or above (the final sums, taken in another grouping, may differ
-    in their last bits). One sum per (step, name) instead of `step_top_kernels`' ten aggregations: a trace where no
-    kernel name repeats made a group of each of 2 M rows (1.9 GB; issue 30.2). All rows when a duration is negative
-    or not finite (the slack holds for non-negative finite sums only), or when there are few groups (at most one per
-    _ROWS_PER_GROUP rows: 16 names in 489 steps of 2 M kernels), where the ten aggregations cost little and a
-    filtered copy of the rows would cost more."""
+    """The rows of `gpu` whose (step, name) may be among a step's `top_n` by summed dur_us (`_bounded_rows`), for
+    `step_top_kernels`' ten aggregations (a trace where no kernel name repeats made a group of each of 2 M rows: 1.9
+    GB; issue 30.2). Their median makes Polars aggregate every group on its own, rows in order, as it does for the
+    whole frame: the same sums."""
+    rows = _bounded_rows(gpu, [], top_n)
+    return gpu if rows is None else gpu[rows]
+
+
+def _bounded_rows(frame: pl.DataFrame, keys: list[str], top_n: int) -> pl.Series | None:
+    """Indices of the rows of `frame` whose (step, name, *keys) group may be among its step's `top_n` by summed
+    dur_us, in row order; None for all rows.
+
+    Rows are grouped by step, `keys` and a 64-bit hash of the name (`_name_key`: integers, not text, are hashed; names
+    whose hashes collide share a group, so its sum bounds each of theirs from above). A step's top_n-th largest name
+    sum is at least its top_n-th largest group maximum (distinct groups hold distinct names, and a name's sum is at
+    least its largest duration), so a name outside a group whose sum reaches that, less _SUM_SLACK (the final sums,
+    in another grouping, may differ in their last bits), has top_n names above it. None when a duration is negative
+    or not finite (the bounds hold for non-negative finite durations only), when there are few groups (at most one
+    per _ROWS_PER_GROUP rows: 16 names in 489 steps of 2 M kernels: the aggregations cost little, a filtered copy
+    of the rows more) or when most rows are kept."""
     dur = pl.col("dur_us")
-    if gpu.height == 0 or gpu.height > _MAX_SELECTED_ROWS or not gpu.select(((dur >= 0) & dur.is_finite())
-                                                                              .fill_null(True).all()).item():
-        return gpu
-    names, steps = gpu.select(pl.col("name").n_unique(), pl.col("step").n_unique()).row(0)
-    if names * steps * _ROWS_PER_GROUP <= gpu.height:  # few groups: the aggregation is cheap, a filter would copy
-        return gpu
-    totals = gpu.lazy().group_by("step", "name").agg(dur.sum().alias("total")).collect()
-    kth = totals.lazy().group_by("step").agg(
-        pl.when(pl.len() > top_n).then(pl.col("total").top_k(top_n).min()).otherwise(0.0).alias("kth"))
-    keep = (totals.lazy().join(kth, on="step", nulls_equal=True)
-            .filter(pl.col("total") >= pl.col("kth") * (1 - _SUM_SLACK)).select("step", "name").collect())
-    if keep.height == totals.height:
-        return gpu
-    del totals
-    return gpu.join(keep, on=["step", "name"], how="semi", nulls_equal=True, maintain_order="left")
+    if frame.height == 0 or frame.height > _MAX_SELECTED_ROWS or not frame.select(((dur >= 0) & dur.is_finite())
+                                                                                  .fill_null(True).all()).item():
+        return None
+    keyed = frame.select("step", *keys, _name_key().alias("_key"), "dur_us")
+    groups = (keyed.lazy().group_by("step", *keys, "_key").agg(dur.sum().alias("total"), dur.max().alias("top"))
+              .collect())
+    if groups.height * _ROWS_PER_GROUP <= frame.height:
+        return None
+    kth = groups.lazy().group_by("step").agg(
+        pl.when(pl.len() > top_n).then(pl.col("top").top_k(top_n).min()).otherwise(0.0).alias("kth"))
+    keep = (groups.lazy().join(kth, on="step", nulls_equal=True)
+            .filter(pl.col("total") >= pl.col("kth") * (1 - _SUM_SLACK)).select("step", *keys, "_key").collect())
+    del groups
+    rows = keyed.select(pl.int_range(pl.len(), dtype=pl.UInt32).alias("_row"), "step", *keys, "_key").join(
+        keep, on=["step", *keys, "_key"], how="semi", nulls_equal=True, maintain_order="left")["_row"]
+    return None if rows.len() * 2 > frame.height else rows
+
+
+def _name_key() -> pl.Expr:
+    """The key `_top_rows` groups names by: any function of the name (a hash; equal names, equal keys)."""
+    return pl.col("name").hash()
 
 
 def step_work(gpu: pl.DataFrame) -> tuple[dict[int, tuple[WorkGroup, ...]], dict[int, dict[str, float]]]:
@@ -257,10 +276,17 @@ def unshaped_kernels_by_step(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[t
     if "shape_status" not in gpu.columns:
         return {}
     # The four columns only (a filter of the frame copied every column of every unshaped row), eager (a lazy query
-    # sums in another order: last-bit differences); the sort takes the pairs at or above each step's n-th largest sum
-    # only (one pair per kernel when no name repeats).
-    sums = (gpu.select("step", "name", "shape_status", "dur_us").filter(pl.col("shape_status") != "shaped")
-            .group_by("step", "name", "shape_status").agg(pl.col("dur_us").sum()))
+    # sums in another order: last-bit differences); one pair per kernel when no name repeats: the rows of the pairs
+    # that can be in a step's top n only, when Polars sums each group on its own, rows in order, either way
+    # (`_sums_each_group_alone`); the sort takes the sums at or above each step's n-th largest only.
+    rows = gpu.select("step", "name", "shape_status", "dur_us").filter(pl.col("shape_status") != "shaped")
+    keys = ["step", "name", "shape_status"]
+    some = _bounded_rows(rows, ["shape_status"], n) if _sums_each_group_alone(rows, keys) else None
+    if some is None:
+        sums = rows.group_by(*keys).agg(pl.col("dur_us").sum())
+    else:  # the median keeps Polars from partial sums over row ranges (what a few groups of many rows would get)
+        sums = rows[some].group_by(*keys).agg(pl.col("dur_us").sum(), pl.col("dur_us").median().alias("_m")).drop("_m")
+    del rows
     dur = pl.col("dur_us")
     kth = dur.filter(~dur.is_nan()).top_k(n).min().over("step")  # a NaN sorts first: kept
     stats = (sums.lazy().filter((pl.len().over("step") <= n) | (dur >= kth) | dur.is_nan())
@@ -270,3 +296,25 @@ def unshaped_kernels_by_step(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[t
     for step, name, why, us in stats.iter_rows():
         out.setdefault(int(step), []).append((str(name), str(why), float(us)))
     return {k: tuple(v) for k, v in out.items()}
+
+
+# Polars (2.x, polars-mem-engine group_by `can_run_partitioned`) sums a group-by of partitionable aggregations (a sum)
+# in partial sums over row ranges when the frame has at least 1,000 rows, its first key is not flagged sorted, and
+# the distinct key tuples it estimates from a slice of max(100, √rows) rows at the middle are at most 1,000; else
+# (and always with a median) each group's rows in order. The estimate: u + u₁ / m · (rows − m), u the groups in
+# the slice of m rows and u₁ those of one row (u when every row is its own).
+_PARTITION_MIN_ROWS = 1000
+_PARTITION_MAX_GROUPS = 1000
+
+
+def _sums_each_group_alone(frame: pl.DataFrame, keys: list[str]) -> bool:
+    """Whether Polars sums `frame.group_by(*keys)`'s groups each on its own, rows in order (see above)."""
+    if frame[keys[0]].flags["SORTED_ASC"] or frame[keys[0]].flags["SORTED_DESC"]:
+        return True
+    if frame.height < _PARTITION_MIN_ROWS:
+        return True
+    m = max(100, int(frame.height ** 0.5))
+    sizes = frame.select(keys).slice(frame.height // 2, m).group_by(keys).len()["len"]
+    u = sizes.len()
+    u1 = u if u == m else int((sizes == 1).sum())
+    return int(u + (u1 / m) * (frame.height - m)) > _PARTITION_MAX_GROUPS

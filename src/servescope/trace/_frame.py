@@ -61,6 +61,7 @@ NAME_TEXT = "_name_text"  # column of the frame of distinct names (`names_frame`
 MAX_NAME_CHARS = 65_536
 CUT_MARK = "…"
 NAMES_CUT = "_names_cut"  # key in the `lost` counter: rows whose name was cut (a warning of its own)
+TEXT_MIN_ROWS = 1024  # a chunk this long whose names are mostly distinct keeps them as text (`_name_codes`)
 # ts above this cannot be epoch µs (it would be past the year 5000): the file is in ns.
 NS_TS_THRESHOLD = 1e17
 
@@ -146,7 +147,9 @@ def _name_codes(names: list[Any], codes: dict[str, int], lost: Counter[str]) -> 
     """Each name's code in `codes` (null for a null name), adding names not seen before; a name longer than
     MAX_NAME_CHARS is cut there (counted into `lost` under NAMES_CUT). A chunk holding a name that is not text (1,
     2.5: damage) converts it as Polars casts it to text first: 1 and 1.0 are one key in a dict, and "1" and "1.0"
-    two names."""
+    two names. A chunk of at least TEXT_MIN_ROWS rows where most names are distinct (Inductor kernels named
+    `triton_poi_fused_add_<i>`, every one its own) comes as that text instead, and adds nothing to `codes`: a
+    Python string, an int and a slot in `codes` per name held 2 M distinct names as ~300 MB (issue 30.2)."""
     distinct = set(names)
     long = [v for v in distinct if type(v) is str and len(v) > MAX_NAME_CHARS]
     if long:
@@ -154,6 +157,8 @@ def _name_codes(names: list[Any], codes: dict[str, int], lost: Counter[str]) -> 
         lost[NAMES_CUT] += sum(1 for v in names if v in cut)
         names = [cut.get(v, v) if type(v) is str else v for v in names]
         distinct = set(names)
+    if len(names) >= TEXT_MIN_ROWS and len(distinct) * 2 > len(names):  # names rarely repeat: a code saves nothing
+        return pl.Series(names, dtype=pl.Utf8, strict=False)
     if all(type(v) is str for v in distinct if v is not None):
         for name in distinct:
             if name is not None:
@@ -265,6 +270,9 @@ def _finish(
 ) -> tuple[pl.DataFrame, TimeUnit]:
     """Derived columns (device, stream, blocks_per_sm), units, clean-up and sort; `kind` and `name` from their
     codes last. `chunks` is emptied (no frame outside this function holds the raw columns)."""
+    if any(c.schema["name"] == pl.Utf8 for c in chunks):  # some chunks hold their names as text: all do
+        chunks[:] = [c if c.schema["name"] == pl.Utf8 else c.with_columns(names.gather(c["name"]).alias("name"))
+                     for c in chunks]
     frame = pl.concat(chunks, how="vertical", rechunk=False)
     chunks.clear()
     n_no_ts = frame["ts_us"].null_count()
@@ -303,7 +311,8 @@ def _finish(
     out = _gathered(columns, order)
     kind, name = dense.index("kind"), dense.index("name")
     out[kind] = pl.Series(KINDS, dtype=pl.Utf8).gather(out[kind]).alias("kind")
-    out[name] = names.gather(out[name]).alias("name")
+    if out[name].dtype != pl.Utf8:
+        out[name] = names.gather(out[name]).alias("name")
     return _with_comm(pl.DataFrame(out), comm, order), unit
 
 
