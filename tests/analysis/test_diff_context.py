@@ -27,6 +27,12 @@ def _diff_json(*args: str) -> tuple[int, dict]:
     return r.exit_code, json.loads(r.stdout)
 
 
+@pytest.fixture(scope="module")
+def hta_json() -> tuple[int, dict]:
+    """`diff control test --json`, run once for the module (read by two tests; none changes it)."""
+    return _diff_json(str(CONTROL), str(TEST))
+
+
 def _mad(xs: list[float]) -> float:
     m = statistics.median(xs)
     return statistics.median([abs(x - m) for x in xs])
@@ -41,8 +47,8 @@ def _independent_verdict(b: list[float], a: list[float]) -> str:
     return "improved" if delta < 0 else "regressed"
 
 
-def test_hta_pair_names_both_gpus_and_warns() -> None:
-    code, doc = _diff_json(str(CONTROL), str(TEST))
+def test_hta_pair_names_both_gpus_and_warns(hta_json: tuple[int, dict]) -> None:
+    code, doc = hta_json
     assert code == 0 and doc["schema"] == "servescope.diff/1"
     assert doc["before"]["gpus"] == ["NVIDIA A100-PG509-200"]
     assert doc["after"]["gpus"] == ["Tesla V100-SXM2-16GB"]
@@ -61,8 +67,9 @@ def test_hta_pair_names_both_gpus_and_warns() -> None:
     assert "per call" in text and "per step" in text and "0.52x" in text and "2.45x" in text
 
 
-def test_collective_per_call_and_per_step_side_by_side() -> None:
-    code, doc = _diff_json(str(CONTROL), str(TEST))
+def test_collective_per_call_and_per_step_side_by_side(hta_json: tuple[int, dict]) -> None:
+    code, doc = hta_json
+    assert code == 0
     ar = doc["kinds"][0]["collectives"]["all_reduce"]
     assert ar["ratio"] < 1 < ar["step_ratio"]  # the 0.52x per call / 2.45x per step of the issue, now in one row
     assert ar["step_ratio"] == pytest.approx(ar["after_us"] / ar["before_us"], rel=1e-3)
