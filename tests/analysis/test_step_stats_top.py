@@ -187,3 +187,20 @@ def test_partition_rule_mirror() -> None:
     assert not _step_stats._sums_each_group_alone(few, ["step", "name"])
     assert _step_stats._sums_each_group_alone(few.head(999), ["step", "name"])
     assert _step_stats._sums_each_group_alone(few.sort("step"), ["step", "name"])
+
+
+def test_unshaped_many_groups_but_partitioned_takes_every_row() -> None:
+    """Many groups, yet the middle slice Polars estimates from holds one key: where Polars would sum in partial sums
+    over row ranges (group-bys of up to two keys in Polars 2.2), the preselection (whose sums are taken group by
+    group) is not used; the answer is the full one."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    names = [f"k{i}" for i in range(6000)]
+    names[2900:3300] = ["x"] * 400  # the estimate's slice: one key
+    for i in rng.integers(0, 6000, 1500):
+        names[i] = "h"  # a heavy group across the row ranges
+    gpu = pl.DataFrame({"step": [0] * 6000, "name": names, "dur_us": rng.random(6000) * 100,
+                        "shape_status": ["no_op"] * 6000})
+    assert not _step_stats._sums_each_group_alone(gpu, ["step", "name", "shape_status"])
+    assert repr(_step_stats.unshaped_kernels_by_step(gpu, 3)) == repr(_unshaped_full(gpu, 3))

@@ -298,11 +298,13 @@ def unshaped_kernels_by_step(gpu: pl.DataFrame, n: int = 5) -> dict[int, tuple[t
     return {k: tuple(v) for k, v in out.items()}
 
 
-# Polars (2.x, polars-mem-engine group_by `can_run_partitioned`) sums a group-by of partitionable aggregations (a sum)
+# Polars (polars-mem-engine group_by `can_run_partitioned`) may sum a group-by of partitionable aggregations (a sum)
 # in partial sums over row ranges when the frame has at least 1,000 rows, its first key is not flagged sorted, and
 # the distinct key tuples it estimates from a slice of max(100, √rows) rows at the middle are at most 1,000; else
 # (and always with a median) each group's rows in order. The estimate: u + u₁ / m · (rows − m), u the groups in
-# the slice of m rows and u₁ those of one row (u when every row is its own).
+# the slice of m rows and u₁ those of one row (u when every row is its own). Polars 2.2 partitions no group-by of
+# three keys (POLARS_VERBOSE: "keys/aggregates are not partitionable"), so for unshaped_kernels_by_step' this is
+# conservative: where it says "partitioned" the full group-by runs, which is the original computation either way.
 _PARTITION_MIN_ROWS = 1000
 _PARTITION_MAX_GROUPS = 1000
 
