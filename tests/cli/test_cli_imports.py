@@ -247,3 +247,16 @@ def test_the_console_process_starts_no_blas_thread_pool() -> None:
 
     assert threads(base) == (1, "1")
     assert threads({**base, "OPENBLAS_NUM_THREADS": "2"})[1] == "2"
+
+
+def test_text_output_replaces_no_emoji_codes() -> None:
+    """The text consoles print names as written (report.fit.FittingConsole: emoji=False): `:100:` in a kernel name
+    is not Rich's emoji, and Rich's emoji table is not imported by `trace`."""
+    import io
+
+    from servescope.report.fit import FittingConsole
+
+    console = FittingConsole(file=io.StringIO(), width=80)
+    console.print("gemm_kernel:100: ::fire:: :fire:")
+    assert console.file.getvalue() == "gemm_kernel:100: ::fire:: :fire:\n"  # type: ignore[attr-defined]
+    assert "rich._emoji_codes" not in loaded("trace")
