@@ -220,6 +220,9 @@ def _bounded_rows(frame: pl.DataFrame, keys: list[str], top_n: int) -> pl.Series
     if frame.height == 0 or frame.height > _MAX_SELECTED_ROWS or not frame.select(((dur >= 0) & dur.is_finite())
                                                                                   .fill_null(True).all()).item():
         return None
+    most = frame.select(pl.col("name").approx_n_unique() * pl.col("step").n_unique()).item()  # HyperLogLog: cheap
+    if most * _ROWS_PER_GROUP <= frame.height:
+        return None
     keyed = frame.select("step", *keys, _name_key().alias("_key"), "dur_us")
     groups = (keyed.lazy().group_by("step", *keys, "_key").agg(dur.sum().alias("total"), dur.max().alias("top"))
               .collect())
