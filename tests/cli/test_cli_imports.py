@@ -203,10 +203,10 @@ run()
 
 def test_the_console_process_runs_few_gc_passes() -> None:
     """`servescope trace --json` on the bundled example: the console process runs the cyclic GC at mypy's thresholds
-    (cli._app.GC_THRESHOLDS), so no pass rescans the imported modules' objects (Python's 700 gave ~150 passes,
+    (cli._process.GC_THRESHOLDS), so no pass rescans the imported modules' objects (Python's 700 gave ~150 passes,
     ~14 of them over the older generations: 40-110 ms; bench/bench_start.py). Counted from `run`'s start (the
     CLI's own import runs before it sets them). Library callers (`main`) keep Python's thresholds."""
-    from servescope.cli._app import GC_THRESHOLDS
+    from servescope.cli._process import GC_THRESHOLDS
 
     out = subprocess.run([sys.executable, "-c", GC_PROBE, "trace", "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
@@ -233,8 +233,8 @@ run()
 def test_the_console_process_starts_no_blas_thread_pool() -> None:
     """`simulate` (NumPy, no Polars) in the console process: OpenBLAS runs on the calling thread, so the process ends
     with its one thread (OpenBLAS's pool is one thread per core: 2 on a 2-core machine); a thread count the user
-    set is kept (cli._app.one_blas_thread)."""
-    from servescope.cli._app import BLAS_THREAD_VARIABLES
+    set is kept (cli._process.one_blas_thread)."""
+    from servescope.cli._process import BLAS_THREAD_VARIABLES
 
     base = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
 
