@@ -8,7 +8,8 @@ What it does:
   cpu_op is `aten::copy_`, `aten::_to_copy` or `aten::to` is `cast` unless its name says communication
   or memory. The cpu_op is found through the kernel's `external_id`, or through its `correlation` →
   the runtime/driver launch row with that correlation → that row's `external_id`
-  (kineto-traces.md §1.3, §4 pitfall 4). Unique names are classified once and joined back; the linkage
+  (kineto-traces.md §1.3, §4 pitfall 4). Unique names are classified once and joined back (past 1,024 of them, only
+  those some rule's superset pattern matches in one Polars pass: `_rule_candidates`); the linkage
   is a pair of vectorised `is_in` tests, so a million-row table costs a few hash lookups per row.
 - `link_collectives` (called by `classify`) takes a communication kernel's collective from its own
   args or the CPU op that launched it (`record_param_comms`, `nccl:*`, `c10d::*`, engine collective
