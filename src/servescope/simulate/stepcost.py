@@ -203,9 +203,9 @@ class StepCost:
             grid = ctx[:, None] + np.arange(k, dtype=float)[None, :]
             vals = np.interp(grid.ravel(), self.grid, self.attn1).reshape(len(ctx), k)
         else:
-            self._attn1_table()
+            tab = self._attn1_table()
             # row r: the table at i[r] … i[r] + k − 1
-            vals = self._windows[:, :k][i] if k <= WINDOW else sliding_window_view(self._attn1_int, k)[i]
+            vals = self._windows[:, :k][i] if k <= WINDOW else sliding_window_view(tab, k)[i]
         out: np.ndarray = vals.sum(axis=0)
         return out
 
