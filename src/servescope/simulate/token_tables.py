@@ -66,17 +66,18 @@ class TokenTables:
         v: np.float64 = self._dec[t]
         return v if self.dec_scale == 1.0 else v * self.dec_scale
 
-    def pf(self, t: int) -> np.float64:
+    def _priced_pf(self, t: int) -> None:
         blk = t // self.block
         if not self._pf_done[blk]:
             self._fill_pf(blk)
+
+    def pf(self, t: int) -> np.float64:
+        self._priced_pf(t)
         v: np.float64 = self._pf[t]
         return v
 
     def kern_pf(self, t: int) -> np.float64:
-        blk = t // self.block
-        if not self._pf_done[blk]:
-            self._fill_pf(blk)
+        self._priced_pf(t)
         v: np.float64 = self._kern[t]
         return v
 
